@@ -1,0 +1,17 @@
+// Roles whose modules are not built yet. Each moves to its own roles_<name>.cc when it exists.
+#include <CLI/CLI.hpp>
+
+#include "src/cmd/roles.h"
+
+namespace hyperslice::cmd {
+
+void SetupOperator(CLI::App&) {}
+int RunOperator(CLI::App&) { return NotAvailableYet("operator"); }
+void SetupWebhook(CLI::App&) {}
+int RunWebhook(CLI::App&) { return NotAvailableYet("webhook"); }
+void SetupDevicePlugin(CLI::App&) {}
+int RunDevicePlugin(CLI::App&) { return NotAvailableYet("device-plugin"); }
+void SetupSim(CLI::App&) {}
+int RunSim(CLI::App&) { return NotAvailableYet("sim"); }
+
+}  // namespace hyperslice::cmd

@@ -1,0 +1,76 @@
+// HttpServer: an asynchronous HTTP/1.1 server (Beast) for the webhook, health/metrics endpoints
+// and the cloud simulators. Plain or TLS (1.2+), keep-alive, bounded request bodies, TLS key pair
+// re-read from disk when the files change (checked at most once a second, on accept), so
+// certificate rotation needs no restart and never drops an in-flight request.
+//
+// Handlers run on the server's I/O threads and must not block for long; a handler that needs to
+// wait (long polls) keeps the Responder and completes it later from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "src/base/result.h"
+#include "src/net/http.h"
+
+namespace hyperslice::net {
+
+struct ServerRequest {
+  std::string method;
+  std::string target;  // as received: path and query
+  std::string path;    // percent-decoded path
+  std::multimap<std::string, std::string> query;  // decoded query parameters
+  Headers headers;     // names lower-cased
+  std::string body;
+  std::string remote_address;
+  std::string Header(std::string_view name) const;
+  // First value of a query parameter, or "".
+  std::string Query(std::string_view name) const;
+};
+
+// Completes one request. Send() may be called from any thread, once; later calls are ignored.
+// A Responder dropped without Send() answers 500 so no client hangs.
+class Responder {
+ public:
+  virtual ~Responder() = default;
+  virtual void Send(int status, std::string body, Headers headers = {}) = 0;
+  // True once the client has gone away (lets long polls stop early).
+  virtual bool ClientGone() const = 0;
+};
+
+using Handler = std::function<void(const ServerRequest&, std::shared_ptr<Responder>)>;
+
+struct ServerTlsFiles {
+  std::string cert_file;  // PEM chain
+  std::string key_file;   // PEM private key
+};
+
+class HttpServer {
+ public:
+  struct Options {
+    std::string address = "127.0.0.1";
+    uint16_t port = 0;  // 0 picks a free port; see port()
+    int threads = 1;
+    std::optional<ServerTlsFiles> tls;
+    size_t max_body_bytes = 8 * 1024 * 1024;  // larger bodies get 413
+    std::chrono::milliseconds idle_timeout{60000};
+    std::chrono::milliseconds read_timeout{30000};  // header+body of one request
+  };
+  virtual ~HttpServer() = default;
+
+  static Result<std::unique_ptr<HttpServer>> Start(Options options, Handler handler);
+
+  virtual uint16_t port() const = 0;
+  // Stops accepting, lets in-flight requests finish for up to `grace`, then closes everything.
+  // Idempotent; also called by the destructor.
+  virtual void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000)) = 0;
+  // Number of times the TLS key pair was (re)loaded; 1 after Start with TLS.
+  virtual int tls_generation() const = 0;
+};
+
+}  // namespace hyperslice::net
