@@ -21,14 +21,20 @@
 namespace hyperslice::localcluster {
 
 struct Options {
-  // Folder with kube-apiserver, kube-controller-manager and etcd. Empty: $HYPERSLICE_CONTROLPLANE_BIN,
-  // else the output of scripts/build-controlplane.sh (which builds on first use).
+  // Folder with kube-apiserver, kube-controller-manager and etcd. Empty:
+  // $HYPERSLICE_CONTROLPLANE_BIN, else the output of scripts/build-controlplane.sh (which builds on
+  // first use).
   std::string bin_dir;
   // Working folder for certificates, etcd data and logs. Empty: a new temp folder, removed on
-  // destruction unless $HYPERSLICE_KEEP_TESTENV is set.
+  // destruction unless $HYPERSLICE_KEEP_TESTENV is set. A given folder is kept, but every Start()
+  // regenerates its certificates and wipes its etcd data (each start is a fresh cluster).
+  // Logs: <work_dir>/{etcd,kube-apiserver,kube-controller-manager}.log.
   std::string work_dir;
-  bool controller_manager = false;  // GC, CSR approval and signing, token cleaner
-  bool watch_cache = true;          // false: watches go to etcd, so compaction yields 410 Gone
+  // GC, CSR approval and signing, token cleaner, service accounts. Without it the ServiceAccount
+  // admission plugin is disabled (nobody would create a namespace's "default" ServiceAccount, so
+  // every pod would be rejected), as envtest does.
+  bool controller_manager = false;
+  bool watch_cache = true;  // false: watches go to etcd, so compaction yields 410 Gone
   std::vector<std::string> extra_apiserver_flags;
 };
 
@@ -43,6 +49,7 @@ class LocalCluster {
   virtual const std::string& ca_cert_path() const = 0;     // cluster CA (PEM)
   virtual const std::string& ca_key_path() const = 0;      // cluster CA key (signs node certs)
   virtual const std::string& work_dir() const = 0;
+  virtual const std::string& etcd_url() const = 0;  // http://127.0.0.1:<port> (plain, loopback)
   virtual kube::Config AdminConfig() const = 0;
 
   // Stops kube-apiserver (SIGTERM, then SIGKILL after a grace period) and starts it again on the

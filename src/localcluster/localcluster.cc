@@ -1,0 +1,476 @@
+#include "src/localcluster/localcluster.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
+
+#include "src/base/log.h"
+#include "src/localcluster/internal/pki.h"
+#include "src/localcluster/internal/process.h"
+#include "src/net/http.h"
+
+#ifndef HS_SOURCE_DIR
+#error "HS_SOURCE_DIR must name the repository root (set by src/localcluster/CMakeLists.txt)"
+#endif
+
+namespace hyperslice::localcluster {
+namespace {
+
+namespace fs = std::filesystem;
+using internal::Process;
+using internal::ProcessSpec;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kEtcdReadyTimeout = std::chrono::seconds(60);
+constexpr auto kApiserverReadyTimeout = std::chrono::seconds(120);
+constexpr auto kControllerManagerReadyTimeout = std::chrono::seconds(90);
+constexpr auto kStopGrace = std::chrono::seconds(10);
+constexpr int kStartAttempts = 3;
+
+Error Err(Error::Code code, std::string msg) { return Error::Make(code, std::move(msg)); }
+
+Status WriteFile(const fs::path& path, const std::string& content, fs::perms perms) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << content;
+  out.close();
+  if (!out) return Err(Error::Code::kInternal, "writing " + path.string() + " failed");
+  std::error_code ec;
+  fs::permissions(path, perms, ec);
+  if (ec) return Err(Error::Code::kInternal, "chmod " + path.string() + ": " + ec.message());
+  return OkStatus();
+}
+
+// Binds port 0 on loopback to learn a free port. Another process may take it before our child
+// binds it; Start() retries the whole bring-up when a child reports "address already in use".
+Result<int> FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Err(Error::Code::kInternal, std::string("socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    int err = errno;
+    close(fd);
+    return Err(Error::Code::kInternal, std::string("bind 127.0.0.1:0: ") + std::strerror(err));
+  }
+  close(fd);
+  return static_cast<int>(ntohs(addr.sin_port));
+}
+
+bool Executable(const fs::path& p) { return access(p.c_str(), X_OK) == 0; }
+
+// Options.bin_dir, else $HYPERSLICE_CONTROLPLANE_BIN, else scripts/build-controlplane.sh's output.
+Result<std::string> FindBinDir(const Options& options) {
+  if (!options.bin_dir.empty()) return options.bin_dir;
+  if (const char* env = std::getenv("HYPERSLICE_CONTROLPLANE_BIN"); env && *env)
+    return std::string(env);
+  std::string script = std::string(HS_SOURCE_DIR) + "/scripts/build-controlplane.sh";
+  if (!Executable(script))
+    return Err(Error::Code::kNotFound,
+               "no control-plane binaries: set HYPERSLICE_CONTROLPLANE_BIN or provide " + script);
+  log::Info("localcluster: locating control-plane binaries", {{"script", script}});
+  std::string cmd = "'" + script + "'";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return Err(Error::Code::kInternal, "running " + script + " failed");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  int rc = pclose(pipe);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r' || out.back() == ' '))
+    out.pop_back();
+  if (auto nl = out.rfind('\n'); nl != std::string::npos) out = out.substr(nl + 1);
+  if (rc != 0 || out.empty())
+    return Err(Error::Code::kInternal,
+               script + " failed (status " + std::to_string(rc) + "); see its stderr above");
+  return out;
+}
+
+std::string Kubeconfig(const std::string& server, const std::string& ca_pem,
+                       const std::string& user, const internal::KeyPair& cred) {
+  using internal::Base64;
+  std::string s;
+  s += "apiVersion: v1\nkind: Config\n";
+  s += "clusters:\n- name: hyperslice-local\n  cluster:\n";
+  s += "    server: " + server + "\n";
+  s += "    certificate-authority-data: " + Base64(ca_pem) + "\n";
+  s += "users:\n- name: " + user + "\n  user:\n";
+  s += "    client-certificate-data: " + Base64(cred.cert_pem) + "\n";
+  s += "    client-key-data: " + Base64(cred.key_pem) + "\n";
+  s += "contexts:\n- name: hyperslice-local\n  context:\n    cluster: hyperslice-local\n";
+  s += "    user: " + user + "\n";
+  s += "current-context: hyperslice-local\n";
+  return s;
+}
+
+bool AddressInUse(const std::string& log_tail) {
+  return log_tail.find("address already in use") != std::string::npos;
+}
+
+class LocalClusterImpl final : public LocalCluster {
+ public:
+  explicit LocalClusterImpl(Options options) : options_(std::move(options)) {}
+
+  ~LocalClusterImpl() override {
+    StopAll();
+    if (remove_work_dir_) {
+      if (std::getenv("HYPERSLICE_KEEP_TESTENV") != nullptr) {
+        log::Info("localcluster: keeping work dir", {{"work_dir", work_dir_}});
+      } else {
+        std::error_code ec;
+        fs::remove_all(work_dir_, ec);
+      }
+    }
+  }
+
+  Status Init() {
+    auto started = Clock::now();
+    HS_ASSIGN_OR_RETURN(bin_dir_, FindBinDir(options_));
+    HS_RETURN_IF_ERROR(FindBinaries());
+    HS_RETURN_IF_ERROR(PrepareWorkDir());
+    HS_RETURN_IF_ERROR(WritePki());
+    Status last;
+    for (int attempt = 1; attempt <= kStartAttempts; ++attempt) {
+      last = StartProcesses();
+      if (last.ok()) break;
+      StopAll();
+      if (!AddressInUse(last.error().message) || attempt == kStartAttempts) return last;
+      log::Warn("localcluster: a port was taken meanwhile; starting again",
+                {{"attempt", boost::json::value(attempt)}});
+    }
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);
+    log::Info("localcluster: ready",
+              {{"server", server_url_},
+               {"work_dir", work_dir_},
+               {"controller_manager", boost::json::value(options_.controller_manager)},
+               {"startup_ms", boost::json::value(ms.count())}});
+    return OkStatus();
+  }
+
+  const std::string& server_url() const override { return server_url_; }
+  const std::string& kubeconfig_path() const override { return kubeconfig_path_; }
+  const std::string& ca_cert_path() const override { return ca_cert_path_; }
+  const std::string& ca_key_path() const override { return ca_key_path_; }
+  const std::string& work_dir() const override { return work_dir_; }
+  const std::string& etcd_url() const override { return etcd_url_; }
+
+  kube::Config AdminConfig() const override {
+    kube::Config c;
+    c.server = server_url_;
+    c.tls.ca_pem = ca_.cert_pem;
+    c.tls.client_cert_pem = admin_.cert_pem;
+    c.tls.client_key_pem = admin_.key_pem;
+    return c;
+  }
+
+  Status RestartApiserver() override {
+    HS_RETURN_IF_ERROR(StopApiserver());
+    return StartApiserver();
+  }
+
+  Status StopApiserver() override {
+    apiserver_.Stop(kStopGrace);
+    return OkStatus();
+  }
+
+  Status StartApiserver() override {
+    if (apiserver_.Running()) return OkStatus();
+    HS_RETURN_IF_ERROR(apiserver_.Start(ApiserverSpec()));
+    return WaitApiserverReady();
+  }
+
+  Status CompactEtcd() override {
+    HS_ASSIGN_OR_RETURN(auto client, net::HttpClient::Create({.base_url = etcd_url_}));
+    // Any range answers with the store's current revision in its header.
+    HS_ASSIGN_OR_RETURN(auto range,
+                        EtcdPost(*client, "/v3/kv/range", R"({"key":"AA==","limit":1})"));
+    const boost::json::value* rev = nullptr;
+    if (range.is_object()) {
+      if (auto* header = range.as_object().if_contains("header"); header && header->is_object())
+        rev = header->as_object().if_contains("revision");
+    }
+    if (rev == nullptr || !rev->is_string())
+      return Err(Error::Code::kInternal,
+                 "etcd range answered without header.revision: " + boost::json::serialize(range));
+    boost::json::object body{{"revision", rev->as_string()}, {"physical", true}};
+    HS_ASSIGN_OR_RETURN(auto compacted,
+                        EtcdPost(*client, "/v3/kv/compaction", boost::json::serialize(body)));
+    (void)compacted;
+    log::Info("localcluster: etcd compacted", {{"revision", std::string_view(rev->as_string())}});
+    return OkStatus();
+  }
+
+  std::vector<int> Pids() const override {
+    std::vector<int> pids;
+    for (const Process* p : {&etcd_, &apiserver_, &controller_manager_}) {
+      if (p->pid() > 0) pids.push_back(p->pid());
+    }
+    return pids;
+  }
+
+ private:
+  Status FindBinaries() {
+    fs::path dir(bin_dir_);
+    apiserver_bin_ = (dir / "kube-apiserver").string();
+    controller_manager_bin_ = (dir / "kube-controller-manager").string();
+    etcd_bin_ = (dir / "etcd").string();
+    if (!Executable(apiserver_bin_))
+      return Err(Error::Code::kNotFound, "no kube-apiserver in " + bin_dir_);
+    if (options_.controller_manager && !Executable(controller_manager_bin_))
+      return Err(Error::Code::kNotFound, "no kube-controller-manager in " + bin_dir_);
+    if (!Executable(etcd_bin_)) return Err(Error::Code::kNotFound, "no etcd in " + bin_dir_);
+    return OkStatus();
+  }
+
+  Status PrepareWorkDir() {
+    if (options_.work_dir.empty()) {
+      const char* tmp = std::getenv("TMPDIR");
+      std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/hyperslice-cluster-XXXXXX";
+      if (mkdtemp(tmpl.data()) == nullptr)
+        return Err(Error::Code::kInternal, "mkdtemp " + tmpl + ": " + std::strerror(errno));
+      work_dir_ = tmpl;
+      remove_work_dir_ = true;
+    } else {
+      work_dir_ = fs::absolute(options_.work_dir).string();
+    }
+    std::error_code ec;
+    fs::create_directories(fs::path(work_dir_) / "pki", ec);
+    if (ec) return Err(Error::Code::kInternal, "creating " + work_dir_ + ": " + ec.message());
+    // A fresh cluster every start: old etcd data would not match the new certificates and keys.
+    fs::remove_all(fs::path(work_dir_) / "etcd-data", ec);
+    return OkStatus();
+  }
+
+  Status WritePki() {
+    using internal::LeafSpec;
+    fs::path pki = fs::path(work_dir_) / "pki";
+    HS_ASSIGN_OR_RETURN(ca_, internal::MakeCa("hyperslice-local-ca"));
+    HS_ASSIGN_OR_RETURN(
+        auto serving,
+        internal::MakeLeaf(ca_,
+                           LeafSpec{.common_name = "kube-apiserver",
+                                    .dns_names = {"localhost", "kubernetes", "kubernetes.default",
+                                                  "kubernetes.default.svc",
+                                                  "kubernetes.default.svc.cluster.local"},
+                                    .ip_addresses = {"127.0.0.1", "10.0.0.1"},
+                                    .server = true}));
+    HS_ASSIGN_OR_RETURN(admin_,
+                        internal::MakeLeaf(ca_, LeafSpec{.common_name = "kubernetes-admin",
+                                                         .organizations = {"system:masters"}}));
+    HS_ASSIGN_OR_RETURN(
+        controller_manager_cred_,
+        internal::MakeLeaf(ca_, LeafSpec{.common_name = "system:kube-controller-manager"}));
+    HS_ASSIGN_OR_RETURN(auto sa, internal::MakeRsaKey(2048));
+
+    const auto key_perms = fs::perms::owner_read | fs::perms::owner_write;
+    const auto cert_perms = key_perms | fs::perms::group_read | fs::perms::others_read;
+    ca_cert_path_ = (pki / "ca.crt").string();
+    ca_key_path_ = (pki / "ca.key").string();
+    HS_RETURN_IF_ERROR(WriteFile(ca_cert_path_, ca_.cert_pem, cert_perms));
+    HS_RETURN_IF_ERROR(WriteFile(ca_key_path_, ca_.key_pem, key_perms));
+    HS_RETURN_IF_ERROR(WriteFile(pki / "apiserver.crt", serving.cert_pem, cert_perms));
+    HS_RETURN_IF_ERROR(WriteFile(pki / "apiserver.key", serving.key_pem, key_perms));
+    HS_RETURN_IF_ERROR(WriteFile(pki / "admin.crt", admin_.cert_pem, cert_perms));
+    HS_RETURN_IF_ERROR(WriteFile(pki / "admin.key", admin_.key_pem, key_perms));
+    HS_RETURN_IF_ERROR(WriteFile(pki / "sa.key", sa.private_pem, key_perms));
+    HS_RETURN_IF_ERROR(WriteFile(pki / "sa.pub", sa.public_pem, cert_perms));
+    return OkStatus();
+  }
+
+  // Picks ports, writes kubeconfigs, starts etcd, kube-apiserver and (optionally)
+  // kube-controller-manager, each waited on until it serves.
+  Status StartProcesses() {
+    HS_ASSIGN_OR_RETURN(int etcd_client_port, FreePort());
+    HS_ASSIGN_OR_RETURN(int etcd_peer_port, FreePort());
+    HS_ASSIGN_OR_RETURN(apiserver_port_, FreePort());
+    etcd_url_ = "http://127.0.0.1:" + std::to_string(etcd_client_port);
+    std::string peer_url = "http://127.0.0.1:" + std::to_string(etcd_peer_port);
+    server_url_ = "https://127.0.0.1:" + std::to_string(apiserver_port_);
+
+    kubeconfig_path_ = (fs::path(work_dir_) / "admin.kubeconfig").string();
+    const auto perms = fs::perms::owner_read | fs::perms::owner_write;
+    HS_RETURN_IF_ERROR(WriteFile(kubeconfig_path_,
+                                 Kubeconfig(server_url_, ca_.cert_pem, "kubernetes-admin", admin_),
+                                 perms));
+
+    std::error_code ec;
+    fs::remove_all(fs::path(work_dir_) / "etcd-data", ec);
+    ProcessSpec etcd{
+        .path = etcd_bin_,
+        .args = {"--name=default", "--data-dir=" + (fs::path(work_dir_) / "etcd-data").string(),
+                 "--listen-client-urls=" + etcd_url_, "--advertise-client-urls=" + etcd_url_,
+                 "--listen-peer-urls=" + peer_url, "--initial-advertise-peer-urls=" + peer_url,
+                 "--initial-cluster=default=" + peer_url, "--initial-cluster-state=new",
+                 // Test data: durability across power loss is not wanted, speed is.
+                 "--unsafe-no-fsync=true"},
+        .log_path = (fs::path(work_dir_) / "etcd.log").string()};
+    HS_RETURN_IF_ERROR(etcd_.Start(etcd));
+    HS_RETURN_IF_ERROR(WaitEtcdReady());
+
+    HS_RETURN_IF_ERROR(apiserver_.Start(ApiserverSpec()));
+    HS_RETURN_IF_ERROR(WaitApiserverReady());
+
+    if (options_.controller_manager) {
+      HS_RETURN_IF_ERROR(StartControllerManager());
+    }
+    return OkStatus();
+  }
+
+  ProcessSpec ApiserverSpec() const {
+    fs::path pki = fs::path(work_dir_) / "pki";
+    std::vector<std::string> args = {
+        "--etcd-servers=" + etcd_url_,
+        "--secure-port=" + std::to_string(apiserver_port_),
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        "--cert-dir=" + (fs::path(work_dir_) / "apiserver-certs").string(),
+        "--client-ca-file=" + ca_cert_path_,
+        "--tls-cert-file=" + (pki / "apiserver.crt").string(),
+        "--tls-private-key-file=" + (pki / "apiserver.key").string(),
+        "--authorization-mode=Node,RBAC",
+        "--enable-bootstrap-token-auth=true",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        "--service-account-key-file=" + (pki / "sa.pub").string(),
+        "--service-account-signing-key-file=" + (pki / "sa.key").string(),
+        "--service-cluster-ip-range=10.0.0.0/24",
+        "--allow-privileged=true",
+        std::string("--watch-cache=") + (options_.watch_cache ? "true" : "false"),
+    };
+    // Without kube-controller-manager nobody creates the "default" ServiceAccount of a namespace,
+    // and the ServiceAccount admission plugin would reject every pod (envtest does the same).
+    if (!options_.controller_manager) args.push_back("--disable-admission-plugins=ServiceAccount");
+    args.insert(args.end(), options_.extra_apiserver_flags.begin(),
+                options_.extra_apiserver_flags.end());
+    return ProcessSpec{.path = apiserver_bin_,
+                       .args = std::move(args),
+                       .log_path = (fs::path(work_dir_) / "kube-apiserver.log").string()};
+  }
+
+  Status StartControllerManager() {
+    HS_ASSIGN_OR_RETURN(int port, FreePort());
+    fs::path pki = fs::path(work_dir_) / "pki";
+    std::string kubeconfig = (fs::path(work_dir_) / "kube-controller-manager.kubeconfig").string();
+    HS_RETURN_IF_ERROR(
+        WriteFile(kubeconfig,
+                  Kubeconfig(server_url_, ca_.cert_pem, "system:kube-controller-manager",
+                             controller_manager_cred_),
+                  fs::perms::owner_read | fs::perms::owner_write));
+    ProcessSpec spec{
+        .path = controller_manager_bin_,
+        .args = {"--kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig,
+                 "--authorization-kubeconfig=" + kubeconfig,
+                 "--controllers=*,bootstrapsigner,tokencleaner",
+                 "--cluster-signing-cert-file=" + ca_cert_path_,
+                 "--cluster-signing-key-file=" + ca_key_path_, "--root-ca-file=" + ca_cert_path_,
+                 "--service-account-private-key-file=" + (pki / "sa.key").string(),
+                 "--use-service-account-credentials=true", "--leader-elect=false",
+                 "--bind-address=127.0.0.1", "--secure-port=" + std::to_string(port),
+                 "--cert-dir=" + (fs::path(work_dir_) / "controller-manager-certs").string()},
+        .log_path = (fs::path(work_dir_) / "kube-controller-manager.log").string()};
+    HS_RETURN_IF_ERROR(controller_manager_.Start(spec));
+    // Its /healthz is always allowed without credentials; it serves a self-signed certificate.
+    HS_ASSIGN_OR_RETURN(auto client, net::HttpClient::Create(
+                                         {.base_url = "https://127.0.0.1:" + std::to_string(port),
+                                          .tls = {.insecure_skip_verify = true}}));
+    return WaitHttpOk(controller_manager_, *client, "/healthz", kControllerManagerReadyTimeout);
+  }
+
+  Status WaitEtcdReady() {
+    HS_ASSIGN_OR_RETURN(auto client, net::HttpClient::Create({.base_url = etcd_url_}));
+    return WaitHttpOk(etcd_, *client, "/health", kEtcdReadyTimeout);
+  }
+
+  Status WaitApiserverReady() {
+    net::TlsConfig tls{.ca_pem = ca_.cert_pem,
+                       .client_cert_pem = admin_.cert_pem,
+                       .client_key_pem = admin_.key_pem};
+    HS_ASSIGN_OR_RETURN(auto client,
+                        net::HttpClient::Create({.base_url = server_url_, .tls = tls}));
+    return WaitHttpOk(apiserver_, *client, "/readyz", kApiserverReadyTimeout);
+  }
+
+  // Polls `path` until it answers 200, failing early (with the log's tail) if the process exits.
+  static Status WaitHttpOk(Process& process, net::HttpClient& client, const std::string& path,
+                           std::chrono::seconds timeout) {
+    auto deadline = Clock::now() + timeout;
+    std::string last;
+    while (true) {
+      if (!process.Running()) {
+        return Err(Error::Code::kUnavailable,
+                   process.spec().path + " exited (" + process.ExitDescription() +
+                       ") before serving " + path + "; last lines of " + process.spec().log_path +
+                       ":\n" + process.LogTail());
+      }
+      auto resp = client.Do({.method = "GET", .target = path, .timeout = std::chrono::seconds(5)});
+      if (resp.ok() && resp->status == 200) return OkStatus();
+      last = resp.ok() ? "HTTP " + std::to_string(resp->status) + ": " + resp->body.substr(0, 2000)
+                       : resp.error().ToString();
+      if (Clock::now() > deadline) {
+        std::string tail = process.LogTail();
+        process.Stop(std::chrono::seconds(2));
+        return Err(Error::Code::kTimeout, process.spec().path + " did not serve " + path +
+                                              " within " + std::to_string(timeout.count()) +
+                                              "s (last answer: " + last + "); last lines of " +
+                                              process.spec().log_path + ":\n" + tail);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  Result<boost::json::value> EtcdPost(net::HttpClient& client, const std::string& path,
+                                      const std::string& body) {
+    HS_ASSIGN_OR_RETURN(auto resp, client.Do({.method = "POST",
+                                              .target = path,
+                                              .headers = {{"Content-Type", "application/json"}},
+                                              .body = body}));
+    if (resp.status != 200)
+      return Err(Error::Code::kUnavailable, "etcd " + path + " answered HTTP " +
+                                                std::to_string(resp.status) + ": " + resp.body);
+    boost::system::error_code ec;
+    boost::json::value v = boost::json::parse(resp.body, ec);
+    if (ec) return Err(Error::Code::kInternal, "etcd " + path + " answered non-JSON: " + resp.body);
+    return v;
+  }
+
+  void StopAll() {
+    controller_manager_.Stop(kStopGrace);
+    apiserver_.Stop(kStopGrace);
+    etcd_.Stop(kStopGrace);
+  }
+
+  Options options_;
+  std::string bin_dir_, apiserver_bin_, controller_manager_bin_, etcd_bin_;
+  std::string work_dir_;
+  bool remove_work_dir_ = false;
+  std::string server_url_, kubeconfig_path_, ca_cert_path_, ca_key_path_, etcd_url_;
+  int apiserver_port_ = 0;
+  internal::KeyPair ca_, admin_, controller_manager_cred_;
+  // Declared in start order; StopAll() stops them in reverse.
+  Process etcd_, apiserver_, controller_manager_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(Options options) {
+  auto cluster = std::make_unique<LocalClusterImpl>(std::move(options));
+  HS_RETURN_IF_ERROR(cluster->Init());
+  return std::unique_ptr<LocalCluster>(std::move(cluster));
+}
+
+}  // namespace hyperslice::localcluster
