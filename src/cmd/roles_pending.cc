@@ -9,8 +9,6 @@ void SetupOperator(CLI::App&) {}
 int RunOperator(CLI::App&) { return NotAvailableYet("operator"); }
 void SetupWebhook(CLI::App&) {}
 int RunWebhook(CLI::App&) { return NotAvailableYet("webhook"); }
-void SetupDevicePlugin(CLI::App&) {}
-int RunDevicePlugin(CLI::App&) { return NotAvailableYet("device-plugin"); }
 void SetupSim(CLI::App&) {}
 int RunSim(CLI::App&) { return NotAvailableYet("sim"); }
 
