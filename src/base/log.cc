@@ -7,8 +7,8 @@
 #include <ctime>
 #include <mutex>
 
-#include <boost/json/serialize.hpp>
 #include <fmt/format.h>
+#include <boost/json/serialize.hpp>
 
 namespace hyperslice::log {
 namespace {
@@ -19,10 +19,14 @@ std::function<void(std::string_view)> g_sink;  // guarded by g_mu
 
 const char* LevelName(Level l) {
   switch (l) {
-    case Level::kDebug: return "debug";
-    case Level::kInfo: return "info";
-    case Level::kWarn: return "warn";
-    case Level::kError: return "error";
+    case Level::kDebug:
+      return "debug";
+    case Level::kInfo:
+      return "info";
+    case Level::kWarn:
+      return "warn";
+    case Level::kError:
+      return "error";
   }
   return "info";
 }
@@ -75,7 +79,8 @@ std::string Format(Level level, std::string_view msg, std::initializer_list<Fiel
     line += ',';
     line += boost::json::serialize(boost::json::string(f.key));
     line += ':';
-    line += IsCredentialKey(f.key) ? std::string("\"[redacted]\"") : boost::json::serialize(f.value);
+    line +=
+        IsCredentialKey(f.key) ? std::string("\"[redacted]\"") : boost::json::serialize(f.value);
   }
   line += "}\n";
   return line;

@@ -68,7 +68,7 @@ class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
   Result(Unexpected u) : v_(std::in_place_index<1>, std::move(u.error)) {}  // NOLINT
-  Result(Error e) : v_(std::in_place_index<1>, std::move(e)) {}  // NOLINT
+  Result(Error e) : v_(std::in_place_index<1>, std::move(e)) {}             // NOLINT
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
@@ -122,9 +122,9 @@ inline Status OkStatus() { return {}; }
 }  // namespace hyperslice
 
 // Propagates an error from an expression yielding a Result/Status.
-#define HS_RETURN_IF_ERROR(expr)                                    \
-  do {                                                              \
-    auto hs_status_ = (expr);                                       \
+#define HS_RETURN_IF_ERROR(expr)                                               \
+  do {                                                                         \
+    auto hs_status_ = (expr);                                                  \
     if (!hs_status_.ok()) return ::hyperslice::Unexpected(hs_status_.error()); \
   } while (0)
 
@@ -133,7 +133,7 @@ inline Status OkStatus() { return {}; }
 // `HS_ASSIGN_OR_RETURN(auto x, Foo());` binds the value or returns the error.
 #define HS_ASSIGN_OR_RETURN(lhs, expr) \
   HS_ASSIGN_OR_RETURN_IMPL_(HS_CONCAT_(hs_result_, __LINE__), lhs, expr)
-#define HS_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)                        \
-  auto tmp = (expr);                                                     \
-  if (!tmp.ok()) return ::hyperslice::Unexpected(tmp.error());           \
+#define HS_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)              \
+  auto tmp = (expr);                                           \
+  if (!tmp.ok()) return ::hyperslice::Unexpected(tmp.error()); \
   lhs = std::move(tmp).value()

@@ -25,7 +25,7 @@ struct TlsConfig {
   std::string ca_pem;           // trust anchors; empty means the system's default roots
   std::string client_cert_pem;  // optional client certificate (mTLS)
   std::string client_key_pem;
-  std::string server_name;      // overrides the name verified and sent as SNI
+  std::string server_name;  // overrides the name verified and sent as SNI
   bool insecure_skip_verify = false;
 };
 
@@ -81,8 +81,8 @@ class HttpClient {
 
   // Sends the request and returns once the status line and headers arrived. `idle_timeout`
   // bounds each Next() of the returned stream.
-  virtual Result<std::unique_ptr<ResponseStream>> Stream(const Request& request,
-                                                         std::chrono::milliseconds idle_timeout) = 0;
+  virtual Result<std::unique_ptr<ResponseStream>> Stream(
+      const Request& request, std::chrono::milliseconds idle_timeout) = 0;
 
   virtual const Options& options() const = 0;
 };

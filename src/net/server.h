@@ -22,10 +22,10 @@ namespace hyperslice::net {
 
 struct ServerRequest {
   std::string method;
-  std::string target;  // as received: path and query
-  std::string path;    // percent-decoded path
+  std::string target;                             // as received: path and query
+  std::string path;                               // percent-decoded path
   std::multimap<std::string, std::string> query;  // decoded query parameters
-  Headers headers;     // names lower-cased
+  Headers headers;                                // names lower-cased
   std::string body;
   std::string remote_address;
   std::string Header(std::string_view name) const;

@@ -1,0 +1,161 @@
+#include "src/net/pki.h"
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/rsa.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <memory>
+
+namespace hyperslice::net::pki {
+namespace {
+
+struct Free {
+  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
+  void operator()(X509* p) const { X509_free(p); }
+  void operator()(BIO* p) const { BIO_free(p); }
+  void operator()(EVP_PKEY_CTX* p) const { EVP_PKEY_CTX_free(p); }
+};
+using PKey = std::unique_ptr<EVP_PKEY, Free>;
+using Cert = std::unique_ptr<X509, Free>;
+using Bio = std::unique_ptr<BIO, Free>;
+
+Error SslError(const std::string& what) {
+  char buf[256] = {0};
+  unsigned long e = ERR_get_error();  // NOLINT(google-runtime-int)
+  if (e) ERR_error_string_n(e, buf, sizeof(buf));
+  ERR_clear_error();
+  return Error::Make(Error::Code::kInternal, what + (e ? std::string(": ") + buf : ""));
+}
+
+Result<PKey> NewKey() {
+  std::unique_ptr<EVP_PKEY_CTX, Free> ctx(EVP_PKEY_CTX_new_id(EVP_PKEY_RSA, nullptr));
+  EVP_PKEY* raw = nullptr;
+  if (!ctx || EVP_PKEY_keygen_init(ctx.get()) <= 0 ||
+      EVP_PKEY_CTX_set_rsa_keygen_bits(ctx.get(), 2048) <= 0 ||
+      EVP_PKEY_keygen(ctx.get(), &raw) <= 0) {
+    return SslError("RSA key generation failed");
+  }
+  return PKey(raw);
+}
+
+std::string ToPem(X509* cert) {
+  Bio bio(BIO_new(BIO_s_mem()));
+  PEM_write_bio_X509(bio.get(), cert);
+  char* data = nullptr;
+  long n = BIO_get_mem_data(bio.get(), &data);  // NOLINT(google-runtime-int)
+  return std::string(data, static_cast<size_t>(n));
+}
+
+std::string KeyToPem(EVP_PKEY* key) {
+  Bio bio(BIO_new(BIO_s_mem()));
+  PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr);
+  char* data = nullptr;
+  long n = BIO_get_mem_data(bio.get(), &data);  // NOLINT(google-runtime-int)
+  return std::string(data, static_cast<size_t>(n));
+}
+
+std::string PubToPem(EVP_PKEY* key) {
+  Bio bio(BIO_new(BIO_s_mem()));
+  PEM_write_bio_PUBKEY(bio.get(), key);
+  char* data = nullptr;
+  long n = BIO_get_mem_data(bio.get(), &data);  // NOLINT(google-runtime-int)
+  return std::string(data, static_cast<size_t>(n));
+}
+
+bool AddExt(X509* cert, X509* issuer, int nid, const std::string& value) {
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
+  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str());
+  if (!ext) return false;
+  X509_add_ext(cert, ext, -1);
+  X509_EXTENSION_free(ext);
+  return true;
+}
+
+Result<Cert> NewCert(EVP_PKEY* key, const std::string& cn, const std::vector<std::string>& orgs,
+                     std::chrono::hours validity) {
+  Cert cert(X509_new());
+  X509_set_version(cert.get(), 2);
+  unsigned char serial[16];
+  RAND_bytes(serial, sizeof(serial));
+  serial[0] &= 0x7f;
+  BIGNUM* bn = BN_bin2bn(serial, sizeof(serial), nullptr);
+  BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(cert.get()));
+  BN_free(bn);
+  X509_gmtime_adj(X509_getm_notBefore(cert.get()), -3600);  // tolerate small clock skew
+  X509_gmtime_adj(X509_getm_notAfter(cert.get()),
+                  static_cast<long>(validity.count()) * 3600);  // NOLINT(google-runtime-int)
+  X509_set_pubkey(cert.get(), key);
+  X509_NAME* name = X509_get_subject_name(cert.get());
+  for (const auto& o : orgs) {
+    X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8,
+                               reinterpret_cast<const unsigned char*>(o.c_str()), -1, -1, 0);
+  }
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
+                             reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
+  return cert;
+}
+
+Result<std::pair<Cert, PKey>> Load(const KeyPair& kp) {
+  Bio cb(BIO_new_mem_buf(kp.cert_pem.data(), static_cast<int>(kp.cert_pem.size())));
+  Cert cert(PEM_read_bio_X509(cb.get(), nullptr, nullptr, nullptr));
+  Bio kb(BIO_new_mem_buf(kp.key_pem.data(), static_cast<int>(kp.key_pem.size())));
+  PKey key(PEM_read_bio_PrivateKey(kb.get(), nullptr, nullptr, nullptr));
+  if (!cert || !key) return SslError("cannot parse CA certificate or key");
+  return std::make_pair(std::move(cert), std::move(key));
+}
+
+}  // namespace
+
+Result<KeyPair> MakeRsaKey() {
+  HS_ASSIGN_OR_RETURN(auto key, NewKey());
+  return KeyPair{PubToPem(key.get()), KeyToPem(key.get())};
+}
+
+Result<KeyPair> MakeCa(const std::string& common_name, std::chrono::hours validity) {
+  HS_ASSIGN_OR_RETURN(auto key, NewKey());
+  HS_ASSIGN_OR_RETURN(auto cert, NewCert(key.get(), common_name, {}, validity));
+  X509_set_issuer_name(cert.get(), X509_get_subject_name(cert.get()));
+  if (!AddExt(cert.get(), cert.get(), NID_basic_constraints, "critical,CA:TRUE") ||
+      !AddExt(cert.get(), cert.get(), NID_key_usage,
+              "critical,keyCertSign,cRLSign,digitalSignature") ||
+      !AddExt(cert.get(), cert.get(), NID_subject_key_identifier, "hash")) {
+    return SslError("CA extensions");
+  }
+  if (X509_sign(cert.get(), key.get(), EVP_sha256()) == 0) return SslError("signing CA");
+  return KeyPair{ToPem(cert.get()), KeyToPem(key.get())};
+}
+
+Result<KeyPair> Issue(const KeyPair& ca, const CertRequest& req) {
+  HS_ASSIGN_OR_RETURN(auto ca_parts, Load(ca));
+  auto& [ca_cert, ca_key] = ca_parts;
+  HS_ASSIGN_OR_RETURN(auto key, NewKey());
+  HS_ASSIGN_OR_RETURN(auto cert,
+                      NewCert(key.get(), req.common_name, req.organizations, req.validity));
+  X509_set_issuer_name(cert.get(), X509_get_subject_name(ca_cert.get()));
+  bool ok = AddExt(cert.get(), ca_cert.get(), NID_basic_constraints, "critical,CA:FALSE") &&
+            AddExt(cert.get(), ca_cert.get(), NID_key_usage,
+                   "critical,digitalSignature,keyEncipherment") &&
+            AddExt(cert.get(), ca_cert.get(), NID_authority_key_identifier, "keyid:always");
+  std::string eku;
+  if (req.server) eku = "serverAuth";
+  if (req.client) eku += std::string(eku.empty() ? "" : ",") + "clientAuth";
+  if (ok && !eku.empty()) ok = AddExt(cert.get(), ca_cert.get(), NID_ext_key_usage, eku);
+  std::string san;
+  for (const auto& d : req.dns_names) san += (san.empty() ? "" : ",") + std::string("DNS:") + d;
+  for (const auto& ip : req.ip_addresses) san += (san.empty() ? "" : ",") + std::string("IP:") + ip;
+  if (ok && !san.empty()) ok = AddExt(cert.get(), ca_cert.get(), NID_subject_alt_name, san);
+  if (!ok) return SslError("certificate extensions for " + req.common_name);
+  if (X509_sign(cert.get(), ca_key.get(), EVP_sha256()) == 0) {
+    return SslError("signing certificate for " + req.common_name);
+  }
+  return KeyPair{ToPem(cert.get()), KeyToPem(key.get())};
+}
+
+}  // namespace hyperslice::net::pki

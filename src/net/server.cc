@@ -1,0 +1,391 @@
+// HttpServer on Boost.Beast: an acceptor and one session per connection on an io_context run by
+// `threads` threads. A session handles one request at a time (HTTP/1.1 without pipelining); the
+// handler answers through a Responder that may complete later from any thread.
+#include "src/net/server.h"
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <boost/url/parse.hpp>
+
+#include "src/base/log.h"
+#include "src/net/tls.h"
+
+namespace hyperslice::net {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = asio::ssl;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Shared by the server, its sessions and outstanding responders; owns the io_context so that it
+// outlives every socket.
+struct State {
+  HttpServer::Options options;
+  Handler handler;
+  asio::io_context ioc;
+  std::atomic<bool> stopping{false};
+  std::atomic<int> in_flight{0};  // requests handed to the handler and not yet answered
+  std::mutex mu;
+  std::condition_variable idle_cv;
+
+  // TLS key pair, swapped when the files change.
+  std::mutex tls_mu;
+  std::shared_ptr<ssl::context> tls_ctx;
+  std::pair<timespec, timespec> tls_mtimes{};
+  std::chrono::steady_clock::time_point tls_checked{};
+  std::atomic<int> tls_generation{0};
+
+  std::shared_ptr<ssl::context> CurrentTls() {
+    std::lock_guard lock(tls_mu);
+    auto now = std::chrono::steady_clock::now();
+    if (now - tls_checked >= std::chrono::seconds(1)) {
+      tls_checked = now;
+      if (auto st = MaybeReloadLocked(); !st.ok()) {
+        log::Warn("TLS key pair not reloaded; serving the previous one",
+                  {{"error", st.error().message}});
+      }
+    }
+    return tls_ctx;
+  }
+
+  // Reloads when either file's mtime changed and the new pair loads; a half-written pair keeps
+  // the previous context (the next check retries).
+  Status MaybeReloadLocked() {
+    struct stat cs {
+    }, ks{};
+    if (stat(options.tls->cert_file.c_str(), &cs) != 0 ||
+        stat(options.tls->key_file.c_str(), &ks) != 0) {
+      return Error::Make(
+          Error::Code::kInvalidArgument,
+          "TLS files not readable: " + options.tls->cert_file + ", " + options.tls->key_file);
+    }
+    auto same = [](const timespec& a, const timespec& b) {
+      return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+    };
+    if (tls_ctx && same(cs.st_mtim, tls_mtimes.first) && same(ks.st_mtim, tls_mtimes.second)) {
+      return OkStatus();
+    }
+    auto ctx = internal::MakeServerContext(options.tls->cert_file, options.tls->key_file);
+    if (!ctx.ok()) return ctx.error();
+    tls_ctx = *ctx;
+    tls_mtimes = {cs.st_mtim, ks.st_mtim};
+    tls_generation++;
+    return OkStatus();
+  }
+
+  void RequestDone() {
+    if (in_flight.fetch_sub(1) == 1) {
+      std::lock_guard lock(mu);
+      idle_cv.notify_all();
+    }
+  }
+};
+
+template <typename Derived>
+class Session;
+
+template <typename Derived>
+class ResponderImpl final : public Responder {
+ public:
+  ResponderImpl(std::shared_ptr<Derived> session, bool keep_alive, unsigned version)
+      : session_(std::move(session)), keep_alive_(keep_alive), version_(version) {}
+  ~ResponderImpl() override {
+    if (!sent_.exchange(true)) Deliver(500, "request dropped without an answer\n", {});
+  }
+  void Send(int status, std::string body, Headers headers) override {
+    if (sent_.exchange(true)) return;
+    Deliver(status, std::move(body), std::move(headers));
+  }
+  bool ClientGone() const override { return session_->state()->stopping.load(); }
+
+ private:
+  void Deliver(int status, std::string body, Headers headers) {
+    auto session = session_;
+    auto res = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(status), version_);
+    res->set(http::field::server, "hyperslice");
+    bool has_type = false;
+    for (auto& [k, v] : headers) {
+      if (Lower(k) == "content-type") has_type = true;
+      res->set(k, v);
+    }
+    if (!has_type) res->set(http::field::content_type, "application/json");
+    res->body() = std::move(body);
+    res->keep_alive(keep_alive_);
+    res->prepare_payload();
+    if (session->state()->stopping) res->keep_alive(false);
+    asio::post(session->Stream().get_executor(),
+               [session, res]() mutable { session->Write(std::move(res)); });
+  }
+
+  std::shared_ptr<Derived> session_;
+  bool keep_alive_;
+  unsigned version_;
+  std::atomic<bool> sent_{false};
+};
+
+template <typename Derived>
+class Session {
+ public:
+  explicit Session(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  const std::shared_ptr<State>& state() const { return state_; }
+
+  Derived& self() { return static_cast<Derived&>(*this); }
+
+  void DoRead() {
+    parser_.emplace();
+    parser_->body_limit(state_->options.max_body_bytes);
+    parser_->header_limit(64 * 1024);
+    beast::get_lowest_layer(self().Stream()).expires_after(state_->options.idle_timeout);
+    http::async_read(self().Stream(), buffer_, *parser_,
+                     [s = self().shared_from_this()](error_code ec, size_t) { s->OnRead(ec); });
+  }
+
+  void OnRead(error_code ec) {
+    if (ec == http::error::end_of_stream || ec == asio::error::eof ||
+        ec == asio::error::operation_aborted || ec == beast::error::timeout ||
+        ec == asio::error::connection_reset) {
+      return self().Close();
+    }
+    if (ec) {
+      int status = 400;
+      std::string reason = "malformed HTTP request: " + ec.message();
+      if (ec == http::error::body_limit) {
+        status = 413;
+        reason =
+            "request body larger than " + std::to_string(state_->options.max_body_bytes) + " bytes";
+      } else if (ec == http::error::header_limit) {
+        status = 431;
+        reason = "request headers too large";
+      }
+      auto res = std::make_shared<http::response<http::string_body>>(
+          static_cast<http::status>(status), 11);
+      res->set(http::field::content_type, "text/plain");
+      res->body() = reason + "\n";
+      res->keep_alive(false);
+      res->prepare_payload();
+      state_->in_flight++;
+      return Write(std::move(res));
+    }
+    auto msg = parser_->release();
+    ServerRequest req;
+    req.method = std::string(msg.method_string());
+    req.target = std::string(msg.target());
+    auto url = boost::urls::parse_origin_form(req.target);
+    if (url) {
+      req.path = std::string(url->path());
+      for (auto p : url->params()) req.query.emplace(std::string(p.key), std::string(p.value));
+    } else {
+      req.path = req.target;
+    }
+    for (const auto& f : msg.base()) {
+      req.headers.emplace_back(Lower(f.name_string()), std::string(f.value()));
+    }
+    req.body = std::move(msg.body());
+    error_code rec;
+    auto ep = beast::get_lowest_layer(self().Stream()).socket().remote_endpoint(rec);
+    if (!rec) req.remote_address = ep.address().to_string();
+    // While a request is pending the connection is not read; a slow handler must not be cut by
+    // the idle timer.
+    beast::get_lowest_layer(self().Stream()).expires_never();
+    state_->in_flight++;
+    auto responder = std::make_shared<ResponderImpl<Derived>>(self().shared_from_this(),
+                                                              msg.keep_alive(), msg.version());
+    try {
+      state_->handler(req, responder);
+    } catch (const std::exception& e) {
+      log::Error("HTTP handler threw", {{"path", req.path}, {"error", e.what()}});
+      responder->Send(500, std::string("internal error\n"), {{"Content-Type", "text/plain"}});
+    }
+  }
+
+  void Write(std::shared_ptr<http::response<http::string_body>> res) {
+    beast::get_lowest_layer(self().Stream()).expires_after(state_->options.read_timeout);
+    bool close = !res->keep_alive();
+    http::async_write(self().Stream(), *res,
+                      [s = self().shared_from_this(), res, close](error_code ec, size_t) {
+                        s->state()->RequestDone();
+                        if (ec || close || s->state()->stopping) return s->self().Close();
+                        s->DoRead();
+                      });
+  }
+
+ protected:
+  std::shared_ptr<State> state_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+};
+
+class PlainSession final : public Session<PlainSession>,
+                           public std::enable_shared_from_this<PlainSession> {
+ public:
+  PlainSession(tcp::socket&& socket, std::shared_ptr<State> state)
+      : Session(std::move(state)), stream_(std::move(socket)) {}
+  beast::tcp_stream& Stream() { return stream_; }
+  void Start() { DoRead(); }
+  void Close() {
+    error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.close();
+  }
+
+ private:
+  beast::tcp_stream stream_;
+};
+
+class TlsSession final : public Session<TlsSession>,
+                         public std::enable_shared_from_this<TlsSession> {
+ public:
+  TlsSession(tcp::socket&& socket, std::shared_ptr<ssl::context> ctx, std::shared_ptr<State> state)
+      : Session(std::move(state)), ctx_(std::move(ctx)), stream_(std::move(socket), *ctx_) {}
+  beast::ssl_stream<beast::tcp_stream>& Stream() { return stream_; }
+  void Start() {
+    beast::get_lowest_layer(stream_).expires_after(state_->options.read_timeout);
+    stream_.async_handshake(ssl::stream_base::server, [s = shared_from_this()](error_code ec) {
+      // Plain HTTP or a failed handshake just closes: nothing to answer.
+      if (ec) return s->Close();
+      s->DoRead();
+    });
+  }
+  void Close() {
+    error_code ec;
+    beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_both, ec);
+    beast::get_lowest_layer(stream_).close();
+  }
+
+ private:
+  std::shared_ptr<ssl::context> ctx_;  // the key pair this connection started with
+  beast::ssl_stream<beast::tcp_stream> stream_;
+};
+
+class Server final : public HttpServer {
+ public:
+  explicit Server(std::shared_ptr<State> state)
+      : state_(std::move(state)), acceptor_(asio::make_strand(state_->ioc)) {}
+
+  ~Server() override { Stop(std::chrono::milliseconds(1000)); }
+
+  Status Listen() {
+    error_code ec;
+    auto addr = asio::ip::make_address(state_->options.address, ec);
+    if (ec) {
+      return Error::Make(Error::Code::kInvalidArgument,
+                         "invalid listen address " + state_->options.address);
+    }
+    tcp::endpoint ep(addr, state_->options.port);
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return Error::Make(Error::Code::kUnavailable, "cannot listen on " + state_->options.address +
+                                                        ":" + std::to_string(state_->options.port) +
+                                                        ": " + ec.message());
+    }
+    port_ = acceptor_.local_endpoint().port();
+    DoAccept();
+    int n = std::max(1, state_->options.threads);
+    for (int i = 0; i < n; ++i) threads_.emplace_back([s = state_] { s->ioc.run(); });
+    return OkStatus();
+  }
+
+  uint16_t port() const override { return port_; }
+  int tls_generation() const override { return state_->tls_generation.load(); }
+
+  void Stop(std::chrono::milliseconds grace) override {
+    if (stopped_.exchange(true)) return;
+    state_->stopping = true;
+    asio::post(acceptor_.get_executor(), [this] {
+      error_code ec;
+      acceptor_.close(ec);
+    });
+    {
+      std::unique_lock lock(state_->mu);
+      state_->idle_cv.wait_for(lock, grace, [&] { return state_->in_flight.load() <= 0; });
+    }
+    state_->ioc.stop();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    // Destroy pending handlers now (they hold sessions, which hold the state): closing the
+    // acceptor's work and polling lets each finish with an error.
+    error_code ec;
+    acceptor_.close(ec);
+    state_->ioc.restart();
+    state_->ioc.poll();
+  }
+
+ private:
+  void DoAccept() {
+    acceptor_.async_accept(asio::make_strand(state_->ioc), [this](error_code ec, tcp::socket s) {
+      if (ec) {
+        if (ec == asio::error::operation_aborted || state_->stopping) return;
+        log::Warn("accept failed", {{"error", ec.message()}});
+      } else if (state_->options.tls) {
+        auto ctx = state_->CurrentTls();
+        std::make_shared<TlsSession>(std::move(s), std::move(ctx), state_)->Start();
+      } else {
+        std::make_shared<PlainSession>(std::move(s), state_)->Start();
+      }
+      if (!state_->stopping) DoAccept();
+    });
+  }
+
+  std::shared_ptr<State> state_;
+  tcp::acceptor acceptor_;
+  uint16_t port_ = 0;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stopped_{false};
+};
+
+}  // namespace
+
+std::string ServerRequest::Header(std::string_view name) const {
+  std::string lower = Lower(name);
+  for (const auto& [k, v] : headers) {
+    if (k == lower) return v;
+  }
+  return {};
+}
+
+std::string ServerRequest::Query(std::string_view name) const {
+  auto it = query.find(std::string(name));
+  return it == query.end() ? std::string() : it->second;
+}
+
+Result<std::unique_ptr<HttpServer>> HttpServer::Start(Options options, Handler handler) {
+  auto state = std::make_shared<State>();
+  state->options = std::move(options);
+  state->handler = std::move(handler);
+  if (state->options.tls) {
+    std::lock_guard lock(state->tls_mu);
+    HS_RETURN_IF_ERROR(state->MaybeReloadLocked());
+    state->tls_checked = std::chrono::steady_clock::now();
+  }
+  auto server = std::make_unique<Server>(state);
+  HS_RETURN_IF_ERROR(server->Listen());
+  return std::unique_ptr<HttpServer>(std::move(server));
+}
+
+}  // namespace hyperslice::net
