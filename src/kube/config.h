@@ -33,6 +33,8 @@ struct Config {
   double qps = 0;                  // client-side limit; 0 = none
   int burst = 0;
   std::string user_agent = "hyperslice";
+  std::string default_namespace;  // the context's namespace (in-cluster: the pod's), may be ""
+  std::string context_name;       // the kubeconfig context used ("" in-cluster)
 };
 
 // Loads a kubeconfig file, honouring current-context or `context` when given. Relative file paths
@@ -43,7 +45,8 @@ Result<Config> ParseKubeconfig(const std::string& yaml, const std::string& base_
                                const std::string& context = "");
 // In-cluster: KUBERNETES_SERVICE_HOST/PORT and /var/run/secrets/kubernetes.io/serviceaccount
 // (root overridable for tests).
-Result<Config> InClusterConfig(const std::string& sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
+Result<Config> InClusterConfig(
+    const std::string& sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
 // The usual order: explicit path, then $KUBECONFIG, then in-cluster, then ~/.kube/config.
 Result<Config> DefaultConfig(const std::string& explicit_path = "");
 
@@ -57,13 +60,38 @@ class Credentials {
   // Drops a cached token (after a 401) so the next call fetches a fresh one.
   void Invalidate();
 
+  // An exec plugin may return a client certificate instead of (or with) a token. Empty strings when
+  // it did not (or there is no exec plugin). Runs the plugin if nothing valid is cached.
+  struct ClientCert {
+    std::string cert_pem, key_pem;
+  };
+  Result<ClientCert> ExecClientCertificate();
+  // True when Invalidate() can yield a different credential (exec plugin or token file).
+  bool Refreshable() const;
+  // How many times the exec plugin ran (for tests and debugging).
+  int exec_runs() const;
+
  private:
+  Status RefreshExecLocked();
+  bool ExecValidLocked() const;
+
   Config config_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::string cached_;
   std::optional<std::chrono::system_clock::time_point> expiry_;
   std::string file_token_;
   std::chrono::steady_clock::time_point file_checked_{};
+  bool exec_fetched_ = false;
+  ClientCert exec_cert_;
+  int exec_runs_ = 0;
 };
+
+// Runs an exec credential plugin once and returns its ExecCredential status (exposed for tests).
+struct ExecCredential {
+  std::string token;
+  std::string client_certificate_data, client_key_data;  // PEM
+  std::optional<std::chrono::system_clock::time_point> expiration;
+};
+Result<ExecCredential> RunExecPlugin(const ExecPlugin& plugin, const Config& cluster);
 
 }  // namespace hyperslice::kube
