@@ -6,6 +6,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
+# shellcheck source=scripts/versions.env disable=SC1091
 . "$here/versions.env"
 cache=${HYPERSLICE_CACHE:-$HOME/.cache/hyperslice}
 dest="$cache/controlplane-k8s${K8S_VERSION}-etcd${ETCD_VERSION}"

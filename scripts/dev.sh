@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The README's main command: builds what is missing and runs `hyperslice dev` (the local default).
+# Extra arguments go to `hyperslice dev`.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+cache=${HYPERSLICE_CACHE:-$HOME/.cache/hyperslice}
+bash scripts/deps.sh
+HYPERSLICE_CONTROLPLANE_BIN=$(bash scripts/build-controlplane.sh)
+export HYPERSLICE_CONTROLPLANE_BIN
+if [[ -f scripts/gce-schema.sh ]]; then
+  HYPERSLICE_GCE_PROTO_DIR=$(bash scripts/gce-schema.sh)
+  export HYPERSLICE_GCE_PROTO_DIR
+fi
+launcher=()
+if command -v ccache >/dev/null; then
+  export CCACHE_DIR="$cache/ccache" CCACHE_BASEDIR="$repo" CCACHE_NOHASHDIR=1
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B build -G Ninja "${launcher[@]}" >/dev/null
+ninja -C build hyperslice
+exec build/hyperslice dev "$@"

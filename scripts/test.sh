@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The whole test suite — the README's test command and what .ci/run calls.
+#   1. installs Debian packages (scripts/deps.sh), builds the control plane from pinned Go modules
+#      (scripts/build-controlplane.sh) and fetches the pinned Compute API definition from npm
+#      (scripts/gce-schema.sh), all cached under ~/.cache/hyperslice;
+#   2. builds and runs every test (ctest) in a RelWithDebInfo build;
+#   3. builds and runs the runtime's tests under ASan+UBSan and under TSan;
+#   4. runs the fuzz targets for a bounded time under ASan+UBSan (clang/libFuzzer).
+# Prints "N passed, N failed" at the end; exits non-zero when anything failed.
+# HS_TEST_QUICK=1 skips 3 and 4 (for a fast local loop).
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo" || exit 1
+cache=${HYPERSLICE_CACHE:-$HOME/.cache/hyperslice}
+mkdir -p "$cache"
+jobs=${HS_JOBS:-$(nproc)}
+
+step() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
+
+step "dependencies"
+bash scripts/deps.sh || exit 1
+HYPERSLICE_CONTROLPLANE_BIN=$(bash scripts/build-controlplane.sh) || { echo "control plane build failed"; exit 1; }
+export HYPERSLICE_CONTROLPLANE_BIN
+if [[ -f scripts/gce-schema.sh ]]; then
+  HYPERSLICE_GCE_PROTO_DIR=$(bash scripts/gce-schema.sh) || { echo "compute API definition install failed"; exit 1; }
+  export HYPERSLICE_GCE_PROTO_DIR
+fi
+
+# ccache keeps object files outside the clone, keyed by content, so a fresh clone rebuilds fast.
+launcher=()
+if command -v ccache >/dev/null; then
+  export CCACHE_DIR="$cache/ccache" CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G} CCACHE_BASEDIR="$repo"
+  export CCACHE_NOHASHDIR=1
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+
+total_pass=0
+total_fail=0
+failed_suites=()
+# run_ctest <label> <build dir> [ctest args...]: runs and adds the summary to the totals.
+run_ctest() {
+  local label=$1 dir=$2
+  shift 2
+  local out
+  out=$(mktemp)
+  ctest --test-dir "$dir" --output-on-failure --timeout 1200 -j "${HS_CTEST_JOBS:-2}" "$@" 2>&1 | tee "$out"
+  local line
+  line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$out" | tail -1)
+  if [[ -z $line ]]; then
+    if grep -q 'No tests were found' "$out"; then
+      echo "$label: no tests found"; failed_suites+=("$label(no tests)"); total_fail=$((total_fail + 1))
+    else
+      failed_suites+=("$label(ctest did not finish)"); total_fail=$((total_fail + 1))
+    fi
+  else
+    local failed of
+    failed=$(sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/' <<<"$line")
+    of=$(sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\2/' <<<"$line")
+    total_pass=$((total_pass + of - failed))
+    total_fail=$((total_fail + failed))
+    ((failed > 0)) && failed_suites+=("$label")
+  fi
+  rm -f "$out"
+}
+
+build() {  # build <dir> <cmake args...> -- <targets...>
+  local dir=$1
+  shift
+  local args=()
+  while [[ $# -gt 0 && $1 != -- ]]; do args+=("$1"); shift; done
+  [[ ${1:-} == -- ]] && shift
+  cmake -S . -B "$dir" -G Ninja "${launcher[@]}" "${args[@]}" >"$dir.configure.log" 2>&1 ||
+    { cat "$dir.configure.log"; return 1; }
+  ninja -C "$dir" -j "$jobs" "$@"
+}
+
+step "build (RelWithDebInfo)"
+if build build -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
+  step "tests"
+  run_ctest main build
+else
+  failed_suites+=("build"); total_fail=$((total_fail + 1))
+fi
+
+if [[ ${HS_TEST_QUICK:-0} != 1 ]]; then
+  # The runtime's tests (src/base, src/net, src/kube): test/CMakeLists.txt defines the
+  # runtime_tests target and lists their ctest names in runtime_tests.txt.
+  for san in "address,undefined:build-asan" "thread:build-tsan"; do
+    kind=${san%%:*}
+    dir=${san##*:}
+    step "sanitizer build ($kind)"
+    if build "$dir" -DCMAKE_BUILD_TYPE=Debug -DHS_SANITIZE="$kind" -- runtime_tests; then
+      regex="^($(grep -v '^$' "$dir/runtime_tests.txt" | paste -sd'|'))\$"
+      step "runtime tests under $kind"
+      ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+        run_ctest "$kind" "$dir" -R "$regex"
+    else
+      failed_suites+=("build-$kind"); total_fail=$((total_fail + 1))
+    fi
+  done
+
+  if [[ -f test/fuzz/CMakeLists.txt ]]; then
+    step "fuzz (libFuzzer, ASan+UBSan, bounded)"
+    if CC=clang CXX=clang++ build build-fuzz -DCMAKE_BUILD_TYPE=Debug -DHS_FUZZ=ON \
+         -DHS_SANITIZE=address,undefined -- fuzz_targets; then
+      run_ctest fuzz build-fuzz -L fuzz
+    else
+      failed_suites+=("build-fuzz"); total_fail=$((total_fail + 1))
+    fi
+  fi
+fi
+
+echo
+((${#failed_suites[@]})) && echo "failed: ${failed_suites[*]}"
+echo "${total_pass} passed, ${total_fail} failed"
+((total_fail == 0))
