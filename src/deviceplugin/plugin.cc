@@ -527,8 +527,8 @@ class PluginImpl final : public DevicePlugin {
       auto now = Clock::now();
       auto wake = next_rescan;
       if (need_register) wake = std::min(wake, next_register);
-      int timeout_ms = static_cast<int>(std::max<int64_t>(
-          0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1));
+      int64_t wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count();
+      int timeout_ms = static_cast<int>(std::clamp<int64_t>(wait_ms + 1, 0, 60000));
       struct pollfd fds[2] = {{inotify_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
       int r = ::poll(fds, 2, timeout_ms);
       if (r < 0 && errno != EINTR) {
