@@ -185,7 +185,9 @@ std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::str
   if (i != s.size()) return std::nullopt;
   time_t t = timegm(&tm);
   if (t == static_cast<time_t>(-1)) return std::nullopt;
-  return std::chrono::system_clock::from_time_t(t - offset);
+  // system_clock counts nanoseconds in 64 bits (up to year 2262): clamp far-future expiries.
+  constexpr time_t kMaxTime = 7'000'000'000;  // year 2191
+  return std::chrono::system_clock::from_time_t(std::min<time_t>(t - offset, kMaxTime));
 }
 
 // --- kubeconfig -----------------------------------------------------------------------------
