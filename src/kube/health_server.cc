@@ -1,0 +1,87 @@
+#include "src/kube/health_server.h"
+
+#include "src/net/server.h"
+
+namespace hyperslice::kube {
+namespace {
+
+void ServeChecks(const net::ServerRequest& req, const std::shared_ptr<net::Responder>& resp,
+                 const std::string& endpoint, const std::vector<NamedCheck>& checks) {
+  const net::Headers text{{"Content-Type", "text/plain; charset=utf-8"},
+                          {"X-Content-Type-Options", "nosniff"}};
+  // /healthz/<name>: one check.
+  std::string only;
+  if (req.path.size() > endpoint.size() + 1) only = req.path.substr(endpoint.size() + 1);
+  const bool verbose = req.query.count("verbose") > 0;
+  std::string body;
+  bool failed = false;
+  bool found = only.empty();
+  for (const auto& [name, check] : checks) {
+    if (!only.empty() && name != only) continue;
+    found = true;
+    Status s = check ? check() : OkStatus();
+    if (s.ok()) {
+      body += "[+]" + name + " ok\n";
+    } else {
+      failed = true;
+      body += "[-]" + name + " failed: " + s.error().message + "\n";
+    }
+  }
+  if (!found) {
+    resp->Send(404, "no such check: " + only + "\n", text);
+    return;
+  }
+  std::string what = endpoint.substr(1);
+  if (failed) {
+    resp->Send(500, body + what + " check failed\n", text);
+  } else if (verbose) {
+    resp->Send(200, body + what + " check passed\n", text);
+  } else {
+    resp->Send(200, "ok", text);
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<HealthServer>> HealthServer::Start(HealthServerOptions options) {
+  auto* registry = options.registry ? options.registry : &metrics::Registry::Default();
+  auto healthz = options.healthz;
+  auto readyz = options.readyz;
+  net::HttpServer::Options so;
+  so.address = options.address;
+  so.port = options.port;
+  so.threads = 1;
+  auto handler = [registry, healthz, readyz](const net::ServerRequest& req,
+                                             std::shared_ptr<net::Responder> resp) {
+    if (req.method != "GET" && req.method != "HEAD") {
+      resp->Send(405, "method not allowed\n", {{"Allow", "GET, HEAD"}});
+      return;
+    }
+    auto under = [&](const std::string& p) {
+      return req.path == p || req.path.rfind(p + "/", 0) == 0;
+    };
+    if (under("/healthz")) {
+      ServeChecks(req, resp, "/healthz", healthz ? healthz() : std::vector<NamedCheck>{});
+    } else if (under("/readyz")) {
+      ServeChecks(req, resp, "/readyz", readyz ? readyz() : std::vector<NamedCheck>{});
+    } else if (req.path == "/metrics") {
+      resp->Send(200, registry->Expose(), {{"Content-Type", metrics::kTextContentType}});
+    } else {
+      resp->Send(404, "not found\n", {{"Content-Type", "text/plain; charset=utf-8"}});
+    }
+  };
+  HS_ASSIGN_OR_RETURN(auto server, net::HttpServer::Start(so, handler));
+  std::unique_ptr<HealthServer> hs(new HealthServer());
+  hs->server_ = std::move(server);
+  return hs;
+}
+
+HealthServer::~HealthServer() { Stop(); }
+
+uint16_t HealthServer::port() const { return server_ ? server_->port() : 0; }
+
+void HealthServer::Stop() {
+  if (server_) server_->Stop(std::chrono::milliseconds(1000));
+}
+
+}  // namespace hyperslice::kube

@@ -1,0 +1,279 @@
+#include "src/kube/workqueue.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "src/base/fake_clock.h"
+#include "test/unit/kube_runtime/wait_for.h"
+
+namespace hyperslice::kube {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::Settle;
+using testing::WaitFor;
+
+WorkQueueOptions Opts(FakeClock& clock, metrics::Registry* reg = nullptr,
+                      const std::string& name = "") {
+  WorkQueueOptions o;
+  o.clock = &clock;
+  o.registry = reg;
+  o.name = name;
+  return o;
+}
+
+TEST(WorkQueue, AddWhileQueuedIsDeduplicated) {
+  FakeClock clock;
+  WorkQueue q(Opts(clock));
+  q.Add("a");
+  q.Add("b");
+  q.Add("a");
+  q.Add("a");
+  EXPECT_EQ(q.Len(), 2u);
+  EXPECT_EQ(q.Get(), "a");
+  EXPECT_EQ(q.Get(), "b");
+  EXPECT_EQ(q.Len(), 0u);
+}
+
+TEST(WorkQueue, AddWhileInFlightIsQueuedOnceAfterDone) {
+  FakeClock clock;
+  WorkQueue q(Opts(clock));
+  q.Add("a");
+  ASSERT_EQ(q.Get(), "a");
+  for (int i = 0; i < 1000; ++i) q.Add("a");
+  EXPECT_EQ(q.Len(), 0u) << "an item in flight must not be handed out again";
+  EXPECT_EQ(q.NumProcessing(), 1u);
+  q.Done("a");
+  EXPECT_EQ(q.Len(), 1u);
+  EXPECT_EQ(q.Get(), "a");
+  q.Done("a");
+  EXPECT_EQ(q.Len(), 0u);
+  EXPECT_EQ(q.NumProcessing(), 0u);
+}
+
+TEST(WorkQueue, GetBlocksUntilAnAdd) {
+  FakeClock clock;
+  WorkQueue q(Opts(clock));
+  std::atomic<bool> got{false};
+  std::thread t([&] {
+    auto item = q.Get();
+    EXPECT_EQ(item, "x");
+    got = true;
+  });
+  Settle();
+  EXPECT_FALSE(got.load());
+  q.Add("x");
+  t.join();
+  EXPECT_TRUE(got.load());
+}
+
+TEST(WorkQueue, ShutDownHandsOutQueuedItemsThenEnds) {
+  FakeClock clock;
+  WorkQueue q(Opts(clock));
+  q.Add("a");
+  q.Add("b");
+  q.AddAfter("later", seconds(1));
+  q.ShutDown();
+  q.Add("c");  // ignored after shutdown
+  EXPECT_TRUE(q.ShuttingDown());
+  EXPECT_EQ(q.Get(), "a");
+  EXPECT_EQ(q.Get(), "b");
+  EXPECT_EQ(q.Get(), std::nullopt);
+  clock.Advance(seconds(2));
+  Settle();
+  EXPECT_EQ(q.Get(), std::nullopt) << "delayed items are dropped at shutdown";
+}
+
+TEST(WorkQueue, ShutDownWakesBlockedGetters) {
+  FakeClock clock;
+  WorkQueue q(Opts(clock));
+  std::vector<std::thread> getters;
+  std::atomic<int> ended{0};
+  for (int i = 0; i < 4; ++i) {
+    getters.emplace_back([&] {
+      if (!q.Get()) ++ended;
+    });
+  }
+  q.ShutDown();
+  for (auto& t : getters) t.join();
+  EXPECT_EQ(ended.load(), 4);
+}
+
+TEST(WorkQueue, ShutDownWithDrainWaitsForInFlightItems) {
+  FakeClock clock;
+  WorkQueue q(Opts(clock));
+  q.Add("a");
+  ASSERT_EQ(q.Get(), "a");
+  std::atomic<bool> drained{false};
+  std::thread t([&] {
+    q.ShutDownWithDrain();
+    drained = true;
+  });
+  Settle();
+  EXPECT_FALSE(drained.load()) << "drain returned while an item was still in flight";
+  q.Done("a");
+  t.join();
+  EXPECT_TRUE(drained.load());
+}
+
+TEST(WorkQueue, AddAfterQueuesWhenDueAndEarliestDelayWins) {
+  FakeClock clock;
+  WorkQueue q(Opts(clock));
+  q.AddAfter("a", seconds(10));
+  q.AddAfter("a", seconds(3));   // earlier: wins
+  q.AddAfter("a", seconds(20));  // later: ignored
+  EXPECT_EQ(q.NumWaiting(), 1u);
+  clock.Advance(milliseconds(2999));
+  Settle();
+  EXPECT_EQ(q.Len(), 0u);
+  clock.Advance(milliseconds(1));
+  ASSERT_TRUE(WaitFor([&] { return q.Len() == 1; }));
+  EXPECT_EQ(q.Get(), "a");
+  q.Done("a");
+  clock.Advance(seconds(30));
+  Settle();
+  EXPECT_EQ(q.Len(), 0u) << "superseded delays must not add the item again";
+}
+
+TEST(WorkQueue, AddAfterWithoutDelayAddsAtOnce) {
+  FakeClock clock;
+  WorkQueue q(Opts(clock));
+  q.AddAfter("a", milliseconds(0));
+  EXPECT_EQ(q.Len(), 1u);
+}
+
+TEST(RateLimiter, ItemExponentialDoublesFromBaseAndCaps) {
+  auto rl = NewItemExponentialFailureRateLimiter(milliseconds(5), seconds(1000));
+  std::vector<milliseconds> want;
+  for (int64_t ms = 5; ms <= 640; ms *= 2) want.emplace_back(ms);
+  for (auto w : want) EXPECT_EQ(rl->When("k"), w);
+  EXPECT_EQ(rl->NumRequeues("k"), static_cast<int>(want.size()));
+  for (int i = 0; i < 60; ++i) (void)rl->When("k");
+  EXPECT_EQ(rl->When("k"), seconds(1000)) << "capped at 1000 s";
+  EXPECT_EQ(rl->When("other"), milliseconds(5)) << "per item";
+  rl->Forget("k");
+  EXPECT_EQ(rl->NumRequeues("k"), 0);
+  EXPECT_EQ(rl->When("k"), milliseconds(5));
+}
+
+TEST(RateLimiter, DefaultCombinesPerItemBackoffWithOverallBucket) {
+  FakeClock clock;
+  auto rl = DefaultControllerRateLimiter(clock);
+  // Burst of 100: the per-item 5 ms dominates for the first 100 distinct items.
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(rl->When("k" + std::to_string(i)), milliseconds(5));
+  // Then 10 qps: each further token is 100 ms further away.
+  EXPECT_EQ(rl->When("k100"), milliseconds(100));
+  EXPECT_EQ(rl->When("k101"), milliseconds(200));
+  clock.Advance(seconds(10));  // refills (capped at the burst)
+  EXPECT_EQ(rl->When("k102"), milliseconds(5));
+  // An item that failed often is bounded by its own backoff.
+  for (int i = 0; i < 9; ++i) (void)rl->When("hot");
+  EXPECT_EQ(rl->When("hot"), milliseconds(5 << 9));
+}
+
+// The acceptance test: a key that keeps failing is retried after 5, 10, 20, 40… ms, measured on
+// the fake clock by when the queue hands it out again.
+TEST(WorkQueue, FailingKeyBacksOffExponentiallyOnTheClock) {
+  FakeClock clock;
+  metrics::Registry reg;
+  WorkQueue q(Opts(clock, &reg, "backoff"));
+  q.Add("k");
+  auto item = q.Get();
+  ASSERT_EQ(item, "k");
+  auto last = clock.Now();
+  for (int64_t expect_ms : {5, 10, 20, 40, 80, 160, 320, 640}) {
+    q.AddRateLimited("k");  // the reconcile failed
+    q.Done("k");
+    clock.Advance(milliseconds(expect_ms - 1));
+    Settle();
+    ASSERT_EQ(q.Len(), 0u) << "retried before " << expect_ms << " ms";
+    clock.Advance(milliseconds(1));
+    ASSERT_TRUE(WaitFor([&] { return q.Len() == 1; })) << "not retried at " << expect_ms << " ms";
+    ASSERT_EQ(q.Get(), "k");
+    auto delay = std::chrono::duration_cast<milliseconds>(clock.Now() - last);
+    EXPECT_EQ(delay.count(), expect_ms);
+    last = clock.Now();
+  }
+  EXPECT_EQ(q.NumRequeues("k"), 8);
+  q.Forget("k");
+  EXPECT_EQ(q.NumRequeues("k"), 0);
+  q.Done("k");
+  EXPECT_EQ(reg.GetCounter("workqueue_retries_total", "",
+                           {{"name", "backoff"}, {"controller", "backoff"}})
+                .Value(),
+            8);
+}
+
+TEST(WorkQueue, NoItemIsProcessedByTwoWorkersAtOnce) {
+  WorkQueueOptions o;  // real clock: this is about threads
+  WorkQueue q(std::move(o));
+  constexpr int kKeys = 20;
+  std::mutex mu;
+  std::set<std::string> in_flight;
+  std::atomic<int> violations{0}, processed{0};
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 8; ++w) {
+    workers.emplace_back([&] {
+      while (auto item = q.Get()) {
+        {
+          std::lock_guard lock(mu);
+          if (!in_flight.insert(*item).second) ++violations;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        {
+          std::lock_guard lock(mu);
+          in_flight.erase(*item);
+        }
+        ++processed;
+        q.Done(*item);
+      }
+    });
+  }
+  std::vector<std::thread> producers;
+  for (int p = 0; p < 4; ++p) {
+    producers.emplace_back([&] {
+      for (int i = 0; i < 2000; ++i) q.Add("key-" + std::to_string(i % kKeys));
+    });
+  }
+  for (auto& t : producers) t.join();
+  ASSERT_TRUE(WaitFor([&] { return q.Len() == 0 && q.NumProcessing() == 0; }));
+  q.ShutDown();
+  for (auto& t : workers) t.join();
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_GE(processed.load(), kKeys);
+  EXPECT_LE(processed.load(), 8000);
+}
+
+TEST(WorkQueue, MetricsTrackDepthAddsAndDurations) {
+  FakeClock clock;
+  metrics::Registry reg;
+  WorkQueue q(Opts(clock, &reg, "m"));
+  metrics::Labels l{{"name", "m"}, {"controller", "m"}};
+  q.Add("a");
+  q.Add("b");
+  q.Add("a");
+  EXPECT_EQ(reg.GetGauge("workqueue_depth", "", l).Value(), 2);
+  EXPECT_EQ(reg.GetCounter("workqueue_adds_total", "", l).Value(), 2);
+  clock.Advance(milliseconds(250));
+  ASSERT_EQ(q.Get(), "a");
+  auto& queued = reg.GetHistogram("workqueue_queue_duration_seconds", "", l, {});
+  EXPECT_EQ(queued.Count(), 1u);
+  EXPECT_DOUBLE_EQ(queued.Sum(), 0.25);
+  clock.Advance(seconds(2));
+  ASSERT_TRUE(WaitFor([&] {
+    return reg.GetGauge("workqueue_longest_running_processor_seconds", "", l).Value() >= 2;
+  })) << "the unfinished-work gauges are refreshed by the queue's own thread";
+  q.Done("a");
+  auto& work = reg.GetHistogram("workqueue_work_duration_seconds", "", l, {});
+  EXPECT_EQ(work.Count(), 1u);
+  EXPECT_DOUBLE_EQ(work.Sum(), 2.0);
+  EXPECT_EQ(reg.GetGauge("workqueue_depth", "", l).Value(), 1);
+}
+
+}  // namespace
+}  // namespace hyperslice::kube
