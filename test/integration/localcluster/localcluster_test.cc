@@ -6,12 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -369,6 +371,71 @@ TEST(DevRole, StartsPrintsKubeconfigAndStops) {
   EXPECT_THAT(r.output, HasSubstr("export KUBECONFIG=" + work_dir + "/admin.kubeconfig"));
   EXPECT_THAT(r.output, HasSubstr("kubectl get ns"));
   EXPECT_TRUE(fs::exists(work_dir + "/admin.kubeconfig"));
+  std::error_code ec;
+  fs::remove_all(work_dir, ec);
+}
+
+// PIDs of the processes whose command line mentions `needle` (our children all name their
+// work_dir in a flag). Zombies are left out: they have exited.
+std::vector<pid_t> ProcessesMentioning(const std::string& needle) {
+  std::vector<pid_t> found;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmdline(entry.path() / "cmdline", std::ios::binary);
+    std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    if (args.find(needle) == std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string pid, comm, state;
+    stat >> pid >> comm >> state;
+    if (state != "Z") found.push_back(std::stoi(name));
+  }
+  return found;
+}
+
+TEST(DevRole, RunsUntilSigintThenStopsEveryProcess) {
+  char tmpl[] = "/tmp/hyperslice-devint-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string work_dir = tmpl;
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  pid_t dev = fork();
+  ASSERT_GE(dev, 0);
+  if (dev == 0) {
+    dup2(out[1], 1);
+    close(out[0]);
+    close(out[1]);
+    execl(HS_HYPERSLICE_BIN, HS_HYPERSLICE_BIN, "dev", "--work-dir", work_dir.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  // Wait for the prompt that follows readiness.
+  std::string seen;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  while (seen.find("Press Ctrl-C") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    pollfd p{.fd = out[0], .events = POLLIN};
+    if (poll(&p, 1, 500) <= 0) continue;
+    char chunk[512];
+    ssize_t n = read(out[0], chunk, sizeof chunk);
+    if (n <= 0) break;
+    seen.append(chunk, static_cast<size_t>(n));
+  }
+  ASSERT_THAT(seen, HasSubstr("Press Ctrl-C"));
+  EXPECT_THAT(seen, HasSubstr("export KUBECONFIG=" + work_dir + "/admin.kubeconfig"));
+  // etcd, kube-apiserver and kube-controller-manager run, each naming the work dir (as does
+  // hyperslice itself).
+  auto running = ProcessesMentioning(work_dir);
+  EXPECT_EQ(running.size(), 4u);
+  EXPECT_EQ(std::count(running.begin(), running.end(), dev), 1);
+
+  ASSERT_EQ(kill(dev, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(dev, &status, 0), dev);
+  close(out[0]);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  EXPECT_TRUE(ProcessesMentioning(work_dir).empty());
   std::error_code ec;
   fs::remove_all(work_dir, ec);
 }
