@@ -1,5 +1,8 @@
 #include "src/kube/health_server.h"
 
+#include <charconv>
+
+#include "src/kube/rest_metrics.h"
 #include "src/net/server.h"
 
 namespace hyperslice::kube {
@@ -41,6 +44,54 @@ void ServeChecks(const net::ServerRequest& req, const std::shared_ptr<net::Respo
   }
 }
 
+std::string Number(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : std::string("NaN");
+}
+
+std::string Escape(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// client-go's REST client metrics, kept by the REST client in RestMetrics (process-wide).
+std::string RenderRestMetrics() {
+  auto snap = RestMetrics::Take();
+  std::string out =
+      "# HELP rest_client_requests_total Number of HTTP requests, partitioned by status code, "
+      "method, and host.\n# TYPE rest_client_requests_total counter\n";
+  for (const auto& r : snap.requests) {
+    out += "rest_client_requests_total{code=\"" + Escape(r.code) + "\",host=\"" + Escape(r.host) +
+           "\",method=\"" + Escape(r.method) + "\"} " + std::to_string(r.count) + "\n";
+  }
+  out +=
+      "# HELP rest_client_request_duration_seconds Request latency in seconds. Broken down by "
+      "verb, and host.\n# TYPE rest_client_request_duration_seconds histogram\n";
+  const auto& bounds = RestMetrics::Buckets();
+  for (const auto& l : snap.latencies) {
+    std::string labels = "host=\"" + Escape(l.host) + "\",verb=\"" + Escape(l.verb) + "\"";
+    for (size_t i = 0; i < bounds.size() && i < l.bucket_counts.size(); ++i) {
+      out += "rest_client_request_duration_seconds_bucket{" + labels + ",le=\"" +
+             Number(bounds[i]) + "\"} " + std::to_string(l.bucket_counts[i]) + "\n";
+    }
+    out += "rest_client_request_duration_seconds_bucket{" + labels + ",le=\"+Inf\"} " +
+           std::to_string(l.count) + "\n";
+    out += "rest_client_request_duration_seconds_sum{" + labels + "} " + Number(l.sum) + "\n";
+    out += "rest_client_request_duration_seconds_count{" + labels + "} " + std::to_string(l.count) +
+           "\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<HealthServer>> HealthServer::Start(HealthServerOptions options) {
@@ -65,7 +116,8 @@ Result<std::unique_ptr<HealthServer>> HealthServer::Start(HealthServerOptions op
     } else if (under("/readyz")) {
       ServeChecks(req, resp, "/readyz", readyz ? readyz() : std::vector<NamedCheck>{});
     } else if (req.path == "/metrics") {
-      resp->Send(200, registry->Expose(), {{"Content-Type", metrics::kTextContentType}});
+      resp->Send(200, registry->Expose() + RenderRestMetrics(),
+                 {{"Content-Type", metrics::kTextContentType}});
     } else {
       resp->Send(404, "not found\n", {{"Content-Type", "text/plain; charset=utf-8"}});
     }

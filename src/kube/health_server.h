@@ -3,7 +3,9 @@
 //   GET /healthz, /readyz  → 200 "ok" when every check passes; 500 naming the failing checks.
 //       ?verbose lists every check ("[+]name ok" / "[-]name failed: reason"), like
 //       controller-runtime's healthz handler. /healthz/<name> and /readyz/<name> run one check.
-//   GET /metrics           → the registry in Prometheus text format 0.0.4.
+//   GET /metrics           → the registry in Prometheus text format 0.0.4, followed by the REST
+//                            client's rest_client_requests_total and
+//                            rest_client_request_duration_seconds (rest_metrics.h).
 //
 // Thread-safety: checks run on the server's I/O thread and must be quick and thread-safe.
 #pragma once

@@ -1,0 +1,237 @@
+// Manager on the real apiserver: /healthz, /readyz and /metrics over HTTP with controller-runtime
+// names; readiness follows caches, not leadership; a standby waits; Stop() lets the running
+// reconcile finish and releases the Lease.
+#include "src/kube/manager.h"
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "src/kube/controller.h"
+#include "src/net/http.h"
+#include "test/testenv/testenv.h"
+
+namespace hyperslice::kube {
+namespace {
+
+using std::chrono::milliseconds;
+
+bool WaitFor(const std::function<bool()>& pred, milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return true;
+}
+
+net::Response Get(uint16_t port, const std::string& path) {
+  net::HttpClient::Options o;
+  o.base_url = "http://127.0.0.1:" + std::to_string(port);
+  auto client = net::HttpClient::Create(o);
+  EXPECT_TRUE(client.ok());
+  net::Request r;
+  r.target = path;
+  r.timeout = milliseconds(5000);
+  auto resp = (*client)->Do(r);
+  EXPECT_TRUE(resp.ok()) << resp.error().ToString();
+  return resp.ok() ? *resp : net::Response{};
+}
+
+// A runnable standing in for an informer cache: not leader-elected, ready when told.
+class FakeCache final : public Runnable {
+ public:
+  std::string Name() const override { return "configmap-informer"; }
+  Status Start() override { return OkStatus(); }
+  void Stop(std::chrono::milliseconds) override {}
+  bool NeedLeaderElection() const override { return false; }
+  bool Ready() const override { return synced; }
+  std::atomic<bool> synced{false};
+};
+
+class Seed final : public Runnable {
+ public:
+  explicit Seed(std::shared_ptr<Controller> c) : c_(std::move(c)) {}
+  std::string Name() const override { return "seed"; }
+  Status Start() override {
+    c_->Enqueue("ns/a");
+    return OkStatus();
+  }
+  void Stop(std::chrono::milliseconds) override {}
+
+ private:
+  std::shared_ptr<Controller> c_;
+};
+
+ManagerOptions LeOptions(const std::string& identity, const std::string& lease,
+                         metrics::Registry* reg) {
+  ManagerOptions o;
+  o.client = testenv::AdminClient();
+  o.leader_election = true;
+  o.leader_election_namespace = testenv::TestNamespace();
+  o.leader_election_id = lease;
+  o.identity = identity;
+  o.lease_duration = milliseconds(4000);
+  o.renew_deadline = milliseconds(3000);
+  o.retry_period = milliseconds(500);
+  o.health_probe_port = 0;
+  o.registry = reg;
+  return o;
+}
+
+TEST(Manager, ServesHealthReadinessAndMetricsWithControllerRuntimeNames) {
+  metrics::Registry reg;
+  auto m = Manager::Create(LeOptions("mgr-health", "mgr-health", &reg));
+  ASSERT_TRUE(m.ok()) << m.error().ToString();
+  auto cache = std::make_shared<FakeCache>();
+  std::atomic<int> reconciles{0};
+  ControllerOptions co;
+  co.name = "health-demo";
+  co.registry = &reg;
+  auto controller = std::make_shared<Controller>(std::move(co), [&](const std::string&) {
+    ++reconciles;
+    return Result<ReconcileResult>(ReconcileResult{});
+  });
+  (*m)->Add(cache);
+  (*m)->Add(controller);
+  (*m)->Add(std::make_shared<Seed>(controller));
+  const uint16_t port = (*m)->health_port();
+  ASSERT_NE(port, 0);
+
+  EXPECT_EQ(Get(port, "/readyz").status, 500) << "not ready before Run";
+  Status run_status;
+  std::thread runner([&] { run_status = (*m)->Run(); });
+
+  auto health = Get(port, "/healthz");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.body, "ok");
+  auto not_ready = Get(port, "/readyz?verbose");
+  EXPECT_EQ(not_ready.status, 500);
+  EXPECT_NE(not_ready.body.find("configmap-informer not synced"), std::string::npos)
+      << not_ready.body;
+  cache->synced = true;
+  EXPECT_TRUE(WaitFor([&] { return Get(port, "/readyz").status == 200; }, milliseconds(5000)));
+
+  ASSERT_TRUE(WaitFor([&] { return reconciles.load() >= 1; }, milliseconds(20000)));
+  EXPECT_TRUE((*m)->IsLeader());
+  auto metrics = Get(port, "/metrics");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_EQ(metrics.Header("content-type"), "text/plain; version=0.0.4; charset=utf-8");
+  for (const char* want : {
+           "controller_runtime_reconcile_total{controller=\"health-demo\",result=\"success\"} 1",
+           "controller_runtime_reconcile_errors_total{controller=\"health-demo\"} 0",
+           "controller_runtime_reconcile_time_seconds_bucket{controller=\"health-demo\",le=\"+"
+           "Inf\"} 1",
+           "controller_runtime_max_concurrent_reconciles{controller=\"health-demo\"} 1",
+           "controller_runtime_active_workers{controller=\"health-demo\"} 0",
+           "workqueue_adds_total{controller=\"health-demo\",name=\"health-demo\"} 1",
+           "workqueue_depth{controller=\"health-demo\",name=\"health-demo\"} 0",
+           "# TYPE workqueue_queue_duration_seconds histogram",
+           "leader_election_master_status{name=\"mgr-health\"} 1",
+           "# TYPE rest_client_requests_total counter",
+           "rest_client_requests_total{code=\"200\"",
+           "# TYPE rest_client_request_duration_seconds histogram",
+       }) {
+    EXPECT_NE(metrics.body.find(want), std::string::npos) << "missing: " << want;
+  }
+  EXPECT_EQ(Get(port, "/nope").status, 404);
+  (*m)->Stop();
+  runner.join();
+  EXPECT_TRUE(run_status.ok()) << run_status.error().ToString();
+}
+
+TEST(Manager, StandbyIsReadyButDoesNotReconcileUntilTheLeaderStops) {
+  metrics::Registry reg1, reg2;
+  const std::string lease = "mgr-standby";
+  std::atomic<int> first_calls{0}, second_calls{0};
+  std::atomic<bool> in_reconcile{false}, finish{false};
+  auto make = [&](const std::string& id, metrics::Registry* reg, std::atomic<int>* calls,
+                  bool slow) {
+    auto m = Manager::Create(LeOptions(id, lease, reg));
+    EXPECT_TRUE(m.ok());
+    ControllerOptions co;
+    co.name = "standby-demo";
+    co.registry = reg;
+    auto c = std::make_shared<Controller>(std::move(co), [&, calls, slow](const std::string&) {
+      ++*calls;
+      if (slow) {
+        in_reconcile = true;
+        while (!finish) std::this_thread::sleep_for(milliseconds(5));
+      }
+      return Result<ReconcileResult>(ReconcileResult{false, milliseconds(50)});
+    });
+    (*m)->Add(c);
+    (*m)->Add(std::make_shared<Seed>(c));
+    return std::move(*m);
+  };
+  auto first = make("first", &reg1, &first_calls, /*slow=*/true);
+  Status s1, s2;
+  std::thread t1([&] { s1 = first->Run(); });
+  ASSERT_TRUE(WaitFor([&] { return in_reconcile.load(); }, milliseconds(20000)));
+
+  auto second = make("second", &reg2, &second_calls, /*slow=*/false);
+  std::thread t2([&] { s2 = second->Run(); });
+  EXPECT_TRUE(WaitFor([&] { return Get(second->health_port(), "/readyz").status == 200; },
+                      milliseconds(5000)))
+      << "a standby replica is ready (readiness does not depend on leadership)";
+  std::this_thread::sleep_for(milliseconds(1500));
+  EXPECT_EQ(second_calls.load(), 0);
+  EXPECT_FALSE(second->IsLeader());
+
+  // Graceful stop of the leader: its running reconcile finishes before the Lease is released.
+  std::atomic<bool> first_stopped{false};
+  std::thread stopper([&] {
+    first->Stop();
+    t1.join();
+    first_stopped = true;
+  });
+  std::this_thread::sleep_for(milliseconds(700));
+  EXPECT_FALSE(first_stopped.load()) << "Run returned while a reconcile was still running";
+  EXPECT_EQ(second_calls.load(), 0) << "the standby started while the leader was reconciling";
+  finish = true;
+  stopper.join();
+  EXPECT_TRUE(s1.ok());
+  // Released, not expired: the standby takes over within a couple of retry periods.
+  ASSERT_TRUE(WaitFor([&] { return second_calls.load() > 0; }, milliseconds(3000)));
+  EXPECT_EQ(first_calls.load(), 1) << "the stopping leader must not start new reconciles";
+  second->Stop();
+  t2.join();
+  EXPECT_TRUE(s2.ok());
+}
+
+TEST(Manager, WithoutLeaderElectionControllersStartAtOnce) {
+  metrics::Registry reg;
+  ManagerOptions o;
+  o.registry = &reg;
+  auto m = Manager::Create(std::move(o));
+  ASSERT_TRUE(m.ok());
+  std::atomic<int> calls{0};
+  ControllerOptions co;
+  co.name = "no-le";
+  co.registry = &reg;
+  auto c = std::make_shared<Controller>(std::move(co), [&](const std::string&) {
+    ++calls;
+    return Result<ReconcileResult>(ReconcileResult{});
+  });
+  (*m)->Add(c);
+  (*m)->Add(std::make_shared<Seed>(c));
+  std::thread t([&] { EXPECT_TRUE((*m)->Run().ok()); });
+  EXPECT_TRUE(WaitFor([&] { return calls.load() == 1; }, milliseconds(5000)));
+  EXPECT_TRUE((*m)->IsLeader());
+  (*m)->Stop();
+  t.join();
+}
+
+TEST(Manager, LeaderElectionNeedsAClientAndALeaseName) {
+  ManagerOptions o;
+  o.leader_election = true;
+  EXPECT_FALSE(Manager::Create(o).ok());
+  o.client = testenv::AdminClient();
+  EXPECT_FALSE(Manager::Create(o).ok());
+}
+
+}  // namespace
+}  // namespace hyperslice::kube
