@@ -8,6 +8,7 @@ pkgs=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libgtest-dev libgmock-dev libbenchmark-dev prometheus-cpp-dev
   clang clang-format clang-tidy libclang-rt-14-dev
+  nlohmann-json3-dev
   shellcheck openssl ccache golang-go
 )
 missing=()

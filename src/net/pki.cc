@@ -1,6 +1,7 @@
 #include "src/net/pki.h"
 
 #include <openssl/bio.h>
+#include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -32,7 +33,20 @@ Error SslError(const std::string& what) {
   return Error::Make(Error::Code::kInternal, what + (e ? std::string(": ") + buf : ""));
 }
 
+// Certificate keys are ECDSA P-256: generated in microseconds rather than the ~100 ms (more on a
+// loaded machine) of RSA-2048, and accepted by every Kubernetes component and OpenSSL client.
 Result<PKey> NewKey() {
+  std::unique_ptr<EVP_PKEY_CTX, Free> ctx(EVP_PKEY_CTX_new_id(EVP_PKEY_EC, nullptr));
+  EVP_PKEY* raw = nullptr;
+  if (!ctx || EVP_PKEY_keygen_init(ctx.get()) <= 0 ||
+      EVP_PKEY_CTX_set_ec_paramgen_curve_nid(ctx.get(), NID_X9_62_prime256v1) <= 0 ||
+      EVP_PKEY_keygen(ctx.get(), &raw) <= 0) {
+    return SslError("ECDSA key generation failed");
+  }
+  return PKey(raw);
+}
+
+Result<PKey> NewRsaKey() {
   std::unique_ptr<EVP_PKEY_CTX, Free> ctx(EVP_PKEY_CTX_new_id(EVP_PKEY_RSA, nullptr));
   EVP_PKEY* raw = nullptr;
   if (!ctx || EVP_PKEY_keygen_init(ctx.get()) <= 0 ||
@@ -114,7 +128,7 @@ Result<std::pair<Cert, PKey>> Load(const KeyPair& kp) {
 }  // namespace
 
 Result<KeyPair> MakeRsaKey() {
-  HS_ASSIGN_OR_RETURN(auto key, NewKey());
+  HS_ASSIGN_OR_RETURN(auto key, NewRsaKey());
   return KeyPair{PubToPem(key.get()), KeyToPem(key.get())};
 }
 
@@ -140,8 +154,7 @@ Result<KeyPair> Issue(const KeyPair& ca, const CertRequest& req) {
                       NewCert(key.get(), req.common_name, req.organizations, req.validity));
   X509_set_issuer_name(cert.get(), X509_get_subject_name(ca_cert.get()));
   bool ok = AddExt(cert.get(), ca_cert.get(), NID_basic_constraints, "critical,CA:FALSE") &&
-            AddExt(cert.get(), ca_cert.get(), NID_key_usage,
-                   "critical,digitalSignature,keyEncipherment") &&
+            AddExt(cert.get(), ca_cert.get(), NID_key_usage, "critical,digitalSignature") &&
             AddExt(cert.get(), ca_cert.get(), NID_authority_key_identifier, "keyid:always");
   std::string eku;
   if (req.server) eku = "serverAuth";

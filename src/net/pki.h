@@ -1,6 +1,7 @@
 // Minimal X.509 issuance with OpenSSL: a self-signed CA and certificates it signs. Used where
 // hyperslice must mint its own trust (the webhook's self-managed mode, the local control plane,
-// tests). RSA-2048 keys, SHA-256 signatures, PEM in and out.
+// tests). ECDSA P-256 certificate keys, SHA-256 signatures, PEM in and out; MakeRsaKey for the
+// places that need RSA (service-account token signing, GCE service-account keys).
 #pragma once
 
 #include <chrono>
@@ -29,7 +30,8 @@ struct CertRequest {
 Result<KeyPair> MakeCa(const std::string& common_name,
                        std::chrono::hours validity = std::chrono::hours(24 * 3650));
 Result<KeyPair> Issue(const KeyPair& ca, const CertRequest& req);
-// A new RSA private key (PKCS#8 PEM) and its public key (SubjectPublicKeyInfo PEM).
+// A new RSA-2048 key: cert_pem holds the public key (SubjectPublicKeyInfo PEM), key_pem the
+// private key (PKCS#8 PEM).
 Result<KeyPair> MakeRsaKey();
 
 }  // namespace hyperslice::net::pki
