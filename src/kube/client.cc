@@ -110,8 +110,8 @@ class TokenBucket {
 
 class WatchStreamImpl : public WatchStream {
  public:
-  explicit WatchStreamImpl(std::unique_ptr<net::ResponseStream> stream)
-      : stream_(std::move(stream)) {}
+  WatchStreamImpl(std::unique_ptr<net::ResponseStream> stream, size_t max_event_bytes)
+      : stream_(std::move(stream)), decoder_(max_event_bytes) {}
 
   Result<std::optional<WatchEvent>> Next() override {
     while (true) {
@@ -324,7 +324,7 @@ class ClientImpl : public Client {
       if (!stream.ok()) return TransportError(stream.error(), "WATCH", target);
       auto& s = *stream;
       if (Is2xx(s->status())) {
-        return std::unique_ptr<WatchStream>(std::make_unique<WatchStreamImpl>(std::move(s)));
+        return NewWatchStream(std::move(s));
       }
       net::Response resp;
       resp.status = s->status();
@@ -476,6 +476,11 @@ Error::Code CodeForStatus(int status) {
 }
 
 }  // namespace
+
+std::unique_ptr<WatchStream> NewWatchStream(std::unique_ptr<net::ResponseStream> body,
+                                            size_t max_event_bytes) {
+  return std::make_unique<WatchStreamImpl>(std::move(body), max_event_bytes);
+}
 
 Error ErrorFromResponse(const net::Response& resp) {
   Error e;

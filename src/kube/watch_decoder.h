@@ -25,7 +25,9 @@
 #include <string_view>
 
 #include "src/base/result.h"
+#include "src/kube/client.h"
 #include "src/kube/resource.h"
+#include "src/net/http.h"
 
 namespace boost::json {
 class stream_parser;
@@ -69,6 +71,12 @@ class WatchDecoder {
   std::optional<Error> failed_;
   std::deque<WatchEvent> events_;
 };
+
+// A WatchStream (client.h) over a response body: what Client::Watch returns, exposed so that
+// its handling of cut and malformed bodies can be tested on any ResponseStream.
+std::unique_ptr<WatchStream> NewWatchStream(
+    std::unique_ptr<net::ResponseStream> body,
+    size_t max_event_bytes = WatchDecoder::kDefaultMaxEventBytes);
 
 // Converts one decoded watch event value ({"type","object"}) to a WatchEvent.
 Result<WatchEvent> WatchEventFromJson(boost::json::value&& v);

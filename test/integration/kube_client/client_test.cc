@@ -1,5 +1,6 @@
 // The REST client against a real kube-apiserver (test/testenv): verbs, typed errors, paging,
 // server-side apply, status subresource on a CRD, watch.
+#include <atomic>
 #include <set>
 #include <string>
 #include <thread>
@@ -464,6 +465,38 @@ TEST(WatchGoneTest, WatchFromACompactedVersionIsGone) {
   auto all = (*client)->ListAll(resources::Namespaces(), "", paged);
   ASSERT_TRUE(all.ok()) << all.error().ToString();
   EXPECT_GE(all->items.size(), 4u);  // default, kube-system, kube-public, kube-node-lease
+}
+
+// One client shared by many threads (as informers and controllers share it), with the client-side
+// rate limiter on: every request completes and each object is seen exactly once.
+TEST_F(ClientTest, ConcurrentRequestsShareOneRateLimitedClient) {
+  Config cfg = testenv::Cluster().AdminConfig();
+  cfg.qps = 200;
+  cfg.burst = 10;
+  auto client = Client::Create(cfg);
+  ASSERT_TRUE(client.ok()) << client.error().ToString();
+  const auto& cm = resources::ConfigMaps();
+  constexpr int kThreads = 6, kPerThread = 10;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        std::string name = "conc-" + std::to_string(t) + "-" + std::to_string(i);
+        auto c = (*client)->Create(cm, ns_,
+                                   ConfigMap(name, {{"t", std::to_string(t)}}, {{"set", "conc"}}));
+        auto g = (*client)->Get(cm, ns_, name);
+        if (!c.ok() || !g.ok()) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  ListOptions opts;
+  opts.label_selector = "set=conc";
+  auto list = (*client)->ListAll(cm, ns_, opts);
+  ASSERT_TRUE(list.ok()) << list.error().ToString();
+  EXPECT_EQ(list->items.size(), static_cast<size_t>(kThreads * kPerThread));
 }
 
 TEST_F(ClientTest, RawReachesNonResourcePathsAndMetricsCountRequests) {
