@@ -1,0 +1,48 @@
+// Internals of the webhook shared by its .cc files and unit tests; not part of the module's API.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+
+#include "src/webhook/webhook.h"
+
+namespace hyperslice::webhook::internal {
+
+// One admission decision, before it is wrapped in an AdmissionReview response.
+struct Decision {
+  bool allowed = true;
+  int code = 0;  // status.code of a denial
+  std::string reason;
+  std::string message;
+  boost::json::array patch;  // JSONPatch operations; empty: no change
+  std::vector<std::string> warnings;
+  bool needs_live = false;
+};
+
+// Pods on CREATE: the env injection.
+Decision MutatePod(const boost::json::object& request, ObjectSource& source,
+                   const AdmissionOptions& options, bool allow_live);
+// TPUNodeGroups on CREATE/UPDATE.
+Decision ValidateNodeGroup(const boost::json::object& request);
+// What is wrong with a TPUNodeGroup spec, one sentence per problem; empty when it is valid.
+std::vector<std::string> NodeGroupSpecProblems(const boost::json::object& spec);
+
+// The project a GCE instance template URI names ("" when it names none:
+// "global/instanceTemplates/x").
+std::string ProjectOfTemplateUri(std::string_view uri);
+
+std::string Base64(std::string_view in);
+
+// Non-throwing readers.
+const boost::json::object* ObjectAt(const boost::json::object* o, std::string_view key);
+const boost::json::array* ArrayAt(const boost::json::object* o, std::string_view key);
+std::string_view StringAt(const boost::json::object* o, std::string_view key);
+// Integer member (int64, uint64 or integral double); `fallback` when absent or not a number.
+int64_t IntAt(const boost::json::object* o, std::string_view key, int64_t fallback);
+
+}  // namespace hyperslice::webhook::internal

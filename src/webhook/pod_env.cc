@@ -1,0 +1,491 @@
+// TPU env injection into Pods (ARCHITECTURE.md §6): worker identity from the owning StatefulSet or
+// Indexed Job, slice shape from the TPUNodeGroup the Pod selects.
+#include <charconv>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/kube/resource.h"
+#include "src/tpu/topology.h"
+#include "src/webhook/internal.h"
+
+namespace hyperslice::webhook::internal {
+namespace json = boost::json;
+namespace {
+
+constexpr std::string_view kPodIndexLabel = "apps.kubernetes.io/pod-index";
+constexpr std::string_view kJobIndexKey = "batch.kubernetes.io/job-completion-index";
+
+struct EnvVar {
+  std::string name;
+  std::string value;
+};
+
+std::optional<int64_t> ParseNonNegative(std::string_view s) {
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || v < 0) return std::nullopt;
+  return v;
+}
+
+bool QuantityNonZero(const json::value& q) {
+  if (q.is_string()) {
+    std::string_view s = q.get_string();
+    return !s.empty() && s.find_first_not_of("0.") != std::string_view::npos;
+  }
+  if (q.is_int64()) return q.get_int64() != 0;
+  if (q.is_uint64()) return q.get_uint64() != 0;
+  if (q.is_double()) return q.get_double() != 0;
+  return false;
+}
+
+bool RequestsTpu(const json::object& container) {
+  const json::object* resources = ObjectAt(&container, "resources");
+  for (std::string_view part : {"limits", "requests"}) {
+    const json::object* m = ObjectAt(resources, part);
+    if (m == nullptr) continue;
+    if (const json::value* q = m->if_contains(kTpuResource); q != nullptr && QuantityNonZero(*q)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The controller ownerReference (controller: true), if any.
+struct Owner {
+  std::string api_version, kind, name, uid;
+};
+std::optional<Owner> ControllerOf(const json::object* metadata) {
+  const json::array* refs = ArrayAt(metadata, "ownerReferences");
+  if (refs == nullptr) return std::nullopt;
+  for (const json::value& v : *refs) {
+    const json::object* ref = v.if_object();
+    if (ref == nullptr) continue;
+    const json::value* controller = ref->if_contains("controller");
+    if (controller == nullptr || !controller->is_bool() || !controller->get_bool()) continue;
+    return Owner{std::string(StringAt(ref, "apiVersion")), std::string(StringAt(ref, "kind")),
+                 std::string(StringAt(ref, "name")), std::string(StringAt(ref, "uid"))};
+  }
+  return std::nullopt;
+}
+
+std::string_view UidOf(const json::object& obj) {
+  return StringAt(ObjectAt(&obj, "metadata"), "uid");
+}
+
+// The outcome of reading an object the decision depends on.
+struct Read {
+  ObjectPtr obj;            // set when read (even when `accept` refused it)
+  bool needs_live = false;  // only the cache was allowed and it could not answer
+  bool accepted = false;
+  std::optional<Error> error;  // could not be read (kNotFound included)
+};
+
+// Reads from the cache first; falls back to a live read when the cached copy is missing or does not
+// satisfy `accept` (stale: another UID, fewer replicas than the Pod's ordinal).
+Read ReadFresh(ObjectSource& source, const kube::Resource& r, const std::string& ns,
+               const std::string& name, bool allow_live,
+               const std::function<bool(const json::object&)>& accept) {
+  Read out;
+  Result<ObjectPtr> cached = source.Get(r, ns, name, ObjectSource::Mode::kCachedOnly);
+  if (cached.ok() && accept(**cached)) {
+    out.obj = *cached;
+    out.accepted = true;
+    return out;
+  }
+  if (!allow_live) {
+    out.needs_live = true;
+    return out;
+  }
+  Result<ObjectPtr> live = source.Get(r, ns, name, ObjectSource::Mode::kLive);
+  if (!live.ok()) {
+    out.error = live.error();
+    return out;
+  }
+  out.obj = *live;
+  out.accepted = accept(**live);
+  return out;
+}
+
+struct HostnameStyle {
+  bool fqdn = false;
+  std::string port;  // "" or the port number
+  std::string ns;
+  std::string cluster_domain;
+};
+
+std::string Hostname(const std::string& base, int64_t i, const std::string& domain,
+                     const HostnameStyle& style) {
+  std::string h = base + "-" + std::to_string(i);
+  if (!domain.empty()) {
+    h += "." + domain;
+    if (style.fqdn) h += "." + style.ns + ".svc." + style.cluster_domain;
+  }
+  if (!style.port.empty()) h += ":" + style.port;
+  return h;
+}
+
+class PodMutation {
+ public:
+  PodMutation(const json::object& request, ObjectSource& source, const AdmissionOptions& options,
+              bool allow_live)
+      : request_(request), source_(source), options_(options), allow_live_(allow_live) {}
+
+  Decision Run();
+
+ private:
+  // Applies --owner-unreadable: a denial, or an unchanged allow with the message as a warning.
+  Decision Unreadable(int code, std::string reason, std::string message);
+  // Each returns false when the decision is already made (in `decision_`).
+  bool AddStatefulSetVars(const Owner& owner);
+  bool AddJobVars(const Owner& owner);
+  bool AddTopologyVars(const std::string& selected);
+  std::string SelectedNodeGroup() const;
+
+  const json::object& request_;
+  ObjectSource& source_;
+  const AdmissionOptions& options_;
+  bool allow_live_;
+
+  const json::object* pod_ = nullptr;
+  const json::object* metadata_ = nullptr;
+  std::string ns_;
+  std::string pod_name_;
+  HostnameStyle style_;
+  std::vector<EnvVar> vars_;
+  std::vector<std::string> warnings_;
+  Decision decision_;
+};
+
+Decision PodMutation::Unreadable(int code, std::string reason, std::string message) {
+  Decision d;
+  if (options_.owner_unreadable == OwnerUnreadable::kDeny) {
+    d.allowed = false;
+    d.code = code;
+    d.reason = std::move(reason);
+    d.message = "hyperslice TPU env injection: " + message;
+  } else {
+    d.warnings.push_back("hyperslice TPU env injection skipped: " + message);
+  }
+  return d;
+}
+
+bool PodMutation::AddStatefulSetVars(const Owner& owner) {
+  std::optional<int64_t> ordinal;
+  std::string_view index_label = StringAt(ObjectAt(metadata_, "labels"), kPodIndexLabel);
+  if (!index_label.empty()) {
+    ordinal = ParseNonNegative(index_label);
+  } else if (pod_name_.size() > owner.name.size() + 1 &&
+             pod_name_.compare(0, owner.name.size() + 1, owner.name + "-") == 0) {
+    ordinal = ParseNonNegative(std::string_view(pod_name_).substr(owner.name.size() + 1));
+  }
+  if (!ordinal) {
+    decision_ = Unreadable(400, "BadRequest",
+                           "pod " + pod_name_ + " of StatefulSet " + owner.name +
+                               " has no ordinal: neither the label " + std::string(kPodIndexLabel) +
+                               " nor a numeric name suffix");
+    return false;
+  }
+  auto range = [](const json::object& sts) {
+    const json::object* spec = ObjectAt(&sts, "spec");
+    int64_t start = IntAt(ObjectAt(spec, "ordinals"), "start", 0);
+    int64_t replicas = IntAt(spec, "replicas", 1);
+    return std::pair<int64_t, int64_t>(start, replicas);
+  };
+  Read read = ReadFresh(source_, kube::resources::StatefulSets(), ns_, owner.name, allow_live_,
+                        [&](const json::object& sts) {
+                          auto [start, replicas] = range(sts);
+                          return UidOf(sts) == owner.uid && *ordinal >= start &&
+                                 *ordinal < start + replicas;
+                        });
+  if (read.needs_live) {
+    decision_.needs_live = true;
+    return false;
+  }
+  std::string what = "StatefulSet " + ns_ + "/" + owner.name;
+  if (read.error) {
+    bool not_found = read.error->code == Error::Code::kNotFound;
+    decision_ = Unreadable(not_found ? 404 : 503, not_found ? "NotFound" : "ServiceUnavailable",
+                           "cannot read the owner " + what + ": " + read.error->message);
+    return false;
+  }
+  if (!read.accepted) {
+    if (UidOf(*read.obj) != owner.uid) {
+      decision_ = Unreadable(409, "Conflict",
+                             what + " has UID " + std::string(UidOf(*read.obj)) +
+                                 ", not the pod's owner UID " + owner.uid +
+                                 " (it was deleted and re-created)");
+    } else {
+      auto [start, replicas] = range(*read.obj);
+      decision_ = Unreadable(409, "Conflict",
+                             "pod ordinal " + std::to_string(*ordinal) + " is outside " + what +
+                                 "'s ordinals " + std::to_string(start) + ".." +
+                                 std::to_string(start + replicas - 1) + " (replicas " +
+                                 std::to_string(replicas) + ")");
+    }
+    return false;
+  }
+  auto [start, replicas] = range(*read.obj);
+  std::string service(StringAt(ObjectAt(read.obj.get(), "spec"), "serviceName"));
+  vars_.push_back({"TPU_WORKER_ID", std::to_string(*ordinal - start)});
+  if (service.empty()) {
+    warnings_.push_back(what + " has no serviceName, so its pods have no DNS names; " +
+                        "TPU_WORKER_HOSTNAMES not set");
+    return true;
+  }
+  std::string hosts;
+  for (int64_t i = start; i < start + replicas; ++i) {
+    if (!hosts.empty()) hosts += ',';
+    hosts += Hostname(owner.name, i, service, style_);
+  }
+  vars_.push_back({"TPU_WORKER_HOSTNAMES", std::move(hosts)});
+  return true;
+}
+
+bool PodMutation::AddJobVars(const Owner& owner) {
+  std::string_view index_text = StringAt(ObjectAt(metadata_, "annotations"), kJobIndexKey);
+  if (index_text.empty()) index_text = StringAt(ObjectAt(metadata_, "labels"), kJobIndexKey);
+  if (index_text.empty()) return true;  // not an Indexed Job: no worker identity to give
+  std::optional<int64_t> index = ParseNonNegative(index_text);
+  std::string what = "Job " + ns_ + "/" + owner.name;
+  if (!index) {
+    decision_ = Unreadable(400, "BadRequest",
+                           "pod " + pod_name_ + " of " + what + " has a non-numeric " +
+                               std::string(kJobIndexKey) + " \"" + std::string(index_text) + "\"");
+    return false;
+  }
+  Read read = ReadFresh(source_, kube::resources::Jobs(), ns_, owner.name, allow_live_,
+                        [&](const json::object& job) { return UidOf(job) == owner.uid; });
+  if (read.needs_live) {
+    decision_.needs_live = true;
+    return false;
+  }
+  if (read.error) {
+    bool not_found = read.error->code == Error::Code::kNotFound;
+    decision_ = Unreadable(not_found ? 404 : 503, not_found ? "NotFound" : "ServiceUnavailable",
+                           "cannot read the owner " + what + ": " + read.error->message);
+    return false;
+  }
+  if (!read.accepted) {
+    decision_ = Unreadable(409, "Conflict",
+                           what + " has UID " + std::string(UidOf(*read.obj)) +
+                               ", not the pod's owner UID " + owner.uid +
+                               " (it was deleted and re-created)");
+    return false;
+  }
+  const json::object* spec = ObjectAt(read.obj.get(), "spec");
+  int64_t completions = IntAt(spec, "completions", -1);
+  if (completions <= 0 || *index >= completions) {
+    decision_ = Unreadable(409, "Conflict",
+                           "pod completion index " + std::to_string(*index) + " is outside " +
+                               what + "'s completions (" + std::to_string(completions) + ")");
+    return false;
+  }
+  std::string subdomain(StringAt(ObjectAt(ObjectAt(spec, "template"), "spec"), "subdomain"));
+  vars_.push_back({"TPU_WORKER_ID", std::to_string(*index)});
+  if (subdomain.empty()) {
+    warnings_.push_back(what + " sets no spec.template.spec.subdomain, so its pods have no DNS " +
+                        "names; TPU_WORKER_HOSTNAMES not set");
+    return true;
+  }
+  std::string hosts;
+  for (int64_t i = 0; i < completions; ++i) {
+    if (!hosts.empty()) hosts += ',';
+    hosts += Hostname(owner.name, i, subdomain, style_);
+  }
+  vars_.push_back({"TPU_WORKER_HOSTNAMES", std::move(hosts)});
+  return true;
+}
+
+// The value of cloud.google.com/tpu-node-group the Pod requires: nodeSelector, else a required
+// node affinity term `In [value]` (every term must agree, or the group is ambiguous: "").
+std::string PodMutation::SelectedNodeGroup() const {
+  const json::object* spec = ObjectAt(pod_, "spec");
+  std::string_view v = StringAt(ObjectAt(spec, "nodeSelector"), kNodeGroupLabel);
+  if (!v.empty()) return std::string(v);
+  const json::array* terms = ArrayAt(ObjectAt(ObjectAt(ObjectAt(spec, "affinity"), "nodeAffinity"),
+                                              "requiredDuringSchedulingIgnoredDuringExecution"),
+                                     "nodeSelectorTerms");
+  if (terms == nullptr) return "";
+  std::string found;
+  for (const json::value& t : *terms) {
+    std::string in_term;
+    const json::array* exprs = ArrayAt(t.if_object(), "matchExpressions");
+    if (exprs == nullptr) return "";
+    for (const json::value& e : *exprs) {
+      const json::object* expr = e.if_object();
+      if (StringAt(expr, "key") != kNodeGroupLabel || StringAt(expr, "operator") != "In") continue;
+      const json::array* values = ArrayAt(expr, "values");
+      if (values != nullptr && values->size() == 1 && (*values)[0].is_string()) {
+        in_term = std::string((*values)[0].get_string());
+      }
+    }
+    if (in_term.empty() || (!found.empty() && found != in_term)) return "";
+    found = in_term;
+  }
+  return found;
+}
+
+bool PodMutation::AddTopologyVars(const std::string& selected) {
+  // "<ns>-<name>" is ambiguous when either part has dashes: the Pod's own namespace first, then
+  // every other split.
+  std::vector<std::pair<std::string, std::string>> candidates;
+  if (selected.size() > ns_.size() + 1 && selected.compare(0, ns_.size() + 1, ns_ + "-") == 0) {
+    candidates.emplace_back(ns_, selected.substr(ns_.size() + 1));
+  }
+  for (size_t p = selected.find('-'); p != std::string::npos; p = selected.find('-', p + 1)) {
+    std::pair<std::string, std::string> c(selected.substr(0, p), selected.substr(p + 1));
+    if (!c.first.empty() && !c.second.empty() && (candidates.empty() || c != candidates[0])) {
+      candidates.push_back(std::move(c));
+    }
+  }
+  ObjectPtr group;
+  std::string group_id;
+  for (const auto& [gns, gname] : candidates) {
+    Read read = ReadFresh(source_, TPUNodeGroups(), gns, gname, allow_live_,
+                          [](const json::object&) { return true; });
+    if (read.needs_live) {
+      decision_.needs_live = true;
+      return false;
+    }
+    if (read.error) {
+      if (read.error->code == Error::Code::kNotFound) continue;
+      decision_ =
+          Unreadable(503, "ServiceUnavailable",
+                     "cannot read TPUNodeGroup " + gns + "/" + gname + ": " + read.error->message);
+      return false;
+    }
+    group = read.obj;
+    group_id = gns + "/" + gname;
+    break;
+  }
+  if (!group) {
+    decision_ = Unreadable(404, "NotFound",
+                           "the pod selects " + std::string(kNodeGroupLabel) + "=" + selected +
+                               " but no TPUNodeGroup <namespace>/<name> matches it; create the "
+                               "group first or fix the selector");
+    return false;
+  }
+  const json::object* spec = ObjectAt(group.get(), "spec");
+  std::string topology(StringAt(spec, "topology"));
+  std::string machine(StringAt(ObjectAt(spec, "instanceConfig"), "machineType"));
+  Result<tpu::Slice> slice =
+      machine.empty() ? tpu::InferSlice(topology, static_cast<int>(IntAt(spec, "nodeCount", 0)))
+                      : tpu::MakeSlice(machine, topology);
+  if (!slice.ok()) {
+    decision_ =
+        Unreadable(409, "Conflict",
+                   "TPUNodeGroup " + group_id + " has no usable shape: " + slice.error().message);
+    return false;
+  }
+  vars_.push_back({"TPU_TOPOLOGY", slice->TopologyEnv()});
+  vars_.push_back({"TPU_ACCELERATOR_TYPE", slice->AcceleratorTypeEnv()});
+  vars_.push_back({"TPU_CHIPS_PER_HOST_BOUNDS", slice->ChipsPerHostBoundsEnv()});
+  vars_.push_back({"TPU_HOST_BOUNDS", slice->HostBoundsEnv()});
+  return true;
+}
+
+Decision PodMutation::Run() {
+  if (StringAt(&request_, "operation") != "CREATE" ||
+      StringAt(ObjectAt(&request_, "kind"), "kind") != "Pod" ||
+      !StringAt(ObjectAt(&request_, "kind"), "group").empty() ||
+      !StringAt(&request_, "subResource").empty()) {
+    return decision_;  // not a Pod create: not ours
+  }
+  pod_ = ObjectAt(&request_, "object");
+  if (pod_ == nullptr) {
+    decision_.allowed = false;
+    decision_.code = 400;
+    decision_.reason = "BadRequest";
+    decision_.message = "AdmissionReview request.object is missing";
+    return decision_;
+  }
+  metadata_ = ObjectAt(pod_, "metadata");
+  const json::object* labels = ObjectAt(metadata_, "labels");
+  std::string_view mode = StringAt(labels, kInjectLabel);
+  if (mode == "disabled") return decision_;
+  bool all_containers = mode == "all" || StringAt(labels, kCompatInjectLabel) == "enabled";
+
+  const json::array* containers = ArrayAt(ObjectAt(pod_, "spec"), "containers");
+  std::vector<size_t> targets;
+  if (containers != nullptr) {
+    for (size_t i = 0; i < containers->size(); ++i) {
+      const json::object* c = (*containers)[i].if_object();
+      if (c != nullptr && (all_containers || RequestsTpu(*c))) targets.push_back(i);
+    }
+  }
+  if (targets.empty()) return decision_;  // nothing opted in: admitted unchanged
+
+  ns_ = std::string(StringAt(&request_, "namespace"));
+  if (ns_.empty()) ns_ = std::string(StringAt(metadata_, "namespace"));
+  pod_name_ = std::string(StringAt(metadata_, "name"));
+  if (pod_name_.empty()) pod_name_ = std::string(StringAt(&request_, "name"));
+  const json::object* annotations = ObjectAt(metadata_, "annotations");
+  style_.fqdn = StringAt(annotations, kFqdnAnnotation) == "true";
+  style_.ns = ns_;
+  style_.cluster_domain = options_.cluster_domain;
+  if (std::string_view port = StringAt(annotations, kPortAnnotation); !port.empty()) {
+    std::optional<int64_t> p = ParseNonNegative(port);
+    if (!p || *p < 1 || *p > 65535) {
+      decision_.allowed = false;
+      decision_.code = 400;
+      decision_.reason = "BadRequest";
+      decision_.message = "annotation " + std::string(kPortAnnotation) +
+                          " must be a port number from 1 to 65535; got \"" + std::string(port) +
+                          "\"";
+      return decision_;
+    }
+    style_.port = std::to_string(*p);
+  }
+
+  if (std::optional<Owner> owner = ControllerOf(metadata_)) {
+    if (owner->kind == "StatefulSet" && owner->api_version == "apps/v1") {
+      if (!AddStatefulSetVars(*owner)) return decision_;
+    } else if (owner->kind == "Job" && owner->api_version == "batch/v1") {
+      if (!AddJobVars(*owner)) return decision_;
+    }
+  }
+  if (std::string selected = SelectedNodeGroup(); !selected.empty()) {
+    if (!AddTopologyVars(selected)) return decision_;
+  }
+  decision_.warnings = std::move(warnings_);
+  if (vars_.empty()) return decision_;
+
+  for (size_t i : targets) {
+    const json::object& c = (*containers)[i].get_object();
+    const json::array* env = ArrayAt(&c, "env");
+    std::set<std::string_view> present;
+    if (env != nullptr) {
+      for (const json::value& e : *env) present.insert(StringAt(e.if_object(), "name"));
+    }
+    json::array additions;
+    for (const EnvVar& v : vars_) {
+      if (present.count(v.name) != 0) continue;  // the user's value wins
+      additions.push_back(json::object{{"name", v.name}, {"value", v.value}});
+    }
+    if (additions.empty()) continue;
+    std::string base = "/spec/containers/" + std::to_string(i) + "/env";
+    if (env == nullptr) {
+      decision_.patch.push_back(
+          json::object{{"op", "add"}, {"path", base}, {"value", std::move(additions)}});
+    } else {
+      for (json::value& a : additions) {
+        decision_.patch.push_back(
+            json::object{{"op", "add"}, {"path", base + "/-"}, {"value", std::move(a)}});
+      }
+    }
+  }
+  return decision_;
+}
+
+}  // namespace
+
+Decision MutatePod(const json::object& request, ObjectSource& source,
+                   const AdmissionOptions& options, bool allow_live) {
+  return PodMutation(request, source, options, allow_live).Run();
+}
+
+}  // namespace hyperslice::webhook::internal

@@ -1,0 +1,213 @@
+// AdmissionReview v1 envelope: parse the request, dispatch by path, wrap the decision.
+#include <array>
+#include <string>
+
+#include <boost/json/monotonic_resource.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include "src/kube/client.h"
+#include "src/webhook/internal.h"
+#include "src/webhook/webhook.h"
+
+namespace hyperslice::webhook {
+namespace json = boost::json;
+
+namespace internal {
+
+const json::object* ObjectAt(const json::object* o, std::string_view key) {
+  if (o == nullptr) return nullptr;
+  const json::value* v = o->if_contains(key);
+  return v != nullptr && v->is_object() ? &v->get_object() : nullptr;
+}
+
+const json::array* ArrayAt(const json::object* o, std::string_view key) {
+  if (o == nullptr) return nullptr;
+  const json::value* v = o->if_contains(key);
+  return v != nullptr && v->is_array() ? &v->get_array() : nullptr;
+}
+
+std::string_view StringAt(const json::object* o, std::string_view key) {
+  if (o == nullptr) return {};
+  const json::value* v = o->if_contains(key);
+  return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
+}
+
+int64_t IntAt(const json::object* o, std::string_view key, int64_t fallback) {
+  if (o == nullptr) return fallback;
+  const json::value* v = o->if_contains(key);
+  if (v == nullptr) return fallback;
+  if (v->is_int64()) return v->get_int64();
+  if (v->is_uint64() && v->get_uint64() <= static_cast<uint64_t>(INT64_MAX)) {
+    return static_cast<int64_t>(v->get_uint64());
+  }
+  if (v->is_double()) {
+    double d = v->get_double();
+    if (d == static_cast<double>(static_cast<int64_t>(d))) return static_cast<int64_t>(d);
+  }
+  return fallback;
+}
+
+std::string Base64(std::string_view in) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 3 <= in.size(); i += 3) {
+    uint32_t n = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) |
+                 static_cast<uint8_t>(in[i + 2]);
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += kAlphabet[(n >> 6) & 63];
+    out += kAlphabet[n & 63];
+  }
+  size_t rest = in.size() - i;
+  if (rest > 0) {
+    uint32_t n = static_cast<uint8_t>(in[i]) << 16;
+    if (rest == 2) n |= static_cast<uint8_t>(in[i + 1]) << 8;
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += rest == 2 ? kAlphabet[(n >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+}  // namespace internal
+
+const kube::Resource& TPUNodeGroups() {
+  static const kube::Resource r{"tpu.google.com", "v1alpha1", "tpunodegroups", "TPUNodeGroup",
+                                true};
+  return r;
+}
+
+Result<OwnerUnreadable> ParseOwnerUnreadable(const std::string& s) {
+  if (s == "deny") return OwnerUnreadable::kDeny;
+  if (s == "allow") return OwnerUnreadable::kAllow;
+  return Error::Make(Error::Code::kInvalidArgument,
+                     "--owner-unreadable must be deny or allow; got \"" + s + "\"");
+}
+
+void StaticObjectSource::Put(const kube::Resource& r, json::object obj) {
+  std::string key =
+      r.String() + "/" +
+      std::string(internal::StringAt(internal::ObjectAt(&obj, "metadata"), "namespace")) + "/" +
+      std::string(internal::StringAt(internal::ObjectAt(&obj, "metadata"), "name"));
+  objects_[key] = std::make_shared<const json::object>(std::move(obj));
+}
+
+Result<ObjectPtr> StaticObjectSource::Get(const kube::Resource& r, const std::string& ns,
+                                          const std::string& name, Mode) {
+  auto it = objects_.find(r.String() + "/" + ns + "/" + name);
+  if (it == objects_.end()) {
+    return Error::Make(Error::Code::kNotFound, r.kind + " " + ns + "/" + name + " not found",
+                       "NotFound", 404);
+  }
+  return it->second;
+}
+
+namespace {
+
+class ApiObjectSource : public ObjectSource {
+ public:
+  explicit ApiObjectSource(std::shared_ptr<kube::Client> client) : client_(std::move(client)) {}
+  Result<ObjectPtr> Get(const kube::Resource& r, const std::string& ns, const std::string& name,
+                        Mode mode) override {
+    if (mode == Mode::kCachedOnly) {
+      return Error::Make(Error::Code::kUnavailable, "no cache", kNotCached);
+    }
+    HS_ASSIGN_OR_RETURN(kube::Object obj, client_->Get(r, ns, name));
+    return std::make_shared<const json::object>(std::move(obj));
+  }
+
+ private:
+  std::shared_ptr<kube::Client> client_;
+};
+
+ReviewResult PlainError(int status, std::string message) {
+  ReviewResult r;
+  r.http_status = status;
+  r.content_type = "text/plain; charset=utf-8";
+  r.body = std::move(message);
+  r.body += "\n";
+  r.allowed = false;
+  r.reason = status == 400 ? "BadRequest" : "Error";
+  return r;
+}
+
+}  // namespace
+
+std::shared_ptr<ObjectSource> NewApiObjectSource(std::shared_ptr<kube::Client> client) {
+  return std::make_shared<ApiObjectSource>(std::move(client));
+}
+
+ReviewResult Review(const std::string& path, std::string_view body, ObjectSource& source,
+                    const AdmissionOptions& options, bool allow_live) {
+  // Most reviews fit the stack buffer; the parsed tree lives only for this call.
+  std::array<unsigned char, 16384> buffer;
+  json::monotonic_resource mr(buffer.data(), buffer.size());
+  json::parse_options popts;
+  popts.max_depth = 128;
+  boost::system::error_code ec;
+  json::value root = json::parse(body, ec, &mr, popts);
+  if (ec)
+    return PlainError(400, "malformed AdmissionReview: body is not JSON (" + ec.message() + ")");
+  const json::object* review = root.if_object();
+  if (review == nullptr) return PlainError(400, "malformed AdmissionReview: not a JSON object");
+  if (internal::StringAt(review, "apiVersion") != "admission.k8s.io/v1" ||
+      internal::StringAt(review, "kind") != "AdmissionReview") {
+    return PlainError(400,
+                      "malformed AdmissionReview: expected apiVersion admission.k8s.io/v1 and "
+                      "kind AdmissionReview (admissionReviewVersions: [v1])");
+  }
+  const json::object* request = internal::ObjectAt(review, "request");
+  std::string_view uid = internal::StringAt(request, "uid");
+  if (request == nullptr || uid.empty()) {
+    return PlainError(400, "malformed AdmissionReview: request.uid is missing");
+  }
+
+  internal::Decision d;
+  if (path == kMutatePodsPath) {
+    d = internal::MutatePod(*request, source, options, allow_live);
+  } else if (path == kValidateNodeGroupsPath) {
+    d = internal::ValidateNodeGroup(*request);
+  } else {
+    return PlainError(404, "no admission webhook at " + path);
+  }
+  ReviewResult result;
+  if (d.needs_live) {
+    result.needs_live = true;
+    return result;
+  }
+
+  json::object response;
+  response["uid"] = uid;
+  response["allowed"] = d.allowed;
+  if (!d.allowed) {
+    json::object status;
+    status["code"] = d.code != 0 ? d.code : 403;
+    status["reason"] = d.reason;
+    status["message"] = d.message;
+    response["status"] = std::move(status);
+    result.allowed = false;
+    result.reason = d.reason.empty() ? "Denied" : d.reason;
+  } else if (!d.patch.empty()) {
+    response["patchType"] = "JSONPatch";
+    response["patch"] = internal::Base64(json::serialize(d.patch));
+    result.patched = true;
+  }
+  if (!d.warnings.empty()) {
+    json::array warnings;
+    for (std::string& w : d.warnings) warnings.emplace_back(std::move(w));
+    response["warnings"] = std::move(warnings);
+  }
+  json::object out;
+  out["apiVersion"] = "admission.k8s.io/v1";
+  out["kind"] = "AdmissionReview";
+  out["response"] = std::move(response);
+  result.body = json::serialize(out);
+  return result;
+}
+
+}  // namespace hyperslice::webhook

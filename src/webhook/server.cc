@@ -1,0 +1,243 @@
+// The webhook's HTTPS server: routes, content checks, metrics, and the hand-off of admissions that
+// need a live API read from the I/O threads to a small blocking pool.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include "src/base/log.h"
+#include "src/net/server.h"
+#include "src/webhook/webhook.h"
+
+namespace hyperslice::webhook {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using net::Headers;
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// "application/json" with optional parameters ("; charset=utf-8"), any case.
+bool IsJsonContentType(const std::string& value) {
+  std::string v = Lower(value);
+  size_t semi = v.find(';');
+  std::string media = v.substr(0, semi);
+  while (!media.empty() && media.back() == ' ') media.pop_back();
+  while (!media.empty() && media.front() == ' ') media.erase(media.begin());
+  return media == "application/json";
+}
+
+// Metric names follow controller-runtime's webhook metrics so existing dashboards apply.
+class Metrics {
+ public:
+  Metrics()
+      : registry_(std::make_shared<prometheus::Registry>()),
+        requests_(prometheus::BuildCounter()
+                      .Name("controller_runtime_webhook_requests_total")
+                      .Help("Admission requests by webhook path and HTTP status code")
+                      .Register(*registry_)),
+        latency_(prometheus::BuildHistogram()
+                     .Name("controller_runtime_webhook_latency_seconds")
+                     .Help("Time from receiving an admission request to answering it")
+                     .Register(*registry_)),
+        in_flight_(prometheus::BuildGauge()
+                       .Name("controller_runtime_webhook_requests_in_flight")
+                       .Help("Admission requests being handled")
+                       .Register(*registry_)),
+        admissions_(prometheus::BuildCounter()
+                        .Name("hyperslice_webhook_admissions_total")
+                        .Help("Admission decisions by webhook path and result "
+                              "(allowed, patched, denied)")
+                        .Register(*registry_)),
+        rejections_(prometheus::BuildCounter()
+                        .Name("hyperslice_webhook_rejections_total")
+                        .Help("Denied admissions and refused requests by webhook path and reason")
+                        .Register(*registry_)) {}
+
+  void Begin(const std::string& hook) { in_flight_.Add({{"webhook", hook}}).Increment(); }
+  void End(const std::string& hook, int code, Clock::duration elapsed) {
+    in_flight_.Add({{"webhook", hook}}).Decrement();
+    requests_.Add({{"webhook", hook}, {"code", std::to_string(code)}}).Increment();
+    static const prometheus::Histogram::BucketBoundaries kBuckets = {
+        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+        0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
+    latency_.Add({{"webhook", hook}}, kBuckets)
+        .Observe(std::chrono::duration<double>(elapsed).count());
+  }
+  void Decision(const std::string& hook, const ReviewResult& r) {
+    if (r.http_status != 200) {
+      rejections_.Add({{"webhook", hook}, {"reason", r.reason}}).Increment();
+      return;
+    }
+    const char* result = !r.allowed ? "denied" : r.patched ? "patched" : "allowed";
+    admissions_.Add({{"webhook", hook}, {"result", result}}).Increment();
+    if (!r.allowed) rejections_.Add({{"webhook", hook}, {"reason", r.reason}}).Increment();
+  }
+  void Refused(const std::string& hook, const std::string& reason) {
+    rejections_.Add({{"webhook", hook}, {"reason", reason}}).Increment();
+  }
+  std::string Expose() const {
+    return prometheus::TextSerializer().Serialize(registry_->Collect());
+  }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Histogram>& latency_;
+  prometheus::Family<prometheus::Gauge>& in_flight_;
+  prometheus::Family<prometheus::Counter>& admissions_;
+  prometheus::Family<prometheus::Counter>& rejections_;
+};
+
+class ServerImpl : public Server {
+ public:
+  explicit ServerImpl(ServerOptions options)
+      : options_(std::move(options)),
+        pool_(std::make_unique<boost::asio::thread_pool>(
+            static_cast<size_t>(std::max(1, options_.blocking_threads)))) {}
+  ~ServerImpl() override { Stop(std::chrono::milliseconds(2000)); }
+
+  Status Listen() {
+    net::HttpServer::Options o;
+    o.address = options_.address;
+    o.port = options_.port;
+    o.threads = std::max(1, options_.io_threads);
+    o.tls = net::ServerTlsFiles{options_.tls_cert_file, options_.tls_key_file};
+    o.max_body_bytes = options_.max_body_bytes;
+    HS_ASSIGN_OR_RETURN(
+        http_, net::HttpServer::Start(o, [this](const net::ServerRequest& req,
+                                                std::shared_ptr<net::Responder> responder) {
+          Handle(req, std::move(responder));
+        }));
+    return OkStatus();
+  }
+
+  uint16_t port() const override { return http_->port(); }
+  int tls_generation() const override { return http_->tls_generation(); }
+  std::string Metrics() const override { return metrics_.Expose(); }
+
+  void Stop(std::chrono::milliseconds grace) override {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    // Finish the admissions already received while the listener still runs: net::HttpServer's
+    // I/O threads leave once the acceptor is closed and no socket operation is pending, so an
+    // answer completed later from the blocking pool would wait for the end of its grace period.
+    Clock::time_point deadline = Clock::now() + grace;
+    {
+      std::unique_lock<std::mutex> l(inflight_mu_);
+      inflight_cv_.wait_until(l, deadline, [&] { return inflight_ == 0; });
+    }
+    if (http_) {
+      http_->Stop(
+          std::max(std::chrono::milliseconds(0),
+                   std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())));
+    }
+    pool_->join();
+  }
+
+ private:
+  void Handle(const net::ServerRequest& req, std::shared_ptr<net::Responder> responder) {
+    if (req.path == "/healthz" || req.path == "/readyz") {
+      responder->Send(200, "ok\n", {{"Content-Type", "text/plain; charset=utf-8"}});
+      return;
+    }
+    if (req.path == "/metrics") {
+      responder->Send(200, metrics_.Expose(),
+                      {{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}});
+      return;
+    }
+    if (req.path != kMutatePodsPath && req.path != kValidateNodeGroupsPath) {
+      responder->Send(404, "not found\n", {{"Content-Type", "text/plain; charset=utf-8"}});
+      return;
+    }
+    const std::string hook = req.path;
+    Clock::time_point start = Clock::now();
+    metrics_.Begin(hook);
+    {
+      std::lock_guard<std::mutex> l(inflight_mu_);
+      ++inflight_;
+    }
+    auto finish = [this, hook, start, responder](int status, std::string body,
+                                                 const std::string& content_type,
+                                                 Headers extra = {}) {
+      extra.emplace_back("Content-Type", content_type);
+      responder->Send(status, std::move(body), std::move(extra));
+      metrics_.End(hook, status, Clock::now() - start);
+      std::lock_guard<std::mutex> l(inflight_mu_);
+      if (--inflight_ == 0) inflight_cv_.notify_all();
+    };
+    if (req.method != "POST") {
+      metrics_.Refused(hook, "MethodNotAllowed");
+      finish(405, "admission reviews are POSTed\n", "text/plain; charset=utf-8",
+             {{"Allow", "POST"}});
+      return;
+    }
+    if (!IsJsonContentType(req.Header("content-type"))) {
+      metrics_.Refused(hook, "UnsupportedMediaType");
+      finish(415,
+             "unsupported Content-Type \"" + req.Header("content-type") +
+                 "\": AdmissionReview bodies are application/json\n",
+             "text/plain; charset=utf-8");
+      return;
+    }
+    ReviewResult r =
+        Review(req.path, req.body, *options_.source, options_.admission, /*allow_live=*/false);
+    if (!r.needs_live) {
+      metrics_.Decision(hook, r);
+      finish(r.http_status, std::move(r.body), r.content_type);
+      return;
+    }
+    // A live API read may block: off the I/O thread.
+    boost::asio::post(*pool_, [this, hook, path = req.path, body = req.body, finish]() {
+      ReviewResult live =
+          Review(path, body, *options_.source, options_.admission, /*allow_live=*/true);
+      metrics_.Decision(hook, live);
+      finish(live.http_status, std::move(live.body), live.content_type);
+    });
+  }
+
+  ServerOptions options_;
+  std::unique_ptr<boost::asio::thread_pool> pool_;
+  mutable class Metrics metrics_;
+  std::unique_ptr<net::HttpServer> http_;
+  std::mutex stop_mu_;
+  bool stopped_ = false;
+  std::mutex inflight_mu_;
+  std::condition_variable inflight_cv_;
+  int inflight_ = 0;  // admissions received and not answered yet
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
+  if (options.tls_cert_file.empty() || options.tls_key_file.empty()) {
+    return Error::Make(Error::Code::kInvalidArgument,
+                       "the webhook serves HTTPS only: set --tls-cert-file and --tls-key-file");
+  }
+  if (!options.source) {
+    return Error::Make(Error::Code::kInvalidArgument, "webhook server needs an ObjectSource");
+  }
+  auto server = std::make_unique<ServerImpl>(std::move(options));
+  HS_RETURN_IF_ERROR(server->Listen());
+  log::Info("webhook serving", {{"port", static_cast<int64_t>(server->port())}});
+  return std::unique_ptr<Server>(std::move(server));
+}
+
+}  // namespace hyperslice::webhook

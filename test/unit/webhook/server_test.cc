@@ -1,0 +1,323 @@
+// The webhook's HTTPS server over a real loopback socket: content checks, TLS only, certificate
+// rotation with a request in flight, graceful shutdown, metrics.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "src/net/http.h"
+#include "src/net/pki.h"
+#include "src/webhook/webhook.h"
+#include "test/unit/webhook/review_fixtures.h"
+
+namespace hyperslice::webhook {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace testing;  // NOLINT: the fixtures
+
+// Serves from a StaticObjectSource, but only on live reads, which wait for Release(): lets a test
+// hold an admission in flight.
+class GatedSource : public ObjectSource {
+ public:
+  explicit GatedSource(std::shared_ptr<StaticObjectSource> inner) : inner_(std::move(inner)) {}
+  Result<ObjectPtr> Get(const kube::Resource& r, const std::string& ns, const std::string& name,
+                        Mode mode) override {
+    if (mode == Mode::kCachedOnly) {
+      return Error::Make(Error::Code::kUnavailable, "no cache", kNotCached);
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    ++waiting_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return released_; });
+    return inner_->Get(r, ns, name, mode);
+  }
+  bool WaitForWaiter(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return waiting_ > 0; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::shared_ptr<StaticObjectSource> inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int waiting_ = 0;
+  bool released_ = false;
+};
+
+class WebhookServer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("hs-webhook-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    ca_ = *net::pki::MakeCa("webhook-test-ca");
+    other_ca_ = *net::pki::MakeCa("webhook-rotated-ca");
+    WritePair(Issue(ca_));
+    objects_ = std::make_shared<StaticObjectSource>();
+    objects_->Put(kube::resources::StatefulSets(),
+                  StatefulSet("ns1", "web", "sts-uid", 3, "nginx"));
+    pod_ = Pod("ns1", "web-1", {Container("main", 4)});
+    SetOwner(pod_, "apps/v1", "StatefulSet", "web", "sts-uid");
+  }
+  void TearDown() override {
+    if (server_) server_->Stop(1s);
+    std::filesystem::remove_all(dir_);
+  }
+  static net::pki::KeyPair Issue(const net::pki::KeyPair& ca) {
+    net::pki::CertRequest req;
+    req.common_name = "webhook";
+    req.ip_addresses = {"127.0.0.1"};
+    req.server = true;
+    return *net::pki::Issue(ca, req);
+  }
+  void WritePair(const net::pki::KeyPair& kp) {
+    std::ofstream(dir_ / "tls.crt.tmp") << kp.cert_pem;
+    std::ofstream(dir_ / "tls.key.tmp") << kp.key_pem;
+    std::filesystem::rename(dir_ / "tls.crt.tmp", dir_ / "tls.crt");
+    std::filesystem::rename(dir_ / "tls.key.tmp", dir_ / "tls.key");
+  }
+  void Start(std::shared_ptr<ObjectSource> source = nullptr, size_t max_body = 3 << 20) {
+    ServerOptions o;
+    o.tls_cert_file = (dir_ / "tls.crt").string();
+    o.tls_key_file = (dir_ / "tls.key").string();
+    o.max_body_bytes = max_body;
+    o.source = source ? std::move(source) : objects_;
+    auto s = Server::Start(std::move(o));
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+    server_ = std::move(*s);
+  }
+  std::shared_ptr<net::HttpClient> Client(const net::pki::KeyPair& ca) {
+    net::HttpClient::Options o;
+    o.base_url = "https://127.0.0.1:" + std::to_string(server_->port());
+    o.tls.ca_pem = ca.cert_pem;
+    return *net::HttpClient::Create(o);
+  }
+  static Result<net::Response> Post(net::HttpClient& c, const std::string& path,
+                                    const std::string& body,
+                                    const std::string& content_type = "application/json") {
+    net::Request req;
+    req.method = "POST";
+    req.target = path;
+    req.headers = {{"Content-Type", content_type}};
+    req.body = body;
+    req.timeout = 20s;
+    return c.Do(req);
+  }
+
+  std::filesystem::path dir_;
+  net::pki::KeyPair ca_, other_ca_;
+  std::shared_ptr<StaticObjectSource> objects_;
+  json::object pod_;
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(WebhookServer, MutatesPodOverTls) {
+  Start();
+  auto client = Client(ca_);
+  auto res = Post(*client, kMutatePodsPath, testing::Review(pod_, "uid-42"));
+  ASSERT_TRUE(res.ok()) << res.error().ToString();
+  ASSERT_EQ(res->status, 200) << res->body;
+  json::object resp = ResponseOf(res->body);
+  EXPECT_EQ(resp.at("uid").as_string(), "uid-42");
+  EXPECT_THAT(EnvAfter(pod_, resp),
+              ::testing::ElementsAre("TPU_WORKER_ID=1",
+                                     "TPU_WORKER_HOSTNAMES=web-0.nginx,web-1.nginx,web-2.nginx"));
+}
+
+TEST_F(WebhookServer, MalformedBodyIsBadRequest) {
+  Start();
+  auto client = Client(ca_);
+  for (const char* body : {"not json", R"({"apiVersion":"v1","kind":"Pod"})", "{}"}) {
+    auto res = Post(*client, kMutatePodsPath, body);
+    ASSERT_TRUE(res.ok());
+    EXPECT_EQ(res->status, 400) << body;
+    EXPECT_NE(res->body.find("malformed AdmissionReview"), std::string::npos) << res->body;
+  }
+}
+
+TEST_F(WebhookServer, WrongContentTypeIs415AndWrongMethodIs405) {
+  Start();
+  auto client = Client(ca_);
+  auto res = Post(*client, kMutatePodsPath, testing::Review(pod_), "application/yaml");
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->status, 415);
+  auto ok =
+      Post(*client, kMutatePodsPath, testing::Review(pod_), "Application/JSON; charset=utf-8");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->status, 200);
+  net::Request get;
+  get.target = kMutatePodsPath;
+  auto got = client->Do(get);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->status, 405);
+  std::string metrics = server_->Metrics();
+  EXPECT_NE(
+      metrics.find(
+          R"(hyperslice_webhook_rejections_total{reason="UnsupportedMediaType",webhook="/mutate-pods"} 1)"),
+      std::string::npos)
+      << metrics;
+}
+
+TEST_F(WebhookServer, OversizedBodyIs413) {
+  Start(nullptr, 64 * 1024);
+  auto client = Client(ca_);
+  json::object big = pod_;
+  SetAnnotation(big, "padding", std::string(100 * 1024, 'x'));
+  auto res = Post(*client, kMutatePodsPath, testing::Review(big));
+  ASSERT_TRUE(res.ok()) << res.error().ToString();
+  EXPECT_EQ(res->status, 413);
+  // The server keeps serving.
+  auto after = Client(ca_);
+  auto ok = Post(*after, kMutatePodsPath, testing::Review(pod_));
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->status, 200);
+}
+
+std::string PlainExchange(uint16_t port, const std::string& bytes) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "connect failed";
+  }
+  timeval tv{3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  (void)!write(fd, bytes.data(), bytes.size());
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
+}
+
+TEST_F(WebhookServer, PlainHttpIsRefused) {
+  Start();
+  std::string body = testing::Review(pod_);
+  std::string out =
+      PlainExchange(server_->port(),
+                    "POST /mutate-pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    "Content-Length: " +
+                        std::to_string(body.size()) + "\r\n\r\n" + body);
+  EXPECT_EQ(out.find("HTTP/1.1 200"), std::string::npos) << out;
+  EXPECT_EQ(out.find("TPU_WORKER"), std::string::npos);
+  auto client = Client(ca_);
+  auto ok = Post(*client, kMutatePodsPath, testing::Review(pod_));
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST_F(WebhookServer, NoCertificateNoServer) {
+  ServerOptions o;
+  o.source = objects_;
+  auto s = Server::Start(std::move(o));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("--tls-cert-file"), std::string::npos);
+}
+
+TEST_F(WebhookServer, RotatedCertificateIsPickedUpWithoutDroppingInFlightRequest) {
+  auto gated = std::make_shared<GatedSource>(objects_);
+  Start(gated);
+  auto old_client = Client(ca_);
+  auto in_flight = std::async(std::launch::async, [&] {
+    return Post(*old_client, kMutatePodsPath, testing::Review(pod_, "in-flight"));
+  });
+  ASSERT_TRUE(gated->WaitForWaiter(10s));
+  EXPECT_EQ(server_->tls_generation(), 1);
+
+  std::this_thread::sleep_for(1100ms);  // mtime granularity and the server's 1 s check interval
+  WritePair(Issue(other_ca_));
+  std::this_thread::sleep_for(1100ms);
+  auto new_client = Client(other_ca_);
+  net::Request health;
+  health.target = "/healthz";
+  auto h = new_client->Do(health);
+  ASSERT_TRUE(h.ok()) << h.error().ToString();
+  EXPECT_EQ(h->status, 200);
+  EXPECT_EQ(server_->tls_generation(), 2);
+  // New connections trusting only the old CA are refused now.
+  auto stale = Client(ca_);
+  EXPECT_FALSE(stale->Do(health).ok());
+
+  gated->Release();
+  auto res = in_flight.get();
+  ASSERT_TRUE(res.ok()) << res.error().ToString();
+  ASSERT_EQ(res->status, 200) << res->body;
+  json::object resp = ResponseOf(res->body);
+  EXPECT_EQ(resp.at("uid").as_string(), "in-flight");
+  EXPECT_EQ(EnvAfter(pod_, resp).size(), 2u);
+}
+
+TEST_F(WebhookServer, StopAnswersInFlightAdmissionBeforeClosing) {
+  auto gated = std::make_shared<GatedSource>(objects_);
+  Start(gated);
+  auto client = Client(ca_);
+  auto in_flight = std::async(std::launch::async, [&] {
+    return Post(*client, kMutatePodsPath, testing::Review(pod_, "draining"));
+  });
+  ASSERT_TRUE(gated->WaitForWaiter(10s));
+  auto stopper = std::async(std::launch::async, [&] { server_->Stop(10s); });
+  std::this_thread::sleep_for(200ms);
+  gated->Release();
+  auto res = in_flight.get();
+  stopper.get();
+  ASSERT_TRUE(res.ok()) << res.error().ToString();
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(ResponseOf(res->body).at("uid").as_string(), "draining");
+}
+
+TEST_F(WebhookServer, HealthAndMetrics) {
+  Start();
+  auto client = Client(ca_);
+  ASSERT_TRUE(Post(*client, kMutatePodsPath, testing::Review(pod_)).ok());
+  json::object invalid = NodeGroup("ns1", "g", "2x2x2", "tpu7x-standard-4t", 3);
+  auto denied = Post(*client, kValidateNodeGroupsPath, testing::Review(invalid));
+  ASSERT_TRUE(denied.ok());
+  EXPECT_FALSE(ResponseOf(denied->body).at("allowed").as_bool());
+  net::Request get;
+  get.target = "/healthz";
+  auto h = client->Do(get);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->status, 200);
+  get.target = "/metrics";
+  auto m = client->Do(get);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->status, 200);
+  EXPECT_NE(
+      m->body.find(
+          R"(controller_runtime_webhook_requests_total{code="200",webhook="/mutate-pods"} 1)"),
+      std::string::npos)
+      << m->body;
+  EXPECT_NE(
+      m->body.find(
+          R"(hyperslice_webhook_admissions_total{result="patched",webhook="/mutate-pods"} 1)"),
+      std::string::npos);
+  EXPECT_NE(
+      m->body.find(
+          R"(hyperslice_webhook_rejections_total{reason="Invalid",webhook="/validate-tpunodegroups"} 1)"),
+      std::string::npos);
+  EXPECT_NE(m->body.find("controller_runtime_webhook_latency_seconds_bucket"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hyperslice::webhook
