@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(
   build-essential cmake ninja-build pkg-config git
   libboost1.81-all-dev libssl-dev libcurl4-openssl-dev libyaml-cpp-dev libfmt-dev libcli11-dev
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libgrpc++-dev libprotobuf-dev libprotoc-dev protobuf-compiler protobuf-compiler-grpc
   libgtest-dev libgmock-dev libbenchmark-dev prometheus-cpp-dev
   clang clang-format clang-tidy libclang-rt-14-dev
   nlohmann-json3-dev

@@ -9,7 +9,5 @@ void SetupOperator(CLI::App&) {}
 int RunOperator(CLI::App&) { return NotAvailableYet("operator"); }
 void SetupWebhook(CLI::App&) {}
 int RunWebhook(CLI::App&) { return NotAvailableYet("webhook"); }
-void SetupSim(CLI::App&) {}
-int RunSim(CLI::App&) { return NotAvailableYet("sim"); }
 
 }  // namespace hyperslice::cmd
