@@ -7,7 +7,5 @@ namespace hyperslice::cmd {
 
 void SetupOperator(CLI::App&) {}
 int RunOperator(CLI::App&) { return NotAvailableYet("operator"); }
-void SetupWebhook(CLI::App&) {}
-int RunWebhook(CLI::App&) { return NotAvailableYet("webhook"); }
 
 }  // namespace hyperslice::cmd
