@@ -271,27 +271,26 @@ class ComputeImpl final : public Compute {
     while (true) {
       const auto started = clock_->Now();
       if (started >= deadline) return NotDone(op, last_status);
-      auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - started);
+      // Rounded up, so a long poll cut short by our deadline ends at or after it.
+      auto remaining = std::chrono::ceil<std::chrono::milliseconds>(deadline - started);
       auto json = Execute({.method = method,
                            .verb = "POST",
                            .path = path,
-                           .timeout = std::clamp(remaining, std::chrono::milliseconds(1),
-                                                 opts_.wait_request_timeout),
+                           .timeout = std::min(remaining, opts_.wait_request_timeout),
                            .deadline = deadline});
       if (!json.ok()) {
-        // The long poll outlived our deadline: not a failure of the operation.
-        if (json.error().code == Code::kTimeout && clock_->Now() >= deadline) {
-          return NotDone(op, last_status);
+        // The long poll outlived its exchange timeout: not a failure of the operation. The loop
+        // head decides between another wait and "not done yet".
+        if (json.error().code != Code::kTimeout) return json.error();
+      } else {
+        HS_ASSIGN_OR_RETURN(
+            auto result, ToOperation(std::move(json).value(), op.project, op.scope, op.location));
+        if (result.done()) {
+          if (result.error) return *result.error;
+          return result;
         }
-        return json.error();
+        last_status = result.status;
       }
-      HS_ASSIGN_OR_RETURN(auto result,
-                          ToOperation(std::move(json).value(), op.project, op.scope, op.location));
-      if (result.done()) {
-        if (result.error) return *result.error;
-        return result;
-      }
-      last_status = result.status;
       // A wait that came back early and not DONE (a server that does not long-poll, or one whose
       // long poll ends early) must not turn into a tight loop.
       auto took = clock_->Now() - started;
