@@ -177,22 +177,23 @@ TEST_F(ComputeSim, WaitLongPollsInsteadOfPolling) {
   auto op = compute_->InsertInstanceTemplate(kProject, TemplateBody("slow-tmpl"));
   ASSERT_TRUE(op.ok()) << op.error().ToString();
   EXPECT_NE(op->status, "DONE");
-  auto t0 = std::chrono::steady_clock::now();
   auto done = compute_->Wait(op->ref, 60s);
   ASSERT_TRUE(done.ok()) << done.error().ToString();
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, 1s);  // it really was pending
   // One operations.wait call held open by the server until DONE; no operations.get at all.
   EXPECT_EQ(control_->Counter("compute.globalOperations.wait"), 1);
   EXPECT_EQ(control_->Counter("compute.globalOperations.get"), 0);
 
   // A deadline shorter than the operation: kTimeout, the operation still running.
+  control_->Call("POST", "/control/latency", {{"operationMs", 60000}});
   auto op2 = compute_->InsertInstanceTemplate(kProject, TemplateBody("slow-tmpl-2"));
   ASSERT_TRUE(op2.ok());
   auto early = compute_->Wait(op2->ref, 300ms);
   ASSERT_FALSE(early.ok());
   EXPECT_EQ(early.error().code, Error::Code::kTimeout);
   EXPECT_EQ(early.error().reason, "operationNotDone");
-  ASSERT_TRUE(compute_->Wait(op2->ref, 60s).ok());
+  auto still = compute_->GetOperation(op2->ref);
+  ASSERT_TRUE(still.ok()) << still.error().ToString();
+  EXPECT_FALSE(still->done());
 }
 
 TEST_F(ComputeSim, FailedOperationCarriesItsErrorCode) {
@@ -278,9 +279,9 @@ TEST_F(ComputeSim, RetriedInsertWithTheSameRequestIdCreatesNothingNew) {
   // client's timeout; the retry (same requestId) must get the original operation, not a 409 and
   // not a second template.
   control_->Call("POST", "/control/latency",
-                 {{"method", "compute.instanceTemplates.insert"}, {"apiMs", 1500}});
+                 {{"method", "compute.instanceTemplates.insert"}, {"apiMs", 3000}});
   auto compute = NewCompute(StaticTokenSource(control_->NewToken()), [&](ComputeOptions& o) {
-    o.request_timeout = 500ms;
+    o.request_timeout = 1000ms;
     o.retry.sleep = [&](std::chrono::milliseconds) {
       control_->Call("POST", "/control/latency",
                      {{"method", "compute.instanceTemplates.insert"}, {"apiMs", 0}});
@@ -288,9 +289,13 @@ TEST_F(ComputeSim, RetriedInsertWithTheSameRequestIdCreatesNothingNew) {
   });
   auto op = compute->InsertInstanceTemplate(kProject, TemplateBody("once"));
   ASSERT_TRUE(op.ok()) << op.error().ToString();
-  EXPECT_EQ(compute->counters().Get("instanceTemplates.insert", "error"), 1u);  // timed out
+  // At least the first attempt timed out (a loaded machine may time out a retry too); every
+  // attempt reached the simulator; one answer was a success.
+  const auto timed_out = compute->counters().Get("instanceTemplates.insert", "error");
+  EXPECT_GE(timed_out, 1u);
   EXPECT_EQ(compute->counters().Get("instanceTemplates.insert", "200"), 1u);
-  EXPECT_EQ(control_->Counter("compute.instanceTemplates.insert"), 2);
+  EXPECT_EQ(control_->Counter("compute.instanceTemplates.insert"),
+            static_cast<int64_t>(timed_out) + 1);
   ASSERT_TRUE(compute->Wait(op->ref, 30s).ok());
   auto list = compute->ListInstanceTemplates(kProject, {});
   ASSERT_TRUE(list.ok());
