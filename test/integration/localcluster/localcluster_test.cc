@@ -283,6 +283,42 @@ TEST_F(ControllerManagerCluster, CompactEtcdMakesOldResourceVersionGone) {
   EXPECT_THAT(gone.output, HasSubstr("\"code\":410")) << gone.output;
 }
 
+TEST(Ownership, NextStartRemovesTempDirOfDeadOwnerOnly) {
+  char tmpl[] = "/tmp/hyperslice-tmpdir-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  fs::path tmp = tmpl;
+  // A pid that is certainly dead: a child that exited and was reaped.
+  pid_t dead = fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) _exit(0);
+  ASSERT_EQ(waitpid(dead, nullptr, 0), dead);
+  fs::create_directories(tmp / "hyperslice-cluster-dead");
+  std::ofstream(tmp / "hyperslice-cluster-dead" / "owner.pid") << dead;
+  fs::create_directories(tmp / "hyperslice-cluster-live");
+  std::ofstream(tmp / "hyperslice-cluster-live" / "owner.pid") << getpid();
+  fs::create_directories(tmp / "hyperslice-cluster-nopid");
+
+  const char* old = std::getenv("TMPDIR");
+  std::string saved = old ? old : "";
+  setenv("TMPDIR", tmp.c_str(), 1);
+  auto cluster = LocalCluster::Start({});
+  if (old) {
+    setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    unsetenv("TMPDIR");
+  }
+  ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
+  EXPECT_EQ(fs::path((*cluster)->work_dir()).parent_path(), tmp);
+  EXPECT_FALSE(fs::exists(tmp / "hyperslice-cluster-dead"));
+  EXPECT_TRUE(fs::exists(tmp / "hyperslice-cluster-live"));
+  EXPECT_TRUE(fs::exists(tmp / "hyperslice-cluster-nopid"));
+  std::string own = (*cluster)->work_dir();
+  cluster->reset();
+  EXPECT_FALSE(fs::exists(own)) << "a temp work dir is removed when its cluster stops";
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+}
+
 // Reads lines from `fd` until one starts with "PIDS " or "ERROR ", or the timeout passes.
 std::string ReadHelperLine(int fd, std::chrono::seconds timeout) {
   std::string buf;
