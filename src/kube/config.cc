@@ -576,10 +576,18 @@ Result<ExecCredential> RunExecPlugin(const ExecPlugin& plugin, const Config& clu
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string_view kv(*e);
-    if (kv.rfind("KUBERNETES_EXEC_INFO=", 0) == 0) continue;
-    env.emplace_back(kv);
+    std::string_view name = kv.substr(0, kv.find('='));
+    // The plugin's own variables and KUBERNETES_EXEC_INFO replace inherited ones.
+    bool replaced = name == "KUBERNETES_EXEC_INFO";
+    for (const auto& [k, v] : plugin.env) replaced = replaced || name == k;
+    if (!replaced) env.emplace_back(kv);
   }
-  for (const auto& [k, v] : plugin.env) env.push_back(k + "=" + v);
+  for (const auto& [k, v] : plugin.env) {
+    std::string entry = k;
+    entry += '=';
+    entry += v;
+    env.push_back(std::move(entry));
+  }
   env.push_back("KUBERNETES_EXEC_INFO=" + ExecInfo(plugin, cluster));
   HS_ASSIGN_OR_RETURN(auto po,
                       RunProcess(plugin.command, plugin.args, env, std::chrono::seconds(60)));

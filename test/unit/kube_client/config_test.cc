@@ -249,6 +249,7 @@ std::string ExecUser(const std::string& api_version, const std::string& command)
 }
 
 TEST_F(ConfigTest, ExecPluginTokenIsCachedUntilExpiry) {
+  setenv("PLUGIN_MODE", "inherited", 1);  // the kubeconfig's env entry must win
   for (std::string v :
        {"client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"}) {
     fs::remove(dir_ + "/runs");
@@ -280,6 +281,7 @@ TEST_F(ConfigTest, ExecPluginTokenIsCachedUntilExpiry) {
     std::string a((std::istreambuf_iterator<char>(args)), {});
     EXPECT_EQ(a, "--one two test\n");
   }
+  unsetenv("PLUGIN_MODE");
 }
 
 TEST_F(ConfigTest, ExpiredExecTokenIsFetchedAgain) {
