@@ -171,6 +171,31 @@ const std::vector<SimulatorImpl::Route>& SimulatorImpl::Routes() const {
        {"aggregated", "instanceGroupManagers"},
        "compute.instanceGroupManagers.aggregatedList",
        &S::AggregatedMigs},
+      {"GET",
+       {"regions", "*", "instanceGroupManagers"},
+       "compute.regionInstanceGroupManagers.list",
+       &S::EmptyRegionalList},
+      // The instance groups behind MIGs, and (never any) autoscalers: gcloud reads both when it
+      // lists or describes managed groups.
+      {"GET", {"zones", "*", "instanceGroups"}, "compute.instanceGroups.list", &S::ListGroups},
+      {"GET", {"zones", "*", "instanceGroups", "*"}, "compute.instanceGroups.get", &S::GetGroup},
+      {"GET",
+       {"aggregated", "instanceGroups"},
+       "compute.instanceGroups.aggregatedList",
+       &S::AggregatedGroups},
+      {"GET",
+       {"regions", "*", "instanceGroups"},
+       "compute.regionInstanceGroups.list",
+       &S::EmptyRegionalList},
+      {"GET", {"zones", "*", "autoscalers"}, "compute.autoscalers.list", &S::EmptyZonalList},
+      {"GET",
+       {"aggregated", "autoscalers"},
+       "compute.autoscalers.aggregatedList",
+       &S::AggregatedAutoscalers},
+      {"GET",
+       {"regions", "*", "autoscalers"},
+       "compute.regionAutoscalers.list",
+       &S::EmptyRegionalList},
 
       {"GET", {"zones", "*", "instances"}, "compute.instances.list", &S::ListInstances},
       {"GET", {"zones", "*", "instances", "*"}, "compute.instances.get", &S::GetInstance},
@@ -1049,6 +1074,86 @@ Reply SimulatorImpl::ListMigErrors(Ctx& c) {
   for (auto& i : items) arr.push_back(std::move(i));
   if (!arr.empty()) out["items"] = std::move(arr);
   return Json(200, out);
+}
+
+// ---- instance groups (one per MIG) and autoscalers (none) ----
+
+json::object SimulatorImpl::GroupJson(const Mig& mig) const {
+  int64_t size = 0;
+  for (const auto& m : mig.members) {
+    size += st_.instances.count(mig.project + "/" + mig.zone + "/" + m.name) > 0;
+  }
+  return json::object{
+      {"kind", "compute#instanceGroup"},
+      {"id", StringAt(mig.body, "id")},
+      {"creationTimestamp", StringAt(mig.body, "creationTimestamp")},
+      {"name", mig.name},
+      {"description",
+       "This instance group is controlled by Instance Group Manager '" + mig.name +
+           "'. To modify instances in this group, use the Instance Group Manager API: "
+           "https://cloud.google.com/compute/docs/reference/latest/instanceGroupManagers"},
+      {"zone", ZoneUrl(mig.project, mig.zone)},
+      {"network", Url("projects/" + mig.project + "/global/networks/default")},
+      {"fingerprint", "42WmSpB8rSM="},
+      {"size", size},
+      {"selfLink", StringAt(mig.body, "instanceGroup")},
+  };
+}
+
+Reply SimulatorImpl::ListGroups(Ctx& c) {
+  if (!KnownZone(c.args[0])) return Err(NotFound("projects/" + c.project + "/zones/" + c.args[0]));
+  std::vector<json::object> items;
+  for (const auto& [k, m] : st_.migs) {
+    if (m.project == c.project && m.zone == c.args[0]) items.push_back(GroupJson(m));
+  }
+  return ListReply(c, "compute#instanceGroupList",
+                   "projects/" + c.project + "/zones/" + c.args[0] + "/instanceGroups",
+                   std::move(items));
+}
+
+Reply SimulatorImpl::GetGroup(Ctx& c) {
+  auto it = st_.migs.find(c.project + "/" + c.args[0] + "/" + c.args[1]);
+  if (it == st_.migs.end()) {
+    return Err(
+        NotFound("projects/" + c.project + "/zones/" + c.args[0] + "/instanceGroups/" + c.args[1]));
+  }
+  return Json(200, GroupJson(it->second));
+}
+
+Reply SimulatorImpl::AggregatedGroups(Ctx& c) {
+  std::map<std::string, json::array> scoped;
+  for (const auto& z : Zones()) scoped["zones/" + z];
+  for (const auto& r : options_.regions) scoped["regions/" + r];
+  for (const auto& [k, m] : st_.migs) {
+    if (m.project == c.project) scoped["zones/" + m.zone].push_back(GroupJson(m));
+  }
+  return AggregatedReply(c, "compute#instanceGroupAggregatedList", "instanceGroups",
+                         std::move(scoped));
+}
+
+Reply SimulatorImpl::AggregatedAutoscalers(Ctx& c) {
+  std::map<std::string, json::array> scoped;
+  for (const auto& z : Zones()) scoped["zones/" + z];
+  for (const auto& r : options_.regions) scoped["regions/" + r];
+  return AggregatedReply(c, "compute#autoscalerAggregatedList", "autoscalers", std::move(scoped));
+}
+
+Reply SimulatorImpl::EmptyZonalList(Ctx& c) {
+  if (!KnownZone(c.args[0])) return Err(NotFound("projects/" + c.project + "/zones/" + c.args[0]));
+  std::string what = Split(c.req->path).back();
+  return ListReply(c, "compute#" + what.substr(0, what.size() - 1) + "List",
+                   "projects/" + c.project + "/zones/" + c.args[0] + "/" + what, {});
+}
+
+Reply SimulatorImpl::EmptyRegionalList(Ctx& c) {
+  if (!KnownRegion(c.args[0])) {
+    return Err(NotFound("projects/" + c.project + "/regions/" + c.args[0]));
+  }
+  std::string what = Split(c.req->path).back();
+  std::string kind = what == "instanceGroupManagers" ? "compute#regionInstanceGroupManagerList"
+                     : what == "instanceGroups"      ? "compute#regionInstanceGroupList"
+                                                     : "compute#regionAutoscalerList";
+  return ListReply(c, kind, "projects/" + c.project + "/regions/" + c.args[0] + "/" + what, {});
 }
 
 // ---- instances ----

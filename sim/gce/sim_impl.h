@@ -254,6 +254,14 @@ class SimulatorImpl final : public Simulator {
   Reply ListMigErrors(Ctx&);
   Reply AggregatedMigs(Ctx&);
 
+  json::object GroupJson(const Mig& mig) const;
+  Reply ListGroups(Ctx&);
+  Reply GetGroup(Ctx&);
+  Reply AggregatedGroups(Ctx&);
+  Reply AggregatedAutoscalers(Ctx&);
+  Reply EmptyZonalList(Ctx&);
+  Reply EmptyRegionalList(Ctx&);
+
   Reply GetInstance(Ctx&);
   Reply ListInstances(Ctx&);
   Reply DeleteInstanceApi(Ctx&);
