@@ -381,6 +381,9 @@ class LocalClusterImpl final : public LocalCluster {
         "--service-cluster-ip-range=10.0.0.0/24",
         "--allow-privileged=true",
         std::string("--watch-cache=") + (options_.watch_cache ? "true" : "false"),
+        // 127.0.0.1 is not a valid Endpoints address, so the default reconciler would fail and
+        // log every 10 s; nothing in this cluster reaches the apiserver through the Service.
+        "--endpoint-reconciler-type=none",
     };
     // Without kube-controller-manager nobody creates the "default" ServiceAccount of a namespace,
     // and the ServiceAccount admission plugin would reject every pod (envtest does the same).
