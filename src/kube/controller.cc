@@ -157,6 +157,44 @@ void Controller::ProcessOne(const std::string& key) {
   }
 }
 
+void Controller::Watch(SharedInformer& informer) {
+  EventHandler h;
+  h.on_add = [this](const ObjectPtr& o) { EnqueueObject(*o); };
+  h.on_update = [this](const ObjectPtr&, const ObjectPtr& cur) { EnqueueObject(*cur); };
+  h.on_delete = [this](const ObjectPtr& last, bool) { EnqueueObject(*last); };
+  informer.AddEventHandler(std::move(h));
+}
+
+void Controller::WatchOwned(SharedInformer& informer, const std::string& owner_kind) {
+  auto enqueue_owner = [this, owner_kind](const Object& obj) {
+    const auto* md = obj.if_contains("metadata");
+    if (!md || !md->is_object()) return;
+    const auto* refs = md->get_object().if_contains("ownerReferences");
+    if (!refs || !refs->is_array()) return;
+    const auto* ns = md->get_object().if_contains("namespace");
+    std::string prefix = ns && ns->is_string() ? std::string(ns->get_string()) + "/" : "";
+    for (const auto& r : refs->get_array()) {
+      if (!r.is_object()) continue;
+      const auto& ref = r.get_object();
+      const auto* c = ref.if_contains("controller");
+      const auto* kind = ref.if_contains("kind");
+      const auto* name = ref.if_contains("name");
+      if (c && c->is_bool() && c->get_bool() && kind && kind->is_string() &&
+          kind->get_string() == owner_kind && name && name->is_string()) {
+        queue_.Add(prefix + std::string(name->get_string()));
+      }
+    }
+  };
+  EventHandler h;
+  h.on_add = [enqueue_owner](const ObjectPtr& o) { enqueue_owner(*o); };
+  h.on_update = [enqueue_owner](const ObjectPtr& old, const ObjectPtr& cur) {
+    enqueue_owner(*old);  // an owner that lost the object hears about it too
+    enqueue_owner(*cur);
+  };
+  h.on_delete = [enqueue_owner](const ObjectPtr& last, bool) { enqueue_owner(*last); };
+  informer.AddEventHandler(std::move(h));
+}
+
 std::string Controller::KeyOf(const Object& obj) {
   std::string ns, name;
   if (const auto* md = obj.if_contains("metadata"); md && md->is_object()) {

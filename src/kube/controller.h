@@ -32,6 +32,7 @@
 
 #include "src/base/clock.h"
 #include "src/base/result.h"
+#include "src/kube/informer.h"
 #include "src/kube/manager.h"
 #include "src/kube/metrics.h"
 #include "src/kube/resource.h"
@@ -66,6 +67,14 @@ class Controller final : public Runnable {
   // Enqueues KeyOf(obj).
   void EnqueueObject(const Object& obj) { queue_.Add(KeyOf(obj)); }
   WorkQueue& queue() { return queue_; }
+
+  // Enqueues the key of every object the informer adds, updates or deletes
+  // (controller-runtime's EnqueueRequestForObject).
+  void Watch(SharedInformer& informer);
+  // Enqueues "<namespace>/<owner name>" for every object whose controller owner reference has
+  // `owner_kind` (EnqueueRequestForOwner with OnlyControllerOwner), e.g. child Secrets → their
+  // TPUNodeGroup.
+  void WatchOwned(SharedInformer& informer, const std::string& owner_kind);
 
   std::string Name() const override { return name_; }
   Status Start() override;

@@ -13,6 +13,7 @@
 
 #include "src/base/log.h"
 #include "src/kube/health_server.h"
+#include "src/kube/informer.h"
 #include "src/kube/leader_election.h"
 
 namespace hyperslice::kube {
@@ -86,6 +87,23 @@ class SignalWatcher {
   std::thread thread_;
 };
 
+// The informer factory as a runnable: not leader-elected, ready once every cache has synced.
+class InformerCache final : public Runnable {
+ public:
+  explicit InformerCache(std::shared_ptr<InformerFactory> f) : f_(std::move(f)) {}
+  std::string Name() const override { return "informer-cache"; }
+  Status Start() override {
+    f_->Start();
+    return OkStatus();
+  }
+  void Stop(std::chrono::milliseconds) override { f_->Shutdown(); }
+  bool NeedLeaderElection() const override { return false; }
+  bool Ready() const override { return f_->WaitForCacheSync(std::chrono::milliseconds(0)); }
+
+ private:
+  std::shared_ptr<InformerFactory> f_;
+};
+
 }  // namespace
 
 Manager::Manager(ManagerOptions options) : options_(std::move(options)) {}
@@ -104,6 +122,10 @@ Result<std::unique_ptr<Manager>> Manager::Create(ManagerOptions options) {
     }
   }
   std::unique_ptr<Manager> m(new Manager(std::move(options)));
+  if (m->options_.client) {
+    m->informers_ = std::make_shared<InformerFactory>(m->options_.client);
+    m->runnables_.push_back(std::make_shared<InformerCache>(m->informers_));
+  }
   if (m->options_.leader_election) {
     LeaderElectionConfig le;
     le.lease_namespace = m->options_.leader_election_namespace;
@@ -121,6 +143,7 @@ Result<std::unique_ptr<Manager>> Manager::Create(ManagerOptions options) {
       if (self->stop_requested_ || self->leadership_lost_) return;
       self->leading_ = true;
       self->leader_runnables_started_ = true;
+      if (self->informers_) self->informers_->Start();  // informers asked for since Run()
       for (auto& r : self->runnables_) {
         if (!r->NeedLeaderElection()) continue;
         LeaderElector* elector = self->elector_.get();

@@ -33,6 +33,7 @@
 namespace hyperslice::kube {
 
 class HealthServer;
+class InformerFactory;
 class LeaderElector;
 
 // Something the Manager starts and stops (controller-runtime's manager.Runnable).
@@ -93,6 +94,11 @@ class Manager {
   Status Run();
   void Stop();  // any thread, any number of times
 
+  // The process's shared informers (one list+watch and cache per resource and selector), created
+  // with the client. Run() starts them before any controller (again when leadership is won, for
+  // informers asked for since) and /readyz waits for their caches. Null without a client.
+  InformerFactory* informers() const { return informers_.get(); }
+
   bool IsLeader() const;
   const std::string& identity() const { return options_.identity; }
   uint16_t health_port() const;  // 0 when disabled
@@ -103,6 +109,7 @@ class Manager {
   Status Readyz();
 
   ManagerOptions options_;
+  std::shared_ptr<InformerFactory> informers_;
   std::unique_ptr<HealthServer> health_;
   std::unique_ptr<LeaderElector> elector_;
 
