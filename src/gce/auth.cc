@@ -312,7 +312,7 @@ std::shared_ptr<TokenSource> StaticTokenSource(std::string token) {
 }
 
 Result<std::shared_ptr<TokenSource>> ServiceAccountTokenSource(ServiceAccountKey key,
-                                                               TokenSourceOptions options) {
+                                                               const TokenSourceOptions& options) {
   std::string token_uri = options.token_uri.empty() ? key.token_uri : options.token_uri;
   HS_ASSIGN_OR_RETURN(auto split, Split(token_uri));
   HS_ASSIGN_OR_RETURN(auto http, ClientFor(split.base, options));
@@ -322,7 +322,7 @@ Result<std::shared_ptr<TokenSource>> ServiceAccountTokenSource(ServiceAccountKey
       std::move(key), options, token_uri, split.target, std::move(http)));
 }
 
-Result<std::shared_ptr<TokenSource>> MetadataTokenSource(TokenSourceOptions options) {
+Result<std::shared_ptr<TokenSource>> MetadataTokenSource(const TokenSourceOptions& options) {
   std::string host = options.metadata_host;
   if (host.empty()) {
     const char* env = std::getenv("GCE_METADATA_HOST");
@@ -342,7 +342,7 @@ Result<std::shared_ptr<TokenSource>> MetadataTokenSource(TokenSourceOptions opti
 }
 
 Result<std::shared_ptr<TokenSource>> CredentialsFileTokenSource(const std::string& path,
-                                                                TokenSourceOptions options) {
+                                                                const TokenSourceOptions& options) {
   HS_ASSIGN_OR_RETURN(auto text, ReadFile(path));
   boost::system::error_code ec;
   auto v = boost::json::parse(text, ec);
@@ -356,7 +356,7 @@ Result<std::shared_ptr<TokenSource>> CredentialsFileTokenSource(const std::strin
     if (!key.ok()) {
       return Error::Make(Code::kInvalidArgument, path + ": " + key.error().message);
     }
-    return ServiceAccountTokenSource(std::move(key).value(), std::move(options));
+    return ServiceAccountTokenSource(std::move(key).value(), options);
   }
   if (type == "authorized_user") {
     std::string token_uri =
@@ -376,10 +376,10 @@ Result<std::shared_ptr<TokenSource>> CredentialsFileTokenSource(const std::strin
                      path + ": unsupported credentials type \"" + type + "\"");
 }
 
-Result<std::shared_ptr<TokenSource>> DefaultTokenSource(TokenSourceOptions options) {
+Result<std::shared_ptr<TokenSource>> DefaultTokenSource(const TokenSourceOptions& options) {
   if (const char* env = std::getenv("GOOGLE_APPLICATION_CREDENTIALS");
       env != nullptr && *env != '\0') {
-    return CredentialsFileTokenSource(env, std::move(options));
+    return CredentialsFileTokenSource(env, options);
   }
   std::string config_dir;
   if (const char* cfg = std::getenv("CLOUDSDK_CONFIG"); cfg != nullptr && *cfg != '\0') {
@@ -391,10 +391,10 @@ Result<std::shared_ptr<TokenSource>> DefaultTokenSource(TokenSourceOptions optio
     std::string well_known = config_dir + "/application_default_credentials.json";
     std::error_code ec;
     if (std::filesystem::exists(well_known, ec)) {
-      return CredentialsFileTokenSource(well_known, std::move(options));
+      return CredentialsFileTokenSource(well_known, options);
     }
   }
-  return MetadataTokenSource(std::move(options));
+  return MetadataTokenSource(options);
 }
 
 }  // namespace hyperslice::gce

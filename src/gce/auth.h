@@ -63,12 +63,12 @@ struct TokenSourceOptions {
 
 std::shared_ptr<TokenSource> StaticTokenSource(std::string token);
 Result<std::shared_ptr<TokenSource>> ServiceAccountTokenSource(ServiceAccountKey key,
-                                                               TokenSourceOptions options);
-Result<std::shared_ptr<TokenSource>> MetadataTokenSource(TokenSourceOptions options);
+                                                               const TokenSourceOptions& options);
+Result<std::shared_ptr<TokenSource>> MetadataTokenSource(const TokenSourceOptions& options);
 // Reads an ADC JSON file (service_account or authorized_user) and builds its token source.
 Result<std::shared_ptr<TokenSource>> CredentialsFileTokenSource(const std::string& path,
-                                                                TokenSourceOptions options);
+                                                                const TokenSourceOptions& options);
 // Application Default Credentials in the order described at the top of this file.
-Result<std::shared_ptr<TokenSource>> DefaultTokenSource(TokenSourceOptions options);
+Result<std::shared_ptr<TokenSource>> DefaultTokenSource(const TokenSourceOptions& options);
 
 }  // namespace hyperslice::gce

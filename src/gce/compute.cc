@@ -354,7 +354,7 @@ class ComputeImpl final : public Compute {
       call.query = base;
       if (!token.empty()) call.query.emplace_back("pageToken", token);
       HS_ASSIGN_OR_RETURN(auto body, Execute(call));
-      if (const auto* items = body.if_contains(items_key); items != nullptr && items->is_array()) {
+      if (auto* items = body.if_contains(items_key); items != nullptr && items->is_array()) {
         for (auto& item : items->as_array()) {
           if (item.is_object()) out.push_back(std::move(item.as_object()));
         }
