@@ -9,7 +9,7 @@ pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev prometheus-cpp-dev
   clang clang-format clang-tidy libclang-rt-14-dev
   nlohmann-json3-dev
-  shellcheck openssl ccache golang-go
+  shellcheck openssl ccache golang-go wrk
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,0 +1,3 @@
+module hyperslice.dev/bench/go-webhook
+
+go 1.21
