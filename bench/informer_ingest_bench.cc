@@ -13,8 +13,9 @@
 //  * RSS after = VmRSS after sync (and again after malloc_trim, which returns freed transient
 //  pages);
 //    bytes per Node = (RSS after trim - RSS before) / N. Peak = getrusage ru_maxrss and VmHWM.
-//  * The same figures for a second informer with packing off (plain Boost.JSON trees) and with
-//    managedFields kept, on the same cluster, to show what each choice saves.
+//  * The same figures for informers with a transform dropping status.images, with packing off
+//    (plain Boost.JSON trees) and with managedFields kept, on the same cluster, to show what each
+//    choice saves.
 // Usage: informer_ingest_bench [N]   (env HYPERSLICE_CONTROLPLANE_BIN as for the tests)
 #include <malloc.h>
 #include <spawn.h>
@@ -335,6 +336,18 @@ int Main(int argc, char** argv) {
       "peak RSS of this process through the default run: ru_maxrss %.1f MiB, VmHWM %.1f MiB\n",
       MaxRssKiB() / 1024.0, StatusKiB("VmHWM:") / 1024.0);
   // For comparison only; VmHWM is reset before each run (/proc/self/clear_refs).
+  // A cache transform as a controller that never reads images would set (controller-runtime's
+  // cache.TransformFunc practice): status.images is ~40% of a kubelet Node.
+  InformerOptions no_images;
+  no_images.transform = [](Object& node) {
+    if (auto* status = node.if_contains("status"); status != nullptr && status->is_object()) {
+      status->get_object().erase("images");
+    }
+  };
+  ResetPeak();
+  Figures slim = Ingest(*client, no_images);
+  Print("informer (defaults + transform drops images)", slim, n);
+  std::printf("  VmHWM during this run %.1f MiB\n", StatusKiB("VmHWM:") / 1024.0);
   InformerOptions unpacked;
   unpacked.pack_objects = false;
   ResetPeak();
