@@ -3,6 +3,8 @@
 // operations, and the read-only zones/regions/networks/subnetworks/reservations gcloud asks for).
 #include <algorithm>
 #include <cctype>
+#include <optional>
+#include <regex>
 
 #include "sim/gce/sim_impl.h"
 #include "src/base/log.h"
@@ -65,6 +67,110 @@ bool ParseRef(const std::string& ref, const std::string& collection,
     return true;
   }
   return false;
+}
+
+// List filters as GCE's list methods take them: clauses `field op value` joined by spaces, AND
+// or parentheses; op is = or != (value may use * wildcards) or eq/ne (value is a regular
+// expression, full match). Fields are dotted paths (labels.env, status).
+struct FilterClause {
+  std::vector<std::string> path;
+  bool negate = false;
+  std::regex pattern;
+};
+
+std::optional<std::vector<FilterClause>> ParseFilter(const std::string& f) {
+  std::vector<std::string> tokens;
+  for (size_t i = 0; i < f.size();) {
+    char ch = f[i];
+    if (std::isspace(static_cast<unsigned char>(ch)) || ch == '(' || ch == ')') {
+      ++i;
+    } else if (ch == '"' || ch == '\'') {
+      size_t j = f.find(ch, i + 1);
+      if (j == std::string::npos) return std::nullopt;
+      tokens.push_back(std::string(1, '\x01') + f.substr(i + 1, j - i - 1));  // quoted
+      i = j + 1;
+    } else if (ch == '=' || ch == '!') {
+      if (ch == '!' && (i + 1 >= f.size() || f[i + 1] != '=')) return std::nullopt;
+      tokens.push_back(ch == '=' ? "=" : "!=");
+      i += ch == '=' ? 1 : 2;
+    } else {
+      size_t j = i;
+      while (j < f.size() && !std::isspace(static_cast<unsigned char>(f[j])) && f[j] != '(' &&
+             f[j] != ')' && f[j] != '=' && f[j] != '!') {
+        ++j;
+      }
+      tokens.push_back(f.substr(i, j - i));
+      i = j;
+    }
+  }
+  std::vector<FilterClause> out;
+  for (size_t i = 0; i < tokens.size();) {
+    if (tokens[i] == "AND") {
+      ++i;
+      continue;
+    }
+    if (i + 2 >= tokens.size()) return std::nullopt;
+    std::string field = tokens[i], op = tokens[i + 1], value = tokens[i + 2];
+    i += 3;
+    if (!value.empty() && value[0] == '\x01') value.erase(0, 1);
+    FilterClause c;
+    for (size_t a = 0; a <= field.size();) {
+      size_t b = field.find('.', a);
+      if (b == std::string::npos) b = field.size();
+      c.path.push_back(field.substr(a, b - a));
+      a = b + 1;
+    }
+    std::string re;
+    if (op == "=" || op == "!=") {
+      for (char ch : value) {
+        if (ch == '*') {
+          re += ".*";
+        } else if (std::isalnum(static_cast<unsigned char>(ch))) {
+          re += ch;
+        } else {
+          re += '\\';
+          re += ch;
+        }
+      }
+      c.negate = op == "!=";
+    } else if (op == "eq" || op == "ne") {
+      re = value;
+      c.negate = op == "ne";
+    } else {
+      return std::nullopt;
+    }
+    try {
+      c.pattern = std::regex(re);
+    } catch (const std::regex_error&) {
+      return std::nullopt;
+    }
+    out.push_back(std::move(c));
+  }
+  if (out.empty()) return std::nullopt;
+  return out;
+}
+
+bool MatchesFilter(const json::object& item, const std::vector<FilterClause>& clauses) {
+  for (const auto& c : clauses) {
+    const json::value* v = nullptr;
+    const json::object* o = &item;
+    for (size_t i = 0; i < c.path.size(); ++i) {
+      v = o ? o->if_contains(c.path[i]) : nullptr;
+      if (v == nullptr) break;
+      o = v->is_object() ? &v->as_object() : nullptr;
+    }
+    std::string s;
+    if (v != nullptr) {
+      if (v->is_string()) {
+        s = std::string(v->as_string());
+      } else if (!v->is_object() && !v->is_array()) {
+        s = json::serialize(*v);
+      }
+    }
+    bool match = v != nullptr && std::regex_match(s, c.pattern);
+    if (match == c.negate) return false;
+  }
+  return true;
 }
 
 Reply Json(int status, const json::value& v) { return Reply{status, json::serialize(v)}; }
@@ -422,6 +528,19 @@ Reply SimulatorImpl::ListReply(const Ctx& c, const std::string& kind, const std:
     } catch (...) {
       return Err(Invalid("Invalid value for field 'maxResults': '" + m + "'.", "maxResults"));
     }
+  }
+  if (std::string f = c.req->Query("filter"); !f.empty()) {
+    auto clauses = ParseFilter(f);
+    if (!clauses) {
+      return Err(
+          Invalid("Invalid value for field 'filter': '" + f + "'. Invalid list filter expression.",
+                  "filter"));
+    }
+    std::vector<json::object> kept;
+    for (auto& item : items) {
+      if (MatchesFilter(item, *clauses)) kept.push_back(std::move(item));
+    }
+    items = std::move(kept);
   }
   size_t start = 0;
   if (std::string t = c.req->Query("pageToken"); !t.empty()) {

@@ -489,5 +489,77 @@ TEST_F(ApiTest, KilledInstanceIsRecreatedByItsGroup) {
   ASSERT_TRUE(Eventually([&] { return Instances()[0].at("status") == "RUNNING"; }));
 }
 
+TEST_F(ApiTest, ListFiltersAndPaging) {
+  MakeTemplate("alpha-1", "e2-medium");
+  MakeTemplate("alpha-2", "e2-medium");
+  MakeTemplate("beta-1", "e2-small");
+  auto names = [&](const std::string& query) {
+    Reply r = Api("GET", "global/instanceTemplates?" + query);
+    EXPECT_EQ(r.status, 200) << r.raw;
+    std::vector<std::string> out;
+    if (r.body.is_object() && r.body.as_object().contains("items")) {
+      for (const auto& i : r.body.at("items").as_array())
+        out.emplace_back(i.at("name").as_string());
+    }
+    return out;
+  };
+  EXPECT_EQ(names("filter=" + net::UrlEncode("name = \"beta-1\"")),
+            std::vector<std::string>{"beta-1"});
+  EXPECT_EQ(names("filter=" + net::UrlEncode("name = alpha-*")),
+            (std::vector<std::string>{"alpha-1", "alpha-2"}));
+  EXPECT_EQ(
+      names("filter=" + net::UrlEncode("name != alpha-* AND properties.machineType = e2-small")),
+      std::vector<std::string>{"beta-1"});
+  EXPECT_EQ(names("filter=" +
+                  net::UrlEncode("(properties.labels.hyperslice-owner = test) (name eq alpha-.)")),
+            (std::vector<std::string>{"alpha-1", "alpha-2"}));
+  Reply bad = Api("GET", "global/instanceTemplates?filter=" + net::UrlEncode("name ~ x"));
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(ErrorReason(bad), "invalid");
+  // Paging: two pages of two and one.
+  Reply p1 = Api("GET", "global/instanceTemplates?maxResults=2");
+  ASSERT_EQ(p1.body.at("items").as_array().size(), 2u);
+  std::string token(p1.body.at("nextPageToken").as_string());
+  Reply p2 = Api("GET", "global/instanceTemplates?maxResults=2&pageToken=" + token);
+  ASSERT_EQ(p2.body.at("items").as_array().size(), 1u);
+  EXPECT_FALSE(p2.body.as_object().contains("nextPageToken"));
+}
+
+TEST_F(ApiTest, StockoutLatencyStateDumpAndReset) {
+  MakeTemplate("so", "e2-medium");
+  Control("POST", "/control/stockout", json::object{{"zone", kZone}, {"enabled", true}});
+  WaitDone(Api("POST", Zonal("instanceGroupManagers"), MigBody("so", "so", 1, "INDIVIDUAL")).body);
+  ASSERT_TRUE(Eventually([&] {
+    Reply mi = Api("POST", Zonal("instanceGroupManagers/so/listManagedInstances"));
+    return mi.body.at("managedInstances").at(0).as_object().contains("lastAttempt");
+  }));
+  EXPECT_EQ(Instances().size(), 0u);
+  Control("POST", "/control/stockout", json::object{{"zone", kZone}, {"enabled", false}});
+  ASSERT_TRUE(Eventually([&] { return Instances().size() == 1; }));
+
+  // Per-method latency delays only that method's answers.
+  ASSERT_EQ(Control("POST", "/control/latency",
+                    json::object{{"method", "compute.zones.get"}, {"apiMs", 300}})
+                .status,
+            200);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(Api("GET", "zones/us-central1-c").status, 200);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(300));
+
+  Reply state = Control("GET", "/control/state");
+  ASSERT_EQ(state.status, 200);
+  const auto& inst = state.body.at("instances").at(0);
+  EXPECT_EQ(std::string(inst.at("simMetadataHost").as_string()),
+            sim_->metadata_host(kProject, kZone, std::string(inst.at("name").as_string())));
+  EXPECT_EQ(state.body.at("instanceGroupManagers").as_array().size(), 1u);
+  EXPECT_GE(state.body.at("counters").at("compute.zones.get").as_int64(), 1);
+
+  ASSERT_EQ(Control("POST", "/control/reset").status, 200);
+  EXPECT_EQ(Instances().size(), 0u);
+  EXPECT_EQ(Api("GET", "global/instanceTemplates/so").status, 404);
+  Reply counters = Control("GET", "/control/counters");
+  EXPECT_EQ(counters.body.at("compute.instanceTemplates.get"), 1);  // the call just above
+}
+
 }  // namespace
 }  // namespace hyperslice::sim::gce::testing

@@ -59,6 +59,7 @@ class SimTest : public ::testing::Test {
     if (sim_) sim_->Stop();
   }
 
+ public:
   static std::shared_ptr<net::HttpClient> NewClient(const std::string& base) {
     net::HttpClient::Options o;
     o.base_url = base;
@@ -91,6 +92,7 @@ class SimTest : public ::testing::Test {
     return r;
   }
 
+ protected:
   // An API call under /compute/v1/projects/<project>/ with the test's token.
   Reply Api(const std::string& method, const std::string& rel, const json::value& body = nullptr) {
     return ApiRaw(method, rel, body.is_null() ? "" : json::serialize(body));
