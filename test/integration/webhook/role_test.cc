@@ -1,0 +1,194 @@
+// `hyperslice webhook --self-signed` as a process against the real apiserver: it mints its CA into
+// a Secret, writes its serving pair, sets the caBundle of the webhook configurations it is told
+// about, serves admissions the apiserver sends it, and exits 0 on SIGTERM.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include "src/kube/client.h"
+#include "test/testenv/testenv.h"
+
+namespace hyperslice {
+namespace {
+
+namespace json = boost::json;
+using namespace std::chrono_literals;
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+const kube::Resource& MutatingConfigs() {
+  static const kube::Resource r{"admissionregistration.k8s.io", "v1",
+                                "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
+                                false};
+  return r;
+}
+const kube::Resource& ValidatingConfigs() {
+  static const kube::Resource r{"admissionregistration.k8s.io", "v1",
+                                "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
+                                false};
+  return r;
+}
+
+TEST(WebhookRole, SelfSignedModeMintsCaSetsCaBundleServesAndDrainsOnSigterm) {
+  auto client = testenv::AdminClient();
+  ASSERT_TRUE(client);
+  std::string ns = testenv::TestNamespace();
+  int port = FreePort();
+  std::string url = "https://127.0.0.1:" + std::to_string(port);
+  // Named to sort before any other configuration: the first mutating webhook to add a variable
+  // decides its value, so the hostnames below prove this process answered.
+  std::string mname = "0-hs-role-" + std::to_string(getpid());
+  std::string vname = "0-hs-role-v-" + std::to_string(getpid());
+  json::object selector{
+      {"matchExpressions", json::array{json::object{{"key", "kubernetes.io/metadata.name"},
+                                                    {"operator", "In"},
+                                                    {"values", json::array{json::string(ns)}}}}}};
+  json::object mutating{
+      {"apiVersion", "admissionregistration.k8s.io/v1"},
+      {"kind", "MutatingWebhookConfiguration"},
+      {"metadata", json::object{{"name", mname}}},
+      {"webhooks", json::array{json::object{
+                       {"name", "tpu-env.role.hyperslice.dev"},
+                       {"admissionReviewVersions", json::array{"v1"}},
+                       {"sideEffects", "None"},
+                       {"failurePolicy", "Fail"},
+                       {"timeoutSeconds", 5},
+                       {"clientConfig", json::object{{"url", url + "/mutate-pods"}}},
+                       {"namespaceSelector", selector},
+                       {"rules", json::array{json::object{{"apiGroups", json::array{""}},
+                                                          {"apiVersions", json::array{"v1"}},
+                                                          {"operations", json::array{"CREATE"}},
+                                                          {"resources", json::array{"pods"}}}}}}}}};
+  json::object validating{
+      {"apiVersion", "admissionregistration.k8s.io/v1"},
+      {"kind", "ValidatingWebhookConfiguration"},
+      {"metadata", json::object{{"name", vname}}},
+      {"webhooks",
+       json::array{json::object{
+           {"name", "tpunodegroups.role.hyperslice.dev"},
+           {"admissionReviewVersions", json::array{"v1"}},
+           {"sideEffects", "None"},
+           {"failurePolicy", "Fail"},
+           {"clientConfig", json::object{{"url", url + "/validate-tpunodegroups"}}},
+           {"namespaceSelector", selector},
+           {"rules", json::array{json::object{{"apiGroups", json::array{"tpu.google.com"}},
+                                              {"apiVersions", json::array{"v1alpha1"}},
+                                              {"operations", json::array{"CREATE", "UPDATE"}},
+                                              {"resources", json::array{"tpunodegroups"}}}}}}}}};
+  ASSERT_TRUE(client->Create(MutatingConfigs(), "", mutating).ok());
+  ASSERT_TRUE(client->Create(ValidatingConfigs(), "", validating).ok());
+
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("hs-webhook-role-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> args = {HS_HYPERSLICE_BIN,
+                                   "webhook",
+                                   "--kubeconfig=" + testenv::Cluster().kubeconfig_path(),
+                                   "--self-signed",
+                                   "--self-signed-extra-sans=127.0.0.1",
+                                   "--namespace=" + ns,
+                                   "--bind-address=127.0.0.1",
+                                   "--port=" + std::to_string(port),
+                                   "--tls-cert-file=" + (dir / "tls.crt").string(),
+                                   "--tls-key-file=" + (dir / "tls.key").string(),
+                                   "--mutating-webhook-configuration=" + mname,
+                                   "--validating-webhook-configuration=" + vname,
+                                   "--cluster-domain=role.test"};
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  ASSERT_GT(pid, 0);
+
+  // The caBundle appears once the process has minted its CA.
+  bool bundled = false;
+  for (auto deadline = std::chrono::steady_clock::now() + 60s;
+       !bundled && std::chrono::steady_clock::now() < deadline;
+       std::this_thread::sleep_for(100ms)) {
+    auto cfg = client->Get(MutatingConfigs(), "", mname);
+    bundled = cfg.ok() &&
+              cfg->at("webhooks").as_array()[0].at("clientConfig").as_object().contains("caBundle");
+  }
+  ASSERT_TRUE(bundled) << "caBundle never set";
+  auto vcfg = client->Get(ValidatingConfigs(), "", vname);
+  ASSERT_TRUE(vcfg.ok());
+  EXPECT_TRUE(
+      vcfg->at("webhooks").as_array()[0].at("clientConfig").as_object().contains("caBundle"));
+  auto secret = client->Get(kube::resources::Secrets(), ns, "hyperslice-webhook-tls");
+  ASSERT_TRUE(secret.ok()) << secret.error().ToString();
+  EXPECT_TRUE(secret->at("data").as_object().contains("ca.crt"));
+
+  json::object sts = json::parse(R"({"apiVersion":"apps/v1","kind":"StatefulSet",
+      "metadata":{"name":"role"},"spec":{"serviceName":"svc","replicas":2,
+      "selector":{"matchLabels":{"app":"role"}},
+      "template":{"metadata":{"labels":{"app":"role"}},
+        "spec":{"containers":[{"name":"main","image":"busybox"}]}}}})")
+                         .as_object();
+  auto created = client->Create(kube::resources::StatefulSets(), ns, sts);
+  ASSERT_TRUE(created.ok()) << created.error().ToString();
+  json::object pod{
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       json::object{
+           {"name", "role-1"},
+           {"labels", json::object{{"app", "role"},
+                                   {"apps.kubernetes.io/pod-index", "1"},
+                                   {"gke-tpu-env-injector.aaronbatilo.dev/inject", "enabled"}}},
+           {"annotations", json::object{{"hyperslice.dev/tpu-worker-hostnames-fqdn", "true"}}},
+           {"ownerReferences", json::array{json::object{{"apiVersion", "apps/v1"},
+                                                        {"kind", "StatefulSet"},
+                                                        {"name", "role"},
+                                                        {"uid", created->at("metadata").at("uid")},
+                                                        {"controller", true}}}}}},
+      {"spec", json::object{{"containers",
+                             json::array{json::object{{"name", "main"}, {"image", "busybox"}}}}}}};
+  std::string want = "role-0.svc." + ns + ".svc.role.test,role-1.svc." + ns + ".svc.role.test";
+  std::string got;
+  // The apiserver may still be using the configuration without caBundle for a moment.
+  for (auto deadline = std::chrono::steady_clock::now() + 30s;
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(200ms)) {
+    auto res = client->Raw("POST", kube::resources::Pods().CollectionPath(ns) + "?dryRun=All",
+                           json::serialize(pod));
+    if (res.ok() && res->status == 201 && res->body.find(want) != std::string::npos) {
+      got = want;
+      break;
+    }
+  }
+  EXPECT_EQ(got, want);
+
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  (void)client->Delete(MutatingConfigs(), "", mname);
+  (void)client->Delete(ValidatingConfigs(), "", vname);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hyperslice
