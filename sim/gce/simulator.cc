@@ -65,11 +65,6 @@ Status SimulatorImpl::Init() {
       }
     }
   }
-  {
-    std::lock_guard lock(mu_);
-    Reset();
-  }
-
   net::HttpServer::Options api_opts;
   api_opts.address = options_.address;
   api_opts.port = options_.api_port;
@@ -81,6 +76,11 @@ Status SimulatorImpl::Init() {
   if (!api.ok()) return api.error();
   api_ = std::move(api).value();
   api_base_ = "http://" + options_.address + ":" + std::to_string(api_->port()) + "/compute/v1/";
+  {
+    // After api_base_ is known: start-up reservations carry URLs.
+    std::lock_guard lock(mu_);
+    Reset();
+  }
 
   net::HttpServer::Options md_opts;
   md_opts.address = options_.address;

@@ -352,6 +352,8 @@ TEST_F(ApiTest, ReservationBoundTemplateConsumesItsReservation) {
   ASSERT_EQ(res.status, 200) << res.raw;
   EXPECT_EQ(res.body.at("specificReservation").at("count"), "2");
   EXPECT_EQ(res.body.at("specificReservation").at("inUseCount"), "0");
+  EXPECT_EQ(std::string(res.body.at("zone").as_string()),
+            sim_->api_endpoint() + "projects/my-gcp-project/zones/" + kZone);
   MakeTemplate(
       "rb", "tpu7x-standard-4t",
       json::object{
