@@ -236,10 +236,11 @@ TEST(Manager, WithoutLeaderElectionControllersStartAtOnce) {
   t.join();
 }
 
-// DISABLED: at 50f6daa the Reflector's first watch after a label-selected list of ConfigMaps on
-// the real apiserver sends a corrupted resourceVersion (HTTP 500 "strconv.ParseUint: parsing
-// \"\x80\r\xf3\"") forever, so the cache never syncs (and, run after other tests, the process
-// crashed). Enable with --gtest_also_run_disabled_tests once the informer is fixed.
+// DISABLED until the informer owner confirms a fix: at 50f6daa, in the RelWithDebInfo build, the
+// Reflector's first list reads an invalid SharedInformer::Sink::informer_ (valgrind: invalid read
+// in SharedInformer::Prepare from Reflector::ListOnce) and then watches with a corrupted
+// resourceVersion (HTTP 500) forever, so the cache never syncs. The same test passes in the Debug
+// ASan+UBSan build. Run with --gtest_also_run_disabled_tests.
 TEST(Manager, DISABLED_ControllersReconcileWhatTheSharedInformersSee) {
   metrics::Registry reg;
   auto admin = testenv::AdminClient();
