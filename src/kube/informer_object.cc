@@ -43,8 +43,8 @@ class MeasuringResource final : public boost::json::memory_resource {
   size_t used() const { return used_; }
 
  private:
-  static constexpr size_t kInitialScratch = 64 * 1024;
-  static constexpr size_t kMaxScratch = 8 * 1024 * 1024;
+  static constexpr size_t kInitialScratch = size_t{64} * 1024;
+  static constexpr size_t kMaxScratch = size_t{8} * 1024 * 1024;
   static std::unique_ptr<std::byte[]>& Scratch() {
     thread_local std::unique_ptr<std::byte[]> scratch;
     return scratch;
@@ -93,9 +93,9 @@ class ArenaResource final : public boost::json::memory_resource {
     }
     return ::operator new(n, std::align_val_t(align));
   }
-  void do_deallocate(void* p, size_t n, size_t align) override {
+  void do_deallocate(void* p, size_t /*n*/, size_t align) override {
     if (Inside(p, buf_.get(), size_)) return;
-    ::operator delete(p, n, std::align_val_t(align));
+    ::operator delete(p, std::align_val_t(align));
   }
   bool do_is_equal(const memory_resource& other) const noexcept override { return this == &other; }
 

@@ -58,7 +58,7 @@ std::string ObjectKey(const Object& obj) {
   return ObjectKey(MetaString(obj, "namespace"), name);
 }
 
-IndexFunc FieldIndexFunc(std::string path) {
+IndexFunc FieldIndexFunc(const std::string& path) {
   std::vector<std::string> parts;
   size_t start = 0;
   while (start <= path.size()) {

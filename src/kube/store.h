@@ -42,7 +42,7 @@ inline std::string_view ResourceVersionOf(const Object& obj) {
 }
 
 // An IndexFunc returning the string at a dotted path ("spec.providerID"), none when absent/empty.
-IndexFunc FieldIndexFunc(std::string path);
+IndexFunc FieldIndexFunc(const std::string& path);
 
 // A copy that owns its memory through the default allocator (a cached object may live in a
 // packed arena; a plain copy would keep sharing that arena's resource).
