@@ -457,10 +457,11 @@ class LocalClusterImpl final : public LocalCluster {
       if (Clock::now() > deadline) {
         std::string tail = process.LogTail();
         process.Stop(std::chrono::seconds(2));
-        return Err(Error::Code::kTimeout, process.spec().path + " did not serve " + path +
-                                              " within " + std::to_string(timeout.count()) +
-                                              "s (last answer: " + last + "); last lines of " +
-                                              process.spec().log_path + ":\n" + tail);
+        std::string msg = process.spec().path;
+        msg += " did not serve " + path + " within " + std::to_string(timeout.count());
+        msg += "s (last answer: " + last + "); last lines of " + process.spec().log_path;
+        msg += ":\n" + tail;
+        return Err(Error::Code::kTimeout, std::move(msg));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }

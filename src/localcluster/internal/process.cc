@@ -65,6 +65,7 @@ class Spawner {
     argv_store.push_back(spec.path);
     argv_store.insert(argv_store.end(), spec.args.begin(), spec.args.end());
     std::vector<char*> argv;
+    argv.reserve(argv_store.size() + 1);
     for (auto& a : argv_store) argv.push_back(a.data());
     argv.push_back(nullptr);
 
