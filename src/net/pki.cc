@@ -158,11 +158,16 @@ Result<KeyPair> Issue(const KeyPair& ca, const CertRequest& req) {
             AddExt(cert.get(), ca_cert.get(), NID_authority_key_identifier, "keyid:always");
   std::string eku;
   if (req.server) eku = "serverAuth";
-  if (req.client) eku += std::string(eku.empty() ? "" : ",") + "clientAuth";
+  if (req.client) eku.append(eku.empty() ? "clientAuth" : ",clientAuth");
   if (ok && !eku.empty()) ok = AddExt(cert.get(), ca_cert.get(), NID_ext_key_usage, eku);
   std::string san;
-  for (const auto& d : req.dns_names) san += (san.empty() ? "" : ",") + std::string("DNS:") + d;
-  for (const auto& ip : req.ip_addresses) san += (san.empty() ? "" : ",") + std::string("IP:") + ip;
+  auto add_san = [&san](std::string_view kind, const std::string& value) {
+    if (!san.empty()) san.push_back(',');
+    san.append(kind);
+    san.append(value);
+  };
+  for (const auto& d : req.dns_names) add_san("DNS:", d);
+  for (const auto& ip : req.ip_addresses) add_san("IP:", ip);
   if (ok && !san.empty()) ok = AddExt(cert.get(), ca_cert.get(), NID_subject_alt_name, san);
   if (!ok) return SslError("certificate extensions for " + req.common_name);
   if (X509_sign(cert.get(), ca_key.get(), EVP_sha256()) == 0) {

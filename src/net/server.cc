@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/strand.hpp>
@@ -305,6 +306,9 @@ class Server final : public HttpServer {
                                                         ": " + ec.message());
     }
     port_ = acceptor_.local_endpoint().port();
+    // Keeps the I/O threads alive while requests are pending in handlers (long polls, answers from
+    // other threads) even after the acceptor is closed by Stop(); released once those are done.
+    work_.emplace(state_->ioc.get_executor());
     DoAccept();
     int n = std::max(1, state_->options.threads);
     for (int i = 0; i < n; ++i) threads_.emplace_back([s = state_] { s->ioc.run(); });
@@ -325,6 +329,7 @@ class Server final : public HttpServer {
       std::unique_lock lock(state_->mu);
       state_->idle_cv.wait_for(lock, grace, [&] { return state_->in_flight.load() <= 0; });
     }
+    work_.reset();
     state_->ioc.stop();
     for (auto& t : threads_) t.join();
     threads_.clear();
@@ -356,6 +361,7 @@ class Server final : public HttpServer {
   tcp::acceptor acceptor_;
   uint16_t port_ = 0;
   std::vector<std::thread> threads_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   std::atomic<bool> stopped_{false};
 };
 

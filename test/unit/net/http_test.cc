@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -307,6 +309,52 @@ TEST_F(TlsTest, MismatchedKeyPairFailsAtStart) {
   ASSERT_FALSE(server.ok());
   EXPECT_NE(server.error().message.find("does not match"), std::string::npos)
       << server.error().message;
+}
+
+}  // namespace
+}  // namespace hyperslice::net
+
+namespace hyperslice::net {
+namespace {
+
+// A request still in its handler when Stop() begins is answered as soon as the handler answers,
+// not at the end of the grace period.
+TEST(Http, StopWaitsForALateAnswerAndDeliversItPromptly) {
+  HttpServer::Options opts;
+  std::shared_ptr<Responder> held;
+  std::mutex mu;
+  std::condition_variable cv;
+  auto server = HttpServer::Start(opts, [&](const ServerRequest&, std::shared_ptr<Responder> r) {
+    std::lock_guard lock(mu);
+    held = std::move(r);
+    cv.notify_all();
+  });
+  ASSERT_TRUE(server.ok());
+  auto client = NewClient("http://127.0.0.1:" + std::to_string((*server)->port()));
+  Result<Response> res = Error::Make(Error::Code::kUnknown, "not yet");
+  std::thread caller([&] {
+    Request req;
+    req.target = "/held";
+    res = client->Do(req);
+  });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return held != nullptr; });
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::thread answer([&] {
+    std::this_thread::sleep_for(100ms);
+    std::lock_guard lock(mu);
+    held->Send(200, "answered during stop");
+    held.reset();
+  });
+  (*server)->Stop(std::chrono::milliseconds(10000));
+  auto stop_took = std::chrono::steady_clock::now() - start;
+  answer.join();
+  caller.join();
+  ASSERT_TRUE(res.ok()) << res.error().ToString();
+  EXPECT_EQ(res->body, "answered during stop");
+  EXPECT_LT(stop_took, 5s) << "Stop waited for the grace period instead of the answer";
 }
 
 }  // namespace
