@@ -40,6 +40,13 @@ std::string Lower(std::string_view s) {
   return out;
 }
 
+// What Stop() needs of a live connection.
+class SessionBase {
+ public:
+  virtual ~SessionBase() = default;
+  virtual void Close() = 0;
+};
+
 // Shared by the server, its sessions and outstanding responders; owns the io_context so that it
 // outlives every socket.
 struct State {
@@ -94,6 +101,30 @@ struct State {
     tls_mtimes = {cs.st_mtim, ks.st_mtim};
     tls_generation++;
     return OkStatus();
+  }
+
+  // Live connections, so Stop() can close idle keep-alive ones: their pending reads hold the
+  // session, which holds this state, which owns the io_context — a cycle until the socket closes.
+  std::mutex sessions_mu;
+  std::vector<std::weak_ptr<SessionBase>> sessions;
+
+  void Track(const std::shared_ptr<SessionBase>& s) {
+    std::lock_guard lock(sessions_mu);
+    if (sessions.size() >= 64 && (sessions.size() & (sessions.size() - 1)) == 0) {
+      std::erase_if(sessions, [](const auto& w) { return w.expired(); });
+    }
+    sessions.push_back(s);
+  }
+
+  void CloseAll() {
+    std::vector<std::weak_ptr<SessionBase>> all;
+    {
+      std::lock_guard lock(sessions_mu);
+      all.swap(sessions);
+    }
+    for (auto& w : all) {
+      if (auto s = w.lock()) s->Close();
+    }
   }
 
   void RequestDone() {
@@ -240,13 +271,14 @@ class Session {
 };
 
 class PlainSession final : public Session<PlainSession>,
+                           public SessionBase,
                            public std::enable_shared_from_this<PlainSession> {
  public:
   PlainSession(tcp::socket&& socket, std::shared_ptr<State> state)
       : Session(std::move(state)), stream_(std::move(socket)) {}
   beast::tcp_stream& Stream() { return stream_; }
   void Start() { DoRead(); }
-  void Close() {
+  void Close() override {
     error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.close();
@@ -257,6 +289,7 @@ class PlainSession final : public Session<PlainSession>,
 };
 
 class TlsSession final : public Session<TlsSession>,
+                         public SessionBase,
                          public std::enable_shared_from_this<TlsSession> {
  public:
   TlsSession(tcp::socket&& socket, std::shared_ptr<ssl::context> ctx, std::shared_ptr<State> state)
@@ -270,7 +303,7 @@ class TlsSession final : public Session<TlsSession>,
       s->DoRead();
     });
   }
-  void Close() {
+  void Close() override {
     error_code ec;
     beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_both, ec);
     beast::get_lowest_layer(stream_).close();
@@ -337,6 +370,7 @@ class Server final : public HttpServer {
     // acceptor's work and polling lets each finish with an error.
     error_code ec;
     acceptor_.close(ec);
+    state_->CloseAll();
     state_->ioc.restart();
     state_->ioc.poll();
   }
@@ -349,9 +383,13 @@ class Server final : public HttpServer {
         log::Warn("accept failed", {{"error", ec.message()}});
       } else if (state_->options.tls) {
         auto ctx = state_->CurrentTls();
-        std::make_shared<TlsSession>(std::move(s), std::move(ctx), state_)->Start();
+        auto session = std::make_shared<TlsSession>(std::move(s), std::move(ctx), state_);
+        state_->Track(session);
+        session->Start();
       } else {
-        std::make_shared<PlainSession>(std::move(s), state_)->Start();
+        auto session = std::make_shared<PlainSession>(std::move(s), state_);
+        state_->Track(session);
+        session->Start();
       }
       if (!state_->stopping) DoAccept();
     });
