@@ -500,6 +500,14 @@ TEST(InformerIntegrationTest, WatchStreamCutMidObjectIsReportedAndRecovered) {
   informer.Start();
   ASSERT_TRUE(informer.WaitForCacheSync(60s));
   ASSERT_EQ(rec.Of(ns + "/" + Name(0)).size(), 1u);
+  // The cut applies to connections open at the time: wait until the watch stream is open (its
+  // headers arrived), or a slow machine arms the cut before the watch exists and nothing is cut.
+  auto watch_deadline = std::chrono::steady_clock::now() + 60s;
+  while (informer.reflector_stats().watches < 1 &&
+         std::chrono::steady_clock::now() < watch_deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_GE(informer.reflector_stats().watches, 1) << "the watch never opened";
 
   // The next event (a ~256 KiB object) is cut after 16 KiB reach the client.
   proxy.CutOpenConnectionsAfter(16 * 1024);
