@@ -1,0 +1,77 @@
+// Pull-model bootstrap of a TPUNodeGroup's VMs (ARCHITECTURE.md §5, seed 000): per RUNNING VM a
+// kubeadm bootstrap token Secret and the join values in that VM's metadata; both removed once the
+// VM's Node has joined. Called by the TPUNodeGroup reconciler; level-based and idempotent.
+// Thread-safe (state lives in the apiserver and GCE).
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/base/clock.h"
+#include "src/base/result.h"
+#include "src/kube/resource.h"
+
+namespace hyperslice::kube {
+class Client;
+}
+namespace hyperslice::gce {
+class Compute;
+}
+
+namespace hyperslice::tpu::internal {
+
+// One VM of a group as the ManagedInstanceGroup child reports it.
+struct InstanceState {
+  std::string project, zone, name;
+  std::string instance_status;  // GCE instanceStatus: PROVISIONING, STAGING, RUNNING, ...
+  std::string provider_id;      // gce://project/zone/name
+};
+
+struct BootstrapOptions {
+  std::string ca_hash;  // "sha256:<hex>" of the cluster CA (CaCertHash)
+  Clock::Duration token_ttl = std::chrono::hours(1);
+  // A token with less than this left is replaced (a VM must have time to use it).
+  Clock::Duration token_min_remaining = std::chrono::minutes(15);
+  Clock* clock = nullptr;
+};
+
+struct BootstrapReport {
+  int tokens_created = 0;
+  int tokens_deleted = 0;
+  int metadata_written = 0;
+  int metadata_cleared = 0;
+  std::vector<std::string> waiting;  // instances RUNNING and given a token, Node not joined yet
+};
+
+class Bootstrapper {
+ public:
+  Bootstrapper(std::shared_ptr<kube::Client> client, std::shared_ptr<gce::Compute> compute,
+               BootstrapOptions options);
+  // `group` is the TPUNodeGroup (needs metadata.uid, spec.bootstrapKubernetes). For each
+  // RUNNING instance whose provider id is not in `joined`: a valid token Secret exists and the
+  // instance metadata holds kubeadm-join-token, kubeadm-ca-hash, kubeadm-control-plane-ip. For
+  // each instance in `joined`, and for tokens of instances no longer listed: Secret deleted and
+  // the kubeadm-* keys removed from the metadata (when the instance still exists).
+  Result<BootstrapReport> Reconcile(const kube::Object& group,
+                                    const std::vector<InstanceState>& instances,
+                                    const std::set<std::string>& joined);
+  // Teardown: deletes every token Secret of the group (by kSecretLabelGroupUid).
+  Status Cleanup(const kube::Object& group);
+
+ private:
+  std::shared_ptr<kube::Client> client_;
+  std::shared_ptr<gce::Compute> compute_;
+  BootstrapOptions options_;
+};
+
+// "sha256:" + hex SHA-256 of the DER SubjectPublicKeyInfo of the first certificate in `ca_pem`
+// (kubeadm's --discovery-token-ca-cert-hash).
+Result<std::string> CaCertHash(std::string_view ca_pem);
+
+// The startup-script metadata value: the bash script a real GCE VM runs to install containerd,
+// kubeadm and kubelet for `kubernetes_version`, poll its metadata for the join values and join.
+std::string StartupScript(std::string_view kubernetes_version);
+
+}  // namespace hyperslice::tpu::internal
