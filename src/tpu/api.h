@@ -24,12 +24,16 @@
 // Child status, written by the child controller:
 //   {observedGeneration, selfLink, operation (the pending operation's selfLink, or absent),
 //    conditions[Ready] with GCE's reason and message, driftDetected (bool),
+//    adopted (bool: the GCE resource existed before this CR asked for it; additive),
 //    and for ManagedInstanceGroup: targetSize, instances[{name, zone, instanceStatus,
 //    currentAction, providerID, lastAttempt{code, message}}], bulkInstanceOperation{inProgress,
 //    lastError{code, message}}}
 //
 // GCE resources carry owner labels (kGceLabel*; resourcePolicies have no labels, so their
 // description carries the same facts as "hyperslice owner=<ns>/<name> uid=<uid> cluster=<id>").
+// instanceGroupManagers have no labels either: their description carries the same marker; an
+// instanceTemplate carries the labels on properties.labels (so its VMs do too) and the marker.
+// The marker ends the description ("<spec.description>; hyperslice owner=...").
 //
 // Thread-safe: constants and pure functions.
 #pragma once

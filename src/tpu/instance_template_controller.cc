@@ -1,0 +1,81 @@
+// InstanceTemplate → one global GCE instanceTemplate. Templates are immutable in GCE (and the
+// CRD makes the spec immutable too): drift is reported, never corrected. The owner labels go on
+// properties.labels (so every VM made from the template carries them) and the owner marker in
+// the description.
+#include <boost/json.hpp>
+
+#include "src/tpu/api.h"
+#include "src/tpu/internal/gce_child.h"
+
+namespace hyperslice::tpu::internal {
+namespace {
+
+namespace json = boost::json;
+
+class InstanceTemplateKind final : public GceChildKind {
+ public:
+  const kube::Resource& resource() const override { return InstanceTemplates(); }
+  std::string GceKind() const override { return "instanceTemplate"; }
+
+  Status Validate(const json::object& spec) const override {
+    for (const char* f : {"project", "name"}) {
+      if (StringAt(spec, f).empty()) {
+        return Error::Make(Error::Code::kInvalidArgument,
+                           std::string("spec.") + f + " is required");
+      }
+    }
+    if (ObjectAt(spec, "properties") == nullptr) {
+      return Error::Make(Error::Code::kInvalidArgument, "spec.properties is required");
+    }
+    return OkStatus();
+  }
+
+  Result<json::object> Get(gce::Compute& compute, const json::object& spec) const override {
+    return compute.GetInstanceTemplate(StringAt(spec, "project"), StringAt(spec, "name"));
+  }
+
+  Result<gce::Operation> Insert(gce::Compute& compute, const json::object& spec,
+                                const GceOwner& owner) const override {
+    json::object properties = *ObjectAt(spec, "properties");
+    json::object labels;
+    if (const auto* l = ObjectAt(properties, "labels")) labels = *l;
+    for (const auto& [k, v] : OwnerLabels(owner)) labels[k] = v;
+    properties["labels"] = std::move(labels);
+    json::object body{{"name", StringAt(spec, "name")},
+                      {"description", DescriptionWithOwner(StringAt(spec, "description"), owner)},
+                      {"properties", std::move(properties)}};
+    return compute.InsertInstanceTemplate(StringAt(spec, "project"), body);
+  }
+
+  Result<gce::Operation> Delete(gce::Compute& compute, const json::object& spec) const override {
+    return compute.DeleteInstanceTemplate(StringAt(spec, "project"), StringAt(spec, "name"));
+  }
+
+  OwnerMarks OwnerOf(const json::object& resource) const override {
+    OwnerMarks marks;
+    if (const auto* p = ObjectAt(resource, "properties")) {
+      if (const auto* l = ObjectAt(*p, "labels")) marks = OwnerMarksFromLabels(*l);
+    }
+    OwnerMarks described = OwnerMarksFromDescription(StringAt(resource, "description"));
+    if (marks.uid.empty()) marks.uid = described.uid;
+    if (marks.cluster.empty()) marks.cluster = described.cluster;
+    return marks;
+  }
+
+  std::vector<std::string> Drift(const json::object& spec,
+                                 const json::object& resource) const override {
+    std::vector<std::string> out;
+    const auto* actual = resource.if_contains("properties");
+    JsonDifferences(spec.at("properties"), actual ? *actual : json::value(nullptr), "properties",
+                    out);
+    return out;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<GceChildKind> NewInstanceTemplateKind() {
+  return std::make_unique<InstanceTemplateKind>();
+}
+
+}  // namespace hyperslice::tpu::internal

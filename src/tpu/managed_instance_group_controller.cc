@@ -1,0 +1,207 @@
+// ManagedInstanceGroup → one zonal GCE instanceGroupManager, and the state of its VMs.
+//
+// Beyond the shared lifecycle (gce_child.h): targetSize drift is corrected with resize (a MIG is
+// mutable); every look lists the managed instances into status.instances and copies the IGM's
+// targetSize and bulkInstanceOperation. Ready only when targetSize instances are RUNNING with
+// currentAction NONE, so a BULK slice is never Ready in part. A stockout (lastAttempt errors or
+// the bulk operation's last progress check) is Ready=False with GCE's code and message and is
+// retried with the reconciler's backoff: GCE has no watch, so while VMs are not all RUNNING the
+// group is looked at again on a growing delay; once Ready only at the drift interval.
+// instanceGroupManagers carry no labels, so the owner marker lives in the description.
+#include <boost/json.hpp>
+
+#include "src/tpu/api.h"
+#include "src/tpu/internal/gce_child.h"
+
+namespace hyperslice::tpu::internal {
+namespace {
+
+namespace json = boost::json;
+
+constexpr const char* kCopiedFields[] = {"baseInstanceName", "instanceTemplate",
+                                         "targetSize",       "targetSizePolicy",
+                                         "resourcePolicies", "instanceLifecyclePolicy"};
+
+int64_t IntAt(const json::object& o, std::string_view key) {
+  const auto* v = o.if_contains(key);
+  if (v == nullptr) return 0;
+  if (v->is_int64()) return v->as_int64();
+  if (v->is_uint64()) return static_cast<int64_t>(v->as_uint64());
+  if (v->is_double()) return static_cast<int64_t>(v->as_double());
+  if (v->is_string()) {
+    try {
+      return std::stoll(std::string(v->as_string()));
+    } catch (...) {
+      return 0;
+    }
+  }
+  return 0;
+}
+
+std::string LastSegment(std::string_view url) {
+  size_t slash = url.rfind('/');
+  return std::string(slash == std::string_view::npos ? url : url.substr(slash + 1));
+}
+
+// The first error of an Error object ({errors:[{code,message}]}).
+std::optional<std::pair<std::string, std::string>> FirstError(const json::object* error) {
+  if (error == nullptr) return std::nullopt;
+  const auto* list = error->if_contains("errors");
+  if (list == nullptr || !list->is_array() || list->as_array().empty() ||
+      !list->as_array()[0].is_object()) {
+    return std::nullopt;
+  }
+  const auto& first = list->as_array()[0].as_object();
+  return std::make_pair(StringAt(first, "code"), StringAt(first, "message"));
+}
+
+class ManagedInstanceGroupKind final : public GceChildKind {
+ public:
+  const kube::Resource& resource() const override { return ManagedInstanceGroups(); }
+  std::string GceKind() const override { return "instanceGroupManager"; }
+
+  Status Validate(const json::object& spec) const override {
+    for (const char* f : {"project", "zone", "name", "baseInstanceName", "instanceTemplate"}) {
+      if (StringAt(spec, f).empty()) {
+        return Error::Make(Error::Code::kInvalidArgument,
+                           std::string("spec.") + f + " is required");
+      }
+    }
+    if (!spec.contains("targetSize")) {
+      return Error::Make(Error::Code::kInvalidArgument, "spec.targetSize is required");
+    }
+    return OkStatus();
+  }
+
+  Result<json::object> Get(gce::Compute& compute, const json::object& spec) const override {
+    return compute.GetInstanceGroupManager(StringAt(spec, "project"), StringAt(spec, "zone"),
+                                           StringAt(spec, "name"));
+  }
+
+  Result<gce::Operation> Insert(gce::Compute& compute, const json::object& spec,
+                                const GceOwner& owner) const override {
+    json::object body{{"name", StringAt(spec, "name")},
+                      {"description", DescriptionWithOwner(StringAt(spec, "description"), owner)}};
+    for (const char* f : kCopiedFields) {
+      if (const auto* v = spec.if_contains(f)) body[f] = *v;
+    }
+    return compute.InsertInstanceGroupManager(StringAt(spec, "project"), StringAt(spec, "zone"),
+                                              body);
+  }
+
+  Result<gce::Operation> Delete(gce::Compute& compute, const json::object& spec) const override {
+    return compute.DeleteInstanceGroupManager(StringAt(spec, "project"), StringAt(spec, "zone"),
+                                              StringAt(spec, "name"));
+  }
+
+  OwnerMarks OwnerOf(const json::object& resource) const override {
+    return OwnerMarksFromDescription(StringAt(resource, "description"));
+  }
+
+  std::vector<std::string> Drift(const json::object& spec,
+                                 const json::object& resource) const override {
+    std::vector<std::string> out;
+    for (const char* f : kCopiedFields) {
+      const auto* want = spec.if_contains(f);
+      if (want == nullptr) continue;
+      const auto* got = resource.if_contains(f);
+      JsonDifferences(*want, got ? *got : json::value(nullptr), f, out);
+    }
+    return out;
+  }
+
+  Result<Observation> Observe(gce::Compute& compute, const json::object& spec,
+                              const json::object& resource, std::vector<std::string>& drift,
+                              json::object& status) const override {
+    const std::string project = StringAt(spec, "project");
+    const std::string zone = StringAt(spec, "zone");
+    const std::string name = StringAt(spec, "name");
+    const int64_t want = IntAt(spec, "targetSize");
+    const int64_t have = IntAt(resource, "targetSize");
+    status["targetSize"] = have;
+
+    // Bulk operation state, as GCE reports it.
+    std::optional<std::pair<std::string, std::string>> bulk_error;
+    status.erase("bulkInstanceOperation");
+    if (const auto* st = ObjectAt(resource, "status")) {
+      if (const auto* bulk = ObjectAt(*st, "bulkInstanceOperation")) {
+        json::object out;
+        const auto* in_progress = bulk->if_contains("inProgress");
+        const bool busy =
+            in_progress != nullptr && in_progress->is_bool() && in_progress->as_bool();
+        out["inProgress"] = busy;
+        if (const auto* check = ObjectAt(*bulk, "lastProgressCheck")) {
+          auto err = FirstError(ObjectAt(*check, "error"));
+          if (err) {
+            out["lastError"] = json::object{{"code", err->first}, {"message", err->second}};
+            if (busy) bulk_error = std::move(err);  // an old error of a finished attempt is history
+          }
+        }
+        status["bulkInstanceOperation"] = std::move(out);
+      }
+    }
+
+    // targetSize changed behind our back: the one field GCE lets us put right.
+    if (want != have) {
+      HS_ASSIGN_OR_RETURN(auto op, compute.ResizeInstanceGroupManager(project, zone, name, want));
+      Observation obs;
+      obs.ready = false;
+      obs.reason = "Drifted";
+      obs.message = "instanceGroupManager " + name + " has targetSize " + std::to_string(have) +
+                    " in GCE, the spec wants " + std::to_string(want) + ": resizing";
+      obs.warning = true;
+      obs.operation = std::move(op);
+      return obs;
+    }
+
+    HS_ASSIGN_OR_RETURN(auto managed, compute.ListManagedInstances(project, zone, name, {}));
+    json::array instances;
+    int64_t running = 0;
+    std::optional<Error> attempt_error;
+    for (const auto& mi : managed) {
+      std::string vm = StringAt(mi, "name");
+      if (vm.empty()) vm = LastSegment(StringAt(mi, "instance"));
+      json::object item{{"name", vm},
+                        {"zone", zone},
+                        {"instanceStatus", StringAt(mi, "instanceStatus")},
+                        {"currentAction", StringAt(mi, "currentAction")},
+                        {"providerID", ProviderId(project, zone, vm)}};
+      if (auto err = gce::LastAttemptError(mi)) {
+        item["lastAttempt"] = json::object{{"code", err->reason}, {"message", err->message}};
+        if (!attempt_error) attempt_error = err;
+      }
+      if (StringAt(mi, "instanceStatus") == "RUNNING" && StringAt(mi, "currentAction") == "NONE") {
+        ++running;
+      }
+      instances.push_back(std::move(item));
+    }
+    status["instances"] = std::move(instances);
+
+    Observation obs;
+    if (running >= want && static_cast<int64_t>(managed.size()) == want) return obs;
+    obs.ready = false;
+    if (attempt_error) {
+      obs.reason = attempt_error->reason;
+      obs.message = attempt_error->message;
+      obs.warning = true;
+    } else if (bulk_error && !bulk_error->first.empty() && running < want) {
+      obs.reason = bulk_error->first;
+      obs.message = bulk_error->second;
+      obs.warning = true;
+    } else {
+      obs.reason = "InstancesNotRunning";
+      obs.message =
+          std::to_string(running) + " of " + std::to_string(want) + " instances are RUNNING";
+    }
+    (void)drift;
+    return obs;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<GceChildKind> NewManagedInstanceGroupKind() {
+  return std::make_unique<ManagedInstanceGroupKind>();
+}
+
+}  // namespace hyperslice::tpu::internal

@@ -1,0 +1,70 @@
+// ResourcePolicy → one regional GCE resourcePolicy (a workload policy). GCE cannot change a
+// resource policy in place: drift is reported, never corrected. Resource policies carry no
+// labels, so the owner marker lives in the description.
+#include <boost/json.hpp>
+
+#include "src/tpu/api.h"
+#include "src/tpu/internal/gce_child.h"
+
+namespace hyperslice::tpu::internal {
+namespace {
+
+namespace json = boost::json;
+
+class ResourcePolicyKind final : public GceChildKind {
+ public:
+  const kube::Resource& resource() const override { return ResourcePolicies(); }
+  std::string GceKind() const override { return "resourcePolicy"; }
+
+  Status Validate(const json::object& spec) const override {
+    for (const char* f : {"project", "region", "name"}) {
+      if (StringAt(spec, f).empty()) {
+        return Error::Make(Error::Code::kInvalidArgument,
+                           std::string("spec.") + f + " is required");
+      }
+    }
+    if (ObjectAt(spec, "workloadPolicy") == nullptr) {
+      return Error::Make(Error::Code::kInvalidArgument, "spec.workloadPolicy is required");
+    }
+    return OkStatus();
+  }
+
+  Result<json::object> Get(gce::Compute& compute, const json::object& spec) const override {
+    return compute.GetResourcePolicy(StringAt(spec, "project"), StringAt(spec, "region"),
+                                     StringAt(spec, "name"));
+  }
+
+  Result<gce::Operation> Insert(gce::Compute& compute, const json::object& spec,
+                                const GceOwner& owner) const override {
+    json::object body{{"name", StringAt(spec, "name")},
+                      {"description", DescriptionWithOwner(StringAt(spec, "description"), owner)},
+                      {"workloadPolicy", *ObjectAt(spec, "workloadPolicy")}};
+    return compute.InsertResourcePolicy(StringAt(spec, "project"), StringAt(spec, "region"), body);
+  }
+
+  Result<gce::Operation> Delete(gce::Compute& compute, const json::object& spec) const override {
+    return compute.DeleteResourcePolicy(StringAt(spec, "project"), StringAt(spec, "region"),
+                                        StringAt(spec, "name"));
+  }
+
+  OwnerMarks OwnerOf(const json::object& resource) const override {
+    return OwnerMarksFromDescription(StringAt(resource, "description"));
+  }
+
+  std::vector<std::string> Drift(const json::object& spec,
+                                 const json::object& resource) const override {
+    std::vector<std::string> out;
+    const auto* actual = resource.if_contains("workloadPolicy");
+    JsonDifferences(spec.at("workloadPolicy"), actual ? *actual : json::value(nullptr),
+                    "workloadPolicy", out);
+    return out;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<GceChildKind> NewResourcePolicyKind() {
+  return std::make_unique<ResourcePolicyKind>();
+}
+
+}  // namespace hyperslice::tpu::internal
