@@ -1313,6 +1313,7 @@ Reply SimulatorImpl::DeleteInstanceApi(Ctx& c) {
   auto it = st_.instances.find(key);
   if (it == st_.instances.end()) return Err(NotFound(path));
   it->second.body["status"] = "STOPPING";
+  NoteInstance(key);
   Operation& op = NewOperation(c, "zones", c.args[0], "delete", Url(path),
                                StringAt(it->second.body, "id"), [this, key] {
                                  auto inst = st_.instances.find(key);

@@ -275,6 +275,7 @@ void SimulatorImpl::HandleControl(const net::ServerRequest& req,
       it->second.body["status"] = "STAGING";
       it->second.booting = true;
       it->second.running_at = now + st_.instance_boot_latency;
+      NoteInstance(key);
     }
     ok();
   } else if (p == "/control/tokens" && req.method == "POST") {

@@ -205,6 +205,7 @@ std::optional<std::string> SimulatorImpl::MetadataValue(const Instance& inst,
 }
 
 void SimulatorImpl::MetadataChanged(const std::string& instance_key) {
+  NoteInstance(instance_key);  // every instance change passes here
   auto now = std::chrono::steady_clock::now();
   for (auto w = md_waiters_.begin(); w != md_waiters_.end();) {
     if (w->instance_key != instance_key) {

@@ -161,6 +161,8 @@ class SimulatorImpl final : public Simulator {
   std::string metadata_host(const std::string& project, const std::string& zone,
                             const std::string& instance) const override;
   void Stop() override;
+  uint64_t SubscribeInstances(InstanceObserver observer) override;
+  void UnsubscribeInstances(uint64_t subscription) override;
 
   using Handler = Reply (SimulatorImpl::*)(Ctx&);
   struct Route {
@@ -208,6 +210,11 @@ class SimulatorImpl final : public Simulator {
   json::object ManagedInstanceJson(const Mig& mig, const MigMember& m) const;
   void RefreshMigStatus(Mig& mig);
   void MetadataChanged(const std::string& instance_key);
+  // Instance observation: queue an InstanceEvent for every subscriber when an instance's id or
+  // status differs from what was last reported (under mu_); the ticker delivers outside mu_.
+  void NoteInstance(const std::string& instance_key);
+  void NoteAllInstances();
+  void DeliverInstanceEvents();  // without mu_
 
   // api.cc
   void HandleApi(const net::ServerRequest& req, std::shared_ptr<net::Responder> r);
@@ -316,6 +323,17 @@ class SimulatorImpl final : public Simulator {
   std::map<std::string, SteadyTime> tokens_;          // access token -> expiry
   std::map<std::string, ServiceAccountKey> sa_keys_;  // by key id
   std::atomic<bool> stopped_{false};
+
+  struct Subscriber {
+    InstanceObserver observer;
+    std::deque<InstanceEvent> pending;
+  };
+  std::map<uint64_t, Subscriber> subscribers_;  // under mu_
+  uint64_t next_subscription_ = 1;
+  // What subscribers were last told per instance key: {id, status}. Under mu_.
+  std::map<std::string, std::pair<std::string, std::string>> observed_;
+  // Held while observers run, so UnsubscribeInstances can wait for them. Taken before mu_.
+  std::mutex deliver_mu_;
 };
 
 }  // namespace hyperslice::sim::gce::internal

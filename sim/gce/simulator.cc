@@ -184,6 +184,7 @@ void SimulatorImpl::Reset() {
     st_.reservations[project + "/" + r.zone + "/" + r.name] = std::move(rs);
   }
   rng_.seed(options_.seed);
+  NoteAllInstances();
 }
 
 void SimulatorImpl::TickerLoop() {
@@ -192,6 +193,112 @@ void SimulatorImpl::TickerLoop() {
     tick_cv_.wait_for(lock, std::chrono::milliseconds(10));
     if (stopping_) break;
     Tick(std::chrono::steady_clock::now());
+    bool pending = false;
+    for (const auto& [id, sub] : subscribers_) pending = pending || !sub.pending.empty();
+    if (pending) {
+      lock.unlock();
+      DeliverInstanceEvents();
+      lock.lock();
+    }
+  }
+}
+
+namespace {
+std::string Field(const json::object& o, std::string_view k) {
+  auto* v = o.if_contains(k);
+  return v && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+}  // namespace
+
+uint64_t SimulatorImpl::SubscribeInstances(InstanceObserver observer) {
+  std::lock_guard lock(mu_);
+  NoteAllInstances();  // existing subscribers first hear what changed before this one joins
+  uint64_t id = next_subscription_++;
+  Subscriber sub{std::move(observer), {}};
+  for (const auto& [key, inst] : st_.instances) {
+    sub.pending.push_back(InstanceEvent{inst.project, inst.zone, inst.name, Field(inst.body, "id"),
+                                        inst.machine_type, Field(inst.body, "status")});
+  }
+  subscribers_.emplace(id, std::move(sub));
+  return id;
+}
+
+void SimulatorImpl::UnsubscribeInstances(uint64_t subscription) {
+  std::lock_guard deliver(deliver_mu_);
+  std::lock_guard lock(mu_);
+  subscribers_.erase(subscription);
+}
+
+void SimulatorImpl::NoteInstance(const std::string& instance_key) {
+  if (subscribers_.empty()) return;
+  auto it = st_.instances.find(instance_key);
+  std::pair<std::string, std::string> now;
+  InstanceEvent ev;
+  if (it != st_.instances.end()) {
+    const Instance& inst = it->second;
+    now = {Field(inst.body, "id"), Field(inst.body, "status")};
+    ev =
+        InstanceEvent{inst.project, inst.zone, inst.name, now.first, inst.machine_type, now.second};
+  } else {
+    auto seen = observed_.find(instance_key);
+    if (seen == observed_.end()) return;
+    // "<project>/<zone>/<name>"
+    size_t a = instance_key.find('/'), b = instance_key.find('/', a + 1);
+    ev.project = instance_key.substr(0, a);
+    ev.zone = instance_key.substr(a + 1, b - a - 1);
+    ev.name = instance_key.substr(b + 1);
+    ev.id = seen->second.first;
+    observed_.erase(seen);
+    for (auto& [id, sub] : subscribers_) sub.pending.push_back(ev);
+    return;
+  }
+  auto seen = observed_.find(instance_key);
+  if (seen != observed_.end() && seen->second == now) return;
+  if (seen != observed_.end() && seen->second.first != now.first) {
+    // Re-created under the same name: the old VM is gone first.
+    InstanceEvent gone = ev;
+    gone.id = seen->second.first;
+    gone.status.clear();
+    for (auto& [id, sub] : subscribers_) sub.pending.push_back(gone);
+  }
+  observed_[instance_key] = now;
+  for (auto& [id, sub] : subscribers_) sub.pending.push_back(ev);
+}
+
+void SimulatorImpl::NoteAllInstances() {
+  std::vector<std::string> keys;
+  for (const auto& [key, seen] : observed_) keys.push_back(key);
+  for (const auto& [key, inst] : st_.instances) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  if (subscribers_.empty()) {
+    observed_.clear();
+    for (const auto& [key, inst] : st_.instances)
+      observed_[key] = {Field(inst.body, "id"), Field(inst.body, "status")};
+    return;
+  }
+  for (const auto& k : keys) NoteInstance(k);
+}
+
+void SimulatorImpl::DeliverInstanceEvents() {
+  std::lock_guard deliver(deliver_mu_);
+  std::vector<std::pair<InstanceObserver, std::deque<InstanceEvent>>> batch;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, sub] : subscribers_) {
+      if (sub.pending.empty()) continue;
+      batch.emplace_back(sub.observer, std::move(sub.pending));
+      sub.pending.clear();
+    }
+  }
+  for (auto& [observer, events] : batch) {
+    for (const auto& e : events) {
+      try {
+        observer(e);
+      } catch (const std::exception& ex) {
+        log::Error("gce simulator: instance observer threw", {{"error", ex.what()}});
+      }
+    }
   }
 }
 

@@ -44,6 +44,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -99,6 +100,16 @@ struct Options {
   std::string service_account_email = "sim-sa@my-gcp-project.iam.gserviceaccount.com";
 };
 
+// One change of an instance, as SubscribeInstances reports it.
+struct InstanceEvent {
+  std::string project, zone, name;
+  std::string id;            // the instance resource's id (a re-created VM gets a new one)
+  std::string machine_type;  // "tpu7x-standard-4t"
+  // PROVISIONING, STAGING, RUNNING, STOPPING, TERMINATED; "" when the instance no longer exists.
+  std::string status;
+};
+using InstanceObserver = std::function<void(const InstanceEvent&)>;
+
 class Simulator {
  public:
   virtual ~Simulator() = default;
@@ -115,6 +126,15 @@ class Simulator {
   virtual std::string metadata_host(const std::string& project, const std::string& zone,
                                     const std::string& instance) const = 0;
   virtual void Stop() = 0;
+
+  // Instance observation, for simulated VM agents (sim/kubelet). The observer is first called once
+  // per existing instance, then for each status change, creation and deletion (kill/restore, MIG
+  // reconciliation, API deletes, reset), in order. Calls come from one simulator thread, outside
+  // the simulator's lock, within about one tick (10 ms) of the change; the observer must return
+  // quickly and must not call UnsubscribeInstances. Returns a subscription id.
+  virtual uint64_t SubscribeInstances(InstanceObserver observer) = 0;
+  // No call of that observer starts after this returns (waits for one in progress).
+  virtual void UnsubscribeInstances(uint64_t subscription) = 0;
 };
 
 }  // namespace hyperslice::sim::gce
