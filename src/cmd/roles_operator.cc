@@ -1,0 +1,257 @@
+// `hyperslice operator`: the TPU operator (src/tpu) on a leader-elected kube::Manager, with a
+// Compute Engine client authenticated by Application Default Credentials (or a service-account
+// key file, or an access-token file), health probes and graceful shutdown on SIGTERM/SIGINT.
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "src/base/log.h"
+#include "src/cmd/roles.h"
+#include "src/gce/auth.h"
+#include "src/gce/compute.h"
+#include "src/kube/client.h"
+#include "src/kube/config.h"
+#include "src/kube/manager.h"
+#include "src/tpu/operator.h"
+
+namespace hyperslice::cmd {
+namespace {
+
+struct OperatorFlags {
+  std::string kubeconfig;
+  std::string gce_endpoint = gce::kDefaultEndpoint;
+  std::string gce_credentials_file;
+  std::string gce_access_token_file;
+  bool leader_elect = true;
+  std::string leader_election_namespace;
+  std::string leader_election_id = "hyperslice-tpu-operator";
+  std::string health_probe_address = "0.0.0.0";
+  int health_probe_port = 8081;
+  std::string cluster_id;
+  std::string cluster_ca_file;
+  std::string device_plugin_image = "hyperslice:latest";
+  std::string device_plugin_namespace;
+  std::string drift_check_interval = "10m";
+  std::string orphan_sweep_interval = "5m";
+  int workers = 4;
+};
+
+OperatorFlags& Flags() {
+  static OperatorFlags flags;
+  return flags;
+}
+
+// "90s", "10m", "1h", "1h30m", "0" (Go's time.ParseDuration for the units an operator needs).
+Result<Clock::Duration> ParseDuration(const std::string& s) {
+  if (s == "0") return Clock::Duration::zero();
+  Clock::Duration total{};
+  size_t i = 0;
+  if (s.empty()) return Error::Make(Error::Code::kInvalidArgument, "empty duration");
+  while (i < s.size()) {
+    size_t j = i;
+    while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) != 0)) ++j;
+    if (j == i) break;
+    int64_t n = std::stoll(s.substr(i, j - i));
+    size_t k = j;
+    while (k < s.size() && (std::isalpha(static_cast<unsigned char>(s[k])) != 0)) ++k;
+    std::string unit = s.substr(j, k - j);
+    if (unit == "ms") {
+      total += std::chrono::milliseconds(n);
+    } else if (unit == "s") {
+      total += std::chrono::seconds(n);
+    } else if (unit == "m") {
+      total += std::chrono::minutes(n);
+    } else if (unit == "h") {
+      total += std::chrono::hours(n);
+    } else {
+      break;
+    }
+    i = k;
+  }
+  if (i != s.size()) {
+    return Error::Make(Error::Code::kInvalidArgument,
+                       "bad duration \"" + s + "\"; use e.g. 30s, 10m, 1h30m");
+  }
+  return total;
+}
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error::Make(Error::Code::kNotFound, "cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// An access token kept in a file that something else refreshes (a sidecar, a test): re-read on
+// every use, trailing whitespace dropped.
+class FileTokenSource final : public gce::TokenSource {
+ public:
+  explicit FileTokenSource(std::string path) : path_(std::move(path)) {}
+  Result<std::string> Token() override {
+    HS_ASSIGN_OR_RETURN(std::string t, ReadFile(path_));
+    while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
+    if (t.empty()) return Error::Make(Error::Code::kUnauthorized, path_ + " holds no token");
+    return t;
+  }
+  void Invalidate() override {}
+  std::string Describe() const override { return "token-file"; }
+
+ private:
+  std::string path_;
+};
+
+Result<std::shared_ptr<gce::TokenSource>> Tokens(const OperatorFlags& f) {
+  gce::TokenSourceOptions o;
+  if (!f.gce_access_token_file.empty()) {
+    return std::shared_ptr<gce::TokenSource>(
+        std::make_shared<FileTokenSource>(f.gce_access_token_file));
+  }
+  if (!f.gce_credentials_file.empty()) {
+    return gce::CredentialsFileTokenSource(f.gce_credentials_file, o);
+  }
+  return gce::DefaultTokenSource(o);
+}
+
+}  // namespace
+
+void SetupOperator(CLI::App& app) {
+  OperatorFlags& f = Flags();
+  const char* pod_ns = std::getenv("POD_NAMESPACE");
+  f.leader_election_namespace = pod_ns != nullptr && *pod_ns != 0 ? pod_ns : "tpu-node-group";
+  f.device_plugin_namespace = f.leader_election_namespace;
+  app.add_option("--kubeconfig", f.kubeconfig,
+                 "kubeconfig to reach the apiserver (default: $KUBECONFIG, in-cluster, "
+                 "~/.kube/config)");
+  app.add_option("--gce-endpoint", f.gce_endpoint, "Compute Engine API base URL")
+      ->capture_default_str();
+  app.add_option("--gce-credentials-file", f.gce_credentials_file,
+                 "service-account JSON key (default: Application Default Credentials: "
+                 "$GOOGLE_APPLICATION_CREDENTIALS, gcloud's file, the metadata server)");
+  app.add_option("--gce-access-token-file", f.gce_access_token_file,
+                 "file holding an OAuth2 access token, re-read on every call");
+  app.add_option("--leader-elect", f.leader_elect, "run only while holding the leader Lease")
+      ->capture_default_str();
+  app.add_option("--leader-election-namespace", f.leader_election_namespace,
+                 "namespace of the leader Lease (default $POD_NAMESPACE or tpu-node-group)")
+      ->capture_default_str();
+  app.add_option("--leader-election-id", f.leader_election_id, "name of the leader Lease")
+      ->capture_default_str();
+  app.add_option("--health-probe-address", f.health_probe_address,
+                 "address of /healthz, /readyz and /metrics")
+      ->capture_default_str();
+  app.add_option("--health-probe-port", f.health_probe_port,
+                 "port of /healthz, /readyz and /metrics (0: any free port, -1: off)")
+      ->capture_default_str();
+  app.add_option("--cluster-id", f.cluster_id,
+                 "id written on every GCE resource (default: the uid of kube-system)");
+  app.add_option("--cluster-ca-file", f.cluster_ca_file,
+                 "PEM CA whose hash joining VMs verify (default: kube-public/cluster-info, "
+                 "else the kubeconfig's CA)");
+  app.add_option("--device-plugin-image", f.device_plugin_image,
+                 "image of the TPU device-plugin DaemonSet")
+      ->capture_default_str();
+  app.add_option("--device-plugin-namespace", f.device_plugin_namespace,
+                 "namespace of the TPU device-plugin DaemonSet")
+      ->capture_default_str();
+  app.add_option("--drift-check-interval", f.drift_check_interval,
+                 "how often a Ready GCE resource is re-read for drift")
+      ->capture_default_str();
+  app.add_option("--orphan-sweep-interval", f.orphan_sweep_interval,
+                 "how often unowned GCE resources are swept (0: never)")
+      ->capture_default_str();
+  app.add_option("--workers", f.workers, "concurrent reconciles per controller")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+}
+
+int RunOperator(CLI::App&) {
+  const OperatorFlags& f = Flags();
+  auto drift = ParseDuration(f.drift_check_interval);
+  auto sweep = ParseDuration(f.orphan_sweep_interval);
+  if (!drift.ok() || !sweep.ok()) {
+    log::Error("bad flag",
+               {{"error", !drift.ok() ? drift.error().message : sweep.error().message}});
+    return 2;
+  }
+
+  auto config = kube::DefaultConfig(f.kubeconfig);
+  if (!config.ok()) {
+    log::Error("no apiserver configuration", {{"error", config.error().message}});
+    return 1;
+  }
+  config->user_agent = "hyperslice-operator";
+  auto client = kube::Client::Create(*config);
+  if (!client.ok()) {
+    log::Error("kube client", {{"error", client.error().message}});
+    return 1;
+  }
+
+  auto tokens = Tokens(f);
+  if (!tokens.ok()) {
+    log::Error("GCE credentials", {{"error", tokens.error().message}});
+    return 1;
+  }
+  gce::ComputeOptions co;
+  co.endpoint = f.gce_endpoint;
+  co.tokens = *tokens;
+  auto compute = gce::Compute::Create(co);
+  if (!compute.ok()) {
+    log::Error("GCE client", {{"error", compute.error().message}});
+    return 1;
+  }
+
+  tpu::OperatorOptions options;
+  options.client = *client;
+  options.compute = std::shared_ptr<gce::Compute>(std::move(*compute));
+  options.cluster_id = f.cluster_id;
+  options.device_plugin_image = f.device_plugin_image;
+  options.device_plugin_namespace = f.device_plugin_namespace;
+  options.drift_check_interval = *drift;
+  options.orphan_sweep_interval = *sweep;
+  options.workers = f.workers;
+  if (!f.cluster_ca_file.empty()) {
+    auto pem = ReadFile(f.cluster_ca_file);
+    if (!pem.ok()) {
+      log::Error("cluster CA", {{"error", pem.error().message}});
+      return 1;
+    }
+    options.cluster_ca_pem = *pem;
+  }
+
+  kube::ManagerOptions mo;
+  mo.client = *client;
+  mo.leader_election = f.leader_elect;
+  mo.leader_election_namespace = f.leader_election_namespace;
+  mo.leader_election_id = f.leader_election_id;
+  mo.health_probe_address = f.health_probe_address;
+  mo.health_probe_port = f.health_probe_port;
+  mo.handle_signals = true;
+  auto mgr = kube::Manager::Create(mo);
+  if (!mgr.ok()) {
+    log::Error("manager", {{"error", mgr.error().message}});
+    return 1;
+  }
+  if (Status s = tpu::RegisterOperator(**mgr, options); !s.ok()) {
+    log::Error("tpu operator", {{"error", s.error().message}});
+    return 1;
+  }
+  log::Info("operator starting", {{"gce_endpoint", f.gce_endpoint},
+                                  {"gce_credentials", (*tokens)->Describe()},
+                                  {"leader_elect", f.leader_elect},
+                                  {"health_port", static_cast<int64_t>((*mgr)->health_port())}});
+  Status run = (*mgr)->Run();
+  if (!run.ok()) {
+    log::Error("operator stopped", {{"error", run.error().message}});
+    return 1;
+  }
+  log::Info("operator stopped");
+  return 0;
+}
+
+}  // namespace hyperslice::cmd
