@@ -55,6 +55,42 @@ std::optional<std::pair<std::string, std::string>> FirstError(const json::object
   return std::make_pair(StringAt(first, "code"), StringAt(first, "message"));
 }
 
+// Whether `previous` (the child's status) already shows `want` RUNNING instances with the group
+// Ready, and the IGM's own summary agrees: stable, every instance's current action NONE.
+bool Settled(const json::object& igm, const json::object& previous, int64_t want) {
+  const auto* conditions = previous.if_contains("conditions");
+  bool ready = false;
+  if (conditions != nullptr && conditions->is_array()) {
+    for (const auto& c : conditions->as_array()) {
+      if (c.is_object() && StringAt(c.as_object(), "type") == kCondReady) {
+        ready = StringAt(c.as_object(), "status") == "True";
+      }
+    }
+  }
+  if (!ready) return false;
+  const auto* instances = previous.if_contains("instances");
+  if (instances == nullptr || !instances->is_array() ||
+      static_cast<int64_t>(instances->as_array().size()) != want) {
+    return false;
+  }
+  for (const auto& i : instances->as_array()) {
+    if (!i.is_object() || StringAt(i.as_object(), "instanceStatus") != "RUNNING" ||
+        StringAt(i.as_object(), "currentAction") != "NONE") {
+      return false;
+    }
+  }
+  const auto* st = ObjectAt(igm, "status");
+  const auto* actions = ObjectAt(igm, "currentActions");
+  if (st == nullptr || actions == nullptr) return false;
+  const auto* stable = st->if_contains("isStable");
+  if (stable == nullptr || !stable->is_bool() || !stable->as_bool()) return false;
+  int64_t busy = 0;
+  for (const auto& [k, v] : *actions) {
+    if (k != "none") busy += IntAt(*actions, k);
+  }
+  return busy == 0 && IntAt(*actions, "none") == want;
+}
+
 class ManagedInstanceGroupKind final : public GceChildKind {
  public:
   const kube::Resource& resource() const override { return ManagedInstanceGroups(); }
@@ -153,6 +189,10 @@ class ManagedInstanceGroupKind final : public GceChildKind {
       obs.operation = std::move(op);
       return obs;
     }
+
+    // A settled group (Ready before, GCE says stable with every VM's action NONE) keeps its
+    // instance list: the drift check of a settled slice costs one GET per child, nothing more.
+    if (Settled(resource, status, want)) return Observation{};
 
     HS_ASSIGN_OR_RETURN(auto managed, compute.ListManagedInstances(project, zone, name, {}));
     json::array instances;

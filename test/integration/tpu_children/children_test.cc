@@ -610,6 +610,28 @@ TEST_F(ChildrenTest, BulkGroupIsCreatedAsSpecifiedAndReportsItsInstances) {
   EXPECT_EQ(InstancesInZone(), 0u);
 }
 
+TEST_F(ChildrenTest, SettledGroupCostsOneGetPerDriftCheck) {
+  HandTemplate("slice-it-6");
+  Create(ManagedInstanceGroups(),
+         NewChild(ManagedInstanceGroups(), "slice", MigSpec("slice-mig-6", "slice-it-6", "", 2)));
+  WaitReady(ManagedInstanceGroups(), "slice");
+  auto gets = [&] { return control_->Counter("compute.instanceGroupManagers.get"); };
+  auto lists = [&] {
+    return control_->Counter("compute.instanceGroupManagers.listManagedInstances");
+  };
+  // Past the reconcile that the Ready status write itself triggers.
+  int64_t g0 = gets();
+  ASSERT_TRUE(Eventually([&] { return gets() >= g0 + 2; }));
+  int64_t g1 = gets(), l1 = lists();
+  // Three more drift checks (1 s interval here): each one GET, no instance listing.
+  ASSERT_TRUE(Eventually([&] { return gets() >= g1 + 3; }));
+  EXPECT_EQ(lists(), l1);
+  EXPECT_EQ(control_->Counter("compute.instanceGroupManagers.insert"), 1);
+  EXPECT_EQ(control_->Counter("compute.instanceGroupManagers.resize"), 0);
+  auto cr = WaitReady(ManagedInstanceGroups(), "slice");
+  EXPECT_EQ(At(cr, "status.instances")->as_array().size(), 2u);
+}
+
 class StockoutTest : public ChildrenTest {
  protected:
   void CustomizeSim(sim::gce::Options& o) override {
