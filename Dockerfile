@@ -1,0 +1,36 @@
+# syntax=docker/dockerfile:1
+# The one hyperslice image: every role (`operator`, `webhook`, `device-plugin`, ...) is a
+# subcommand of /usr/local/bin/hyperslice.
+#
+#   docker build -t gcr.io/$PROJECT_ID/hyperslice:latest .
+#   docker push gcr.io/$PROJECT_ID/hyperslice:latest
+# then set newName/newTag in deploy/kustomization.yaml (or image.* in the Helm chart).
+
+# --- build: the Debian packages of scripts/deps.sh, a CMake + Ninja Release build -----------------
+FROM debian:bookworm AS build
+# deps.sh first, alone, so the package layer is reused when only sources change.
+COPY scripts/deps.sh /src/scripts/deps.sh
+RUN bash /src/scripts/deps.sh && rm -rf /var/lib/apt/lists/*
+COPY . /src
+# Tests and benchmarks are not part of the image (their packages are still installed: the top-level
+# CMakeLists finds GTest and benchmark unconditionally).
+RUN cmake -S /src -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHS_SKIP="test;bench" \
+ && ninja -C /build hyperslice \
+ && strip /build/hyperslice \
+ && /build/hyperslice --help >/dev/null
+
+# --- runtime: only the shared libraries the binary loads, as a non-root user --------------------
+FROM debian:bookworm-slim
+# Runtime counterparts of the -dev packages hyperslice links (see `ldd /usr/local/bin/hyperslice`).
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      ca-certificates libssl3 libyaml-cpp0.7 libfmt9 libprotobuf32 libgrpc++1.51 libgrpc29 \
+      libboost-system1.81.0 \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --gid 65532 hyperslice \
+ && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
+      --shell /usr/sbin/nologin hyperslice
+COPY --from=build /build/hyperslice /usr/local/bin/hyperslice
+# The device-plugin DaemonSet overrides this with runAsUser: 0 (it writes the kubelet's socket dir).
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/hyperslice"]
