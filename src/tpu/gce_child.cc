@@ -149,6 +149,7 @@ constexpr char kReasonCreated[] = "Created";
 constexpr char kReasonAdopted[] = "Adopted";
 constexpr char kReasonDeleting[] = "Deleting";
 constexpr char kReasonDrifted[] = "Drifted";
+constexpr char kReasonUpdating[] = "Updating";
 constexpr char kReasonNameConflict[] = "NameConflict";
 constexpr char kReasonInvalidSpec[] = "InvalidSpec";
 
@@ -332,6 +333,11 @@ Result<kube::ReconcileResult> GceChildReconciler::ReconcileLive(Ctx& ctx) {
     HS_ASSIGN_OR_RETURN(ctx.cr, options_.client->Update(kind_->resource(), ctx.ns, obj));
   }
   const int64_t generation = kube::Generation(ctx.cr);
+  // A spec the controller has not acted on yet: differences from GCE are the change asked for,
+  // not drift (a MIG's targetSize is the one field that can change).
+  const auto* observed = ctx.status.if_contains("observedGeneration");
+  const bool spec_changed =
+      observed != nullptr && observed->is_int64() && observed->as_int64() != generation;
   ctx.status["observedGeneration"] = generation;
 
   if (auto valid = kind_->Validate(ctx.spec); !valid.ok()) {
@@ -423,6 +429,11 @@ Result<kube::ReconcileResult> GceChildReconciler::ReconcileLive(Ctx& ctx) {
   HS_ASSIGN_OR_RETURN(Observation obs,
                       kind_->Observe(*options_.compute, ctx.spec, *resource, drift, ctx.status));
   ctx.status["driftDetected"] = !drift.empty();
+  if (obs.operation && spec_changed) {
+    obs.reason = kReasonUpdating;
+    obs.warning = false;
+    ctx.status["driftDetected"] = false;
+  }
   if (obs.operation) {
     Error failure;
     HS_ASSIGN_OR_RETURN(auto state, RecordAndWait(ctx, *obs.operation, obs.reason, obs.message,

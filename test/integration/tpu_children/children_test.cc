@@ -745,5 +745,47 @@ TEST_F(ChildrenTest, RestartedOperatorResumesTheRecordedOperationInsteadOfInsert
   EXPECT_EQ(control_->Counter("compute.resourcePolicies.insert"), 1);
 }
 
+TEST_F(ChildrenTest, RestartDuringDeletionResumesTheDeleteOperation) {
+  Create(ResourcePolicies(),
+         NewChild(ResourcePolicies(), "slice", PolicySpec("slice-wp-9", "2x2x2")));
+  WaitReady(ResourcePolicies(), "slice");
+  control_->Call("POST", "/control/latency", {{"operationMs", 4000}});
+  ASSERT_TRUE(client_->Delete(ResourcePolicies(), ns_, "slice").ok());
+  ASSERT_TRUE(Eventually([&] {
+    auto got = Get(ResourcePolicies(), "slice");
+    return got && StrPath(*got, "status.operation").find("/operations/") != std::string::npos &&
+           kube::FindCondition(*got, kCondReady)->reason == "Deleting";
+  }));
+  StopOperator();
+  // The delete is still running in GCE: the CR must still be there.
+  ASSERT_TRUE(Get(ResourcePolicies(), "slice").has_value());
+  control_->Call("POST", "/control/latency", {{"operationMs", 150}});
+  StartOperator();
+  ASSERT_TRUE(WaitGone(ResourcePolicies(), "slice", 60s));
+  EXPECT_EQ(control_->Counter("compute.resourcePolicies.delete"), 1);
+  EXPECT_FALSE(hand_->GetResourcePolicy(kProject, kRegion, "slice-wp-9").ok());
+}
+
+TEST_F(ChildrenTest, TargetSizeChangedInTheSpecResizesWithoutReportingDrift) {
+  HandTemplate("slice-it-10");
+  Create(ManagedInstanceGroups(),
+         NewChild(ManagedInstanceGroups(), "slice",
+                  MigSpec("slice-mig-10", "slice-it-10", "", 1, "INDIVIDUAL")));
+  auto cr = WaitReady(ManagedInstanceGroups(), "slice");
+  cr["spec"].as_object()["targetSize"] = 2;
+  ASSERT_TRUE(client_->Update(ManagedInstanceGroups(), ns_, cr).ok());
+  EXPECT_TRUE(Eventually([&] {
+    auto got = Get(ManagedInstanceGroups(), "slice");
+    if (!got) return false;
+    auto c = kube::FindCondition(*got, kCondReady);
+    return c && c->status == "True" && c->observed_generation == kube::Generation(*got) &&
+           IntPath(*got, "status.targetSize") == 2 &&
+           At(*got, "status.instances")->as_array().size() == 2u;
+  }));
+  EXPECT_EQ(control_->Counter("compute.instanceGroupManagers.resize"), 1);
+  EXPECT_EQ(CountEvents("slice", "Drifted", "Warning"), 0);
+  EXPECT_EQ(InstancesInZone(), 2u);
+}
+
 }  // namespace
 }  // namespace hyperslice::tpu
