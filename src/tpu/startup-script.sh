@@ -100,7 +100,7 @@ hs_poll_join_values() {
       why="malformed kubeadm-join-token"
     elif [[ ! "$ca" =~ ^sha256:[a-f0-9]{64}$ ]]; then
       why="malformed kubeadm-ca-hash"
-    elif [[ ! "$cp" =~ ^[A-Za-z0-9.:\[\]-]+$ ]]; then
+    elif [[ ! "$cp" =~ ^[][A-Za-z0-9.:-]+$ ]]; then
       why="malformed kubeadm-control-plane-ip"
     fi
     if [[ -z "$why" ]]; then break; fi
