@@ -74,8 +74,9 @@ struct AgentOptions {
   std::chrono::milliseconds node_status_report_interval{60000};
   // First wait between join attempts; doubles up to 10x this after each failure.
   std::chrono::milliseconds retry_interval{500};
-  // Longest metadata long-poll (`timeout_sec`).
-  std::chrono::seconds metadata_wait{30};
+  // Longest metadata long-poll (`timeout_sec`); also bounds how long Vanish() takes while the
+  // agent waits for its join values.
+  std::chrono::seconds metadata_wait{2};
   std::string arch = "amd64";
   std::string cpu = "224";
   std::string memory = "990000000Ki";

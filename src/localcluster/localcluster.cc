@@ -355,6 +355,7 @@ class LocalClusterImpl final : public LocalCluster {
 
     HS_RETURN_IF_ERROR(apiserver_.Start(ApiserverSpec()));
     HS_RETURN_IF_ERROR(WaitApiserverReady());
+    if (options_.kubeadm_bootstrap) HS_RETURN_IF_ERROR(WriteKubeadmBootstrap());
 
     if (options_.controller_manager) {
       HS_RETURN_IF_ERROR(StartControllerManager());
@@ -388,6 +389,12 @@ class LocalClusterImpl final : public LocalCluster {
     // Without kube-controller-manager nobody creates the "default" ServiceAccount of a namespace,
     // and the ServiceAccount admission plugin would reject every pod (envtest does the same).
     if (!options_.controller_manager) args.push_back("--disable-admission-plugins=ServiceAccount");
+    if (options_.kubeadm_bootstrap) {
+      // As kubeadm configures it: kubelets may only touch their own Node and Lease; discovery
+      // reads cluster-info anonymously.
+      args.push_back("--enable-admission-plugins=NodeRestriction");
+      args.push_back("--anonymous-auth=true");
+    }
     args.insert(args.end(), options_.extra_apiserver_flags.begin(),
                 options_.extra_apiserver_flags.end());
     return ProcessSpec{.path = apiserver_bin_,
@@ -416,12 +423,110 @@ class LocalClusterImpl final : public LocalCluster {
                  "--bind-address=127.0.0.1", "--secure-port=" + std::to_string(port),
                  "--cert-dir=" + (fs::path(work_dir_) / "controller-manager-certs").string()},
         .log_path = (fs::path(work_dir_) / "kube-controller-manager.log").string()};
+    spec.args.insert(spec.args.end(), options_.extra_controller_manager_flags.begin(),
+                     options_.extra_controller_manager_flags.end());
     HS_RETURN_IF_ERROR(controller_manager_.Start(spec));
     // Its /healthz is always allowed without credentials; it serves a self-signed certificate.
     HS_ASSIGN_OR_RETURN(auto client, net::HttpClient::Create(
                                          {.base_url = "https://127.0.0.1:" + std::to_string(port),
                                           .tls = {.insecure_skip_verify = true}}));
     return WaitHttpOk(controller_manager_, *client, "/healthz", kControllerManagerReadyTimeout);
+  }
+
+  // The objects `kubeadm init` creates for joining nodes (see Options::kubeadm_bootstrap).
+  // Creates are idempotent (409 AlreadyExists is success). kube-public is created by the
+  // apiserver shortly after it is ready, so a 404 namespace is retried for a while.
+  Status WriteKubeadmBootstrap() {
+    using boost::json::array;
+    using boost::json::object;
+    net::TlsConfig tls{.ca_pem = ca_.cert_pem,
+                       .client_cert_pem = admin_.cert_pem,
+                       .client_key_pem = admin_.key_pem};
+    HS_ASSIGN_OR_RETURN(auto client,
+                        net::HttpClient::Create({.base_url = server_url_, .tls = tls}));
+    const std::string kTokenGroup = "system:bootstrappers:kubeadm:default-node-token";
+    auto binding = [](const std::string& name, const std::string& role_kind,
+                      const std::string& role, const std::string& subject_kind,
+                      const std::string& subject, const std::string& ns) {
+      object meta{{"name", name}};
+      if (!ns.empty()) meta["namespace"] = ns;
+      return object{
+          {"apiVersion", "rbac.authorization.k8s.io/v1"},
+          {"kind", ns.empty() ? "ClusterRoleBinding" : "RoleBinding"},
+          {"metadata", meta},
+          {"roleRef",
+           object{{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", role_kind}, {"name", role}}},
+          {"subjects", array{object{{"apiGroup", "rbac.authorization.k8s.io"},
+                                    {"kind", subject_kind},
+                                    {"name", subject}}}}};
+    };
+    const std::string crb = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings";
+    const std::string cr = "/apis/rbac.authorization.k8s.io/v1/clusterroles";
+    const std::string pub = "/api/v1/namespaces/kube-public";
+    const std::string pub_rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/kube-public";
+    std::string kubeconfig;
+    kubeconfig += "apiVersion: v1\nclusters:\n- cluster:\n";
+    kubeconfig += "    certificate-authority-data: " + internal::Base64(ca_.cert_pem) + "\n";
+    kubeconfig += "    server: " + server_url_ + "\n";
+    kubeconfig += "  name: \"\"\ncontexts: null\ncurrent-context: \"\"\nkind: Config\n";
+    kubeconfig += "preferences: {}\nusers: null\n";
+    std::vector<std::pair<std::string, object>> objects = {
+        {crb, binding("kubeadm:kubelet-bootstrap", "ClusterRole", "system:node-bootstrapper",
+                      "Group", kTokenGroup, "")},
+        {crb, binding("kubeadm:node-autoapprove-bootstrap", "ClusterRole",
+                      "system:certificates.k8s.io:certificatesigningrequests:nodeclient", "Group",
+                      kTokenGroup, "")},
+        {crb, binding("kubeadm:node-autoapprove-certificate-rotation", "ClusterRole",
+                      "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+                      "Group", "system:nodes", "")},
+        {cr, object{{"apiVersion", "rbac.authorization.k8s.io/v1"},
+                    {"kind", "ClusterRole"},
+                    {"metadata", object{{"name", "kubeadm:get-nodes"}}},
+                    {"rules", array{object{{"apiGroups", array{""}},
+                                           {"resources", array{"nodes"}},
+                                           {"verbs", array{"get"}}}}}}},
+        {crb, binding("kubeadm:get-nodes", "ClusterRole", "kubeadm:get-nodes", "Group", kTokenGroup,
+                      "")},
+        {pub + "/configmaps",
+         object{{"apiVersion", "v1"},
+                {"kind", "ConfigMap"},
+                {"metadata", object{{"name", "cluster-info"}, {"namespace", "kube-public"}}},
+                {"data", object{{"kubeconfig", kubeconfig}}}}},
+        {pub_rbac + "/roles",
+         object{{"apiVersion", "rbac.authorization.k8s.io/v1"},
+                {"kind", "Role"},
+                {"metadata", object{{"name", "kubeadm:bootstrap-signer-clusterinfo"},
+                                    {"namespace", "kube-public"}}},
+                {"rules", array{object{{"apiGroups", array{""}},
+                                       {"resources", array{"configmaps"}},
+                                       {"resourceNames", array{"cluster-info"}},
+                                       {"verbs", array{"get"}}}}}}},
+        {pub_rbac + "/rolebindings", binding("kubeadm:bootstrap-signer-clusterinfo", "Role",
+                                             "kubeadm:bootstrap-signer-clusterinfo", "User",
+                                             "system:anonymous", "kube-public")},
+    };
+    auto deadline = Clock::now() + std::chrono::seconds(30);
+    for (const auto& [path, obj] : objects) {
+      while (true) {
+        HS_ASSIGN_OR_RETURN(auto resp,
+                            client->Do({.method = "POST",
+                                        .target = path,
+                                        .headers = {{"Content-Type", "application/json"}},
+                                        .body = boost::json::serialize(obj)}));
+        if (resp.status == 201 || resp.status == 200 || resp.status == 409) break;
+        // kube-public appears shortly after the apiserver is ready.
+        if (resp.status == 404 && Clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          continue;
+        }
+        return Err(Error::Code::kUnavailable, "localcluster: creating " + path + " answered HTTP " +
+                                                  std::to_string(resp.status) + ": " +
+                                                  resp.body.substr(0, 1000));
+      }
+    }
+    log::Info("localcluster: kubeadm bootstrap objects written",
+              {{"objects", boost::json::value(objects.size())}});
+    return OkStatus();
   }
 
   Status WaitEtcdReady() {

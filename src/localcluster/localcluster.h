@@ -36,6 +36,18 @@ struct Options {
   bool controller_manager = false;
   bool watch_cache = true;  // false: watches go to etcd, so compaction yields 410 Gone
   std::vector<std::string> extra_apiserver_flags;
+  // What `kubeadm init` leaves in a cluster for nodes to join with a bootstrap token:
+  // ClusterRoleBindings kubeadm:kubelet-bootstrap (system:node-bootstrapper) and
+  // kubeadm:node-autoapprove-bootstrap (…:certificatesigningrequests:nodeclient) for the group
+  // system:bootstrappers:kubeadm:default-node-token, kubeadm:node-autoapprove-certificate-rotation
+  // (…:selfnodeclient) for system:nodes, kubeadm:get-nodes (ClusterRole and binding); the
+  // kube-public/cluster-info ConfigMap (kubeconfig: server + CA) readable by system:anonymous
+  // through the Role/RoleBinding kubeadm:bootstrap-signer-clusterinfo; and the NodeRestriction
+  // admission plugin. With controller_manager, its bootstrapsigner signs cluster-info per token
+  // and its CSR controllers approve and sign kubelet client certificates.
+  bool kubeadm_bootstrap = false;
+  // Appended to kube-controller-manager's flags (e.g. "--node-monitor-grace-period=8s").
+  std::vector<std::string> extra_controller_manager_flags;
 };
 
 class LocalCluster {

@@ -1,0 +1,442 @@
+// Simulated TPU VMs joining a real control plane: kube-apiserver + kube-controller-manager
+// (bootstrapsigner, CSR approval and signing, node lifecycle with a short grace period) started by
+// LocalCluster with kubeadm's join objects, and the GCE simulator reached over HTTP by the real
+// GCE client. The test plays the operator's part by hand: a bootstrap token Secret and the join
+// values in the VM's metadata.
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <boost/json.hpp>
+
+#include "sim/gce/simulator.h"
+#include "sim/kubelet/fleet.h"
+#include "src/gce/auth.h"
+#include "src/gce/compute.h"
+#include "src/kube/client.h"
+#include "src/localcluster/localcluster.h"
+#include "src/net/http.h"
+
+namespace hyperslice::sim::kubelet {
+namespace {
+
+namespace json = boost::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr char kProject[] = "my-gcp-project";
+constexpr char kZone[] = "us-central1-c";
+constexpr char kMachineType[] = "tpu7x-standard-4t";
+
+// Polls `cond` until it holds or `timeout` passes (a condition with a deadline, not a sleep).
+bool Eventually(const std::function<bool()>& cond, milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  return cond();
+}
+
+std::string Str(const json::object& o, std::string_view k) {
+  auto* v = o.if_contains(k);
+  return v && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+
+// The pin as kubeadm's documentation computes it, with the openssl CLI (independent of the
+// agent's own code): sha256 of the DER SubjectPublicKeyInfo of the CA certificate.
+std::string OpensslCaHash(const std::string& ca_path) {
+  std::string cmd = "openssl x509 -in '" + ca_path +
+                    "' -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 "
+                    "-hex";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return "";
+  std::string out;
+  char buf[256];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  pclose(p);
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return "sha256:" + out.substr(out.rfind(' ') + 1);
+}
+
+std::string RandomString(size_t n) {
+  static std::mt19937_64 rng(std::random_device{}());
+  static const char kChars[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += kChars[rng() % 36];
+  return s;
+}
+
+struct Token {
+  std::string id, secret;
+  std::string Value() const { return id + "." + secret; }
+  std::string User() const { return "system:bootstrap:" + id; }
+};
+
+class SimKubeletTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    localcluster::Options lo;
+    lo.controller_manager = true;
+    lo.kubeadm_bootstrap = true;
+    lo.extra_controller_manager_flags = {"--node-monitor-grace-period=8s",
+                                         "--node-monitor-period=1s"};
+    auto cluster = localcluster::LocalCluster::Start(lo);
+    ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
+    cluster_ = std::move(cluster).value().release();
+    auto admin = kube::Client::Create(cluster_->AdminConfig());
+    ASSERT_TRUE(admin.ok()) << admin.error().ToString();
+    admin_ = new std::shared_ptr<kube::Client>(*admin);
+
+    gce::Options so;
+    so.projects = {kProject};
+    so.operation_latency = milliseconds(50);
+    so.instance_boot_latency = milliseconds(100);
+    so.mig_retry_interval = milliseconds(100);
+    so.static_tokens = {"sim-kubelet-test-token"};
+    auto sim = gce::Simulator::Start(so);
+    ASSERT_TRUE(sim.ok()) << sim.error().ToString();
+    sim_ = std::move(sim).value().release();
+
+    hyperslice::gce::ComputeOptions co;
+    co.endpoint = sim_->api_endpoint();
+    co.tokens = hyperslice::gce::StaticTokenSource("sim-kubelet-test-token");
+    auto compute = hyperslice::gce::Compute::Create(co);
+    ASSERT_TRUE(compute.ok()) << compute.error().ToString();
+    compute_ = std::move(compute).value().release();
+
+    FleetOptions fo;
+    fo.simulator = sim_;
+    fo.apiserver_url = cluster_->server_url();
+    fo.agent.lease_renew_interval = milliseconds(1000);
+    fo.agent.lease_duration_seconds = 10;
+    fo.agent.node_status_update_interval = milliseconds(1000);
+    fo.agent.node_status_report_interval = milliseconds(5000);
+    fo.agent.retry_interval = milliseconds(200);
+    fo.agent.metadata_wait = seconds(1);
+    auto fleet = Fleet::Start(fo);
+    ASSERT_TRUE(fleet.ok()) << fleet.error().ToString();
+    fleet_ = std::move(fleet).value().release();
+
+    // One instance template for every group of the suite.
+    json::object tmpl = json::parse(R"json({
+      "name": "sim-kubelet-it",
+      "properties": {
+        "machineType": "tpu7x-standard-4t",
+        "disks": [{"boot": true, "autoDelete": true, "type": "PERSISTENT",
+                   "initializeParams": {
+                     "sourceImage": "projects/debian-cloud/global/images/family/debian-12"}}],
+        "networkInterfaces": [{"network": "global/networks/default"}],
+        "metadata": {"items": [{"key": "kube-labels",
+                                "value": "cloud.google.com/gke-tpu-topology=2x2x2,example.com/pool=sim"}]}
+      }})json")
+                            .as_object();
+    auto op = compute_->InsertInstanceTemplate(kProject, tmpl);
+    ASSERT_TRUE(op.ok()) << op.error().ToString();
+    ASSERT_TRUE(compute_->Wait(op->ref, seconds(30)).ok());
+    template_link_ = op->target_link;
+  }
+
+  static void TearDownTestSuite() {
+    delete fleet_;
+    delete compute_;
+    delete sim_;
+    delete admin_;
+    delete cluster_;
+  }
+
+  kube::Client& admin() { return **admin_; }
+
+  // A MIG of one VM; returns the VM's name once it is RUNNING.
+  std::string CreateVm(const std::string& mig) {
+    json::object body{{"name", mig},
+                      {"baseInstanceName", mig},
+                      {"instanceTemplate", template_link_},
+                      {"targetSize", 1}};
+    auto op = compute_->InsertInstanceGroupManager(kProject, kZone, body);
+    EXPECT_TRUE(op.ok()) << op.error().ToString();
+    if (!op.ok()) return "";
+    EXPECT_TRUE(compute_->Wait(op->ref, seconds(30)).ok());
+    std::string name;
+    EXPECT_TRUE(Eventually(
+        [&] {
+          auto mis = compute_->ListManagedInstances(kProject, kZone, mig, {});
+          if (!mis.ok() || mis->empty()) return false;
+          if (Str(mis->front(), "instanceStatus") != "RUNNING") return false;
+          name = Str(mis->front(), "name");
+          return true;
+        },
+        seconds(30)));
+    return name;
+  }
+
+  // What the operator does for a RUNNING VM: a bootstrap token Secret in kube-system.
+  Token CreateBootstrapToken() {
+    Token t{RandomString(6), RandomString(16)};
+    auto expiration = std::chrono::system_clock::now() + std::chrono::hours(1);
+    std::time_t secs = std::chrono::system_clock::to_time_t(expiration);
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    char when[32];
+    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json::object secret{
+        {"apiVersion", "v1"},
+        {"kind", "Secret"},
+        {"metadata",
+         json::object{{"name", "bootstrap-token-" + t.id}, {"namespace", "kube-system"}}},
+        {"type", "bootstrap.kubernetes.io/token"},
+        {"stringData",
+         json::object{{"token-id", t.id},
+                      {"token-secret", t.secret},
+                      {"expiration", when},
+                      {"usage-bootstrap-authentication", "true"},
+                      {"usage-bootstrap-signing", "true"},
+                      {"auth-extra-groups", "system:bootstrappers:kubeadm:default-node-token"}}}};
+    auto created = admin().Create(kube::resources::Secrets(), "kube-system", secret);
+    EXPECT_TRUE(created.ok()) << created.error().ToString();
+    return t;
+  }
+
+  // ...and the join values in that VM's metadata (setMetadata through the real GCE client).
+  void SetJoinMetadata(const std::string& vm, const Token& t, const std::string& ca_hash) {
+    auto updated = compute_->UpdateInstanceMetadata(
+        kProject, kZone, vm, [&](hyperslice::gce::MetadataItems& items) {
+          items["kubeadm-join-token"] = t.Value();
+          items["kubeadm-ca-hash"] = ca_hash;
+          // The seed's control-plane address; the fleet routes it to the loopback apiserver.
+          items["kubeadm-control-plane-ip"] = "10.128.0.2";
+          return true;
+        });
+    ASSERT_TRUE(updated.ok()) << updated.error().ToString();
+    ASSERT_TRUE(updated->has_value());
+    ASSERT_TRUE(compute_->Wait((*updated)->ref, seconds(30)).ok());
+  }
+
+  std::optional<AgentState> AgentOf(const std::string& vm) {
+    auto a = fleet_->agent(kProject, kZone, vm);
+    if (!a) return std::nullopt;
+    return a->agent;
+  }
+
+  bool AgentPhase(const std::string& vm, Phase p) {
+    auto a = AgentOf(vm);
+    return a && a->phase == p;
+  }
+
+  std::optional<kube::Object> GetNode(const std::string& name) {
+    auto n = admin().Get(kube::resources::Nodes(), "", name);
+    if (!n.ok()) return std::nullopt;
+    return *n;
+  }
+
+  // The status of the Node's Ready condition ("" when absent).
+  std::string NodeReady(const std::string& name) {
+    auto n = GetNode(name);
+    if (!n) return "";
+    auto* conds = (*n)["status"].as_object().if_contains("conditions");
+    if (conds == nullptr || !conds->is_array()) return "";
+    for (const auto& c : conds->as_array())
+      if (Str(c.as_object(), "type") == "Ready") return Str(c.as_object(), "status");
+    return "";
+  }
+
+  std::vector<kube::Object> CsrsOf(const std::string& username) {
+    std::vector<kube::Object> out;
+    auto list = admin().List(kube::resources::CertificateSigningRequests(), "");
+    EXPECT_TRUE(list.ok()) << list.error().ToString();
+    if (!list.ok()) return out;
+    for (auto& csr : list->items) {
+      if (Str(csr["spec"].as_object(), "username") == username) out.push_back(csr);
+    }
+    return out;
+  }
+
+  std::string LeaseRenewTime(const std::string& node) {
+    auto l = admin().Get(kube::resources::Leases(), "kube-node-lease", node);
+    if (!l.ok()) return "";
+    return Str((*l)["spec"].as_object(), "renewTime");
+  }
+
+  std::string CaHash() { return OpensslCaHash(cluster_->ca_cert_path()); }
+
+  // Creates a VM, a token and the metadata, and waits for the agent to run.
+  std::string JoinedVm(const std::string& mig) {
+    std::string vm = CreateVm(mig);
+    if (vm.empty()) return vm;
+    Token t = CreateBootstrapToken();
+    SetJoinMetadata(vm, t, CaHash());
+    EXPECT_TRUE(Eventually([&] { return AgentPhase(vm, Phase::kRunning); }, seconds(60)))
+        << vm << " phase " << (AgentOf(vm) ? PhaseName(AgentOf(vm)->phase) : "none") << ": "
+        << (AgentOf(vm) ? AgentOf(vm)->message : "");
+    return vm;
+  }
+
+  static localcluster::LocalCluster* cluster_;
+  static std::shared_ptr<kube::Client>* admin_;
+  static gce::Simulator* sim_;
+  static hyperslice::gce::Compute* compute_;
+  static Fleet* fleet_;
+  static std::string template_link_;
+};
+
+localcluster::LocalCluster* SimKubeletTest::cluster_ = nullptr;
+std::shared_ptr<kube::Client>* SimKubeletTest::admin_ = nullptr;
+gce::Simulator* SimKubeletTest::sim_ = nullptr;
+hyperslice::gce::Compute* SimKubeletTest::compute_ = nullptr;
+Fleet* SimKubeletTest::fleet_ = nullptr;
+std::string SimKubeletTest::template_link_;
+
+TEST_F(SimKubeletTest, VmJoinsThroughBootstrapTokenAndTlsBootstrap) {
+  std::string vm = CreateVm("join");
+  ASSERT_FALSE(vm.empty());
+  // RUNNING without join values: the agent waits and nothing exists in the cluster.
+  ASSERT_TRUE(
+      Eventually([&] { return AgentPhase(vm, Phase::kWaitingForJoinValues); }, seconds(10)));
+  EXPECT_FALSE(GetNode(vm).has_value());
+
+  Token t = CreateBootstrapToken();
+  SetJoinMetadata(vm, t, CaHash());
+  ASSERT_TRUE(Eventually([&] { return NodeReady(vm) == "True"; }, seconds(60)))
+      << "agent: " << PhaseName(AgentOf(vm)->phase) << " " << AgentOf(vm)->message;
+
+  // The TLS bootstrap: one CSR, requested with the bootstrap token, approved and signed by
+  // kube-controller-manager for system:node:<vm>.
+  auto csrs = CsrsOf(t.User());
+  ASSERT_EQ(csrs.size(), 1u);
+  const json::object& spec = csrs[0]["spec"].as_object();
+  EXPECT_EQ(Str(spec, "signerName"), "kubernetes.io/kube-apiserver-client-kubelet");
+  const json::object& csr_status = csrs[0]["status"].as_object();
+  EXPECT_FALSE(Str(csr_status, "certificate").empty());
+  bool approved = false;
+  for (const auto& c : csr_status.at("conditions").as_array()) {
+    if (Str(c.as_object(), "type") == "Approved") {
+      approved = true;
+      EXPECT_EQ(Str(c.as_object(), "reason"), "AutoApproved");
+    }
+  }
+  EXPECT_TRUE(approved);
+  EXPECT_EQ(AgentOf(vm)->csr_name, Str(csrs[0]["metadata"].as_object(), "name"));
+
+  // The Node as a kubelet registers it.
+  auto node = GetNode(vm);
+  ASSERT_TRUE(node.has_value());
+  EXPECT_EQ(Str((*node)["spec"].as_object(), "providerID"),
+            std::string("gce://") + kProject + "/" + kZone + "/" + vm);
+  const json::object& labels = (*node)["metadata"].as_object().at("labels").as_object();
+  EXPECT_EQ(Str(labels, "kubernetes.io/hostname"), vm);
+  EXPECT_EQ(Str(labels, "kubernetes.io/os"), "linux");
+  EXPECT_EQ(Str(labels, "node.kubernetes.io/instance-type"), kMachineType);
+  EXPECT_EQ(Str(labels, "cloud.google.com/gke-tpu-topology"), "2x2x2");  // kube-labels
+  EXPECT_EQ(Str(labels, "example.com/pool"), "sim");
+  const json::object& status = (*node)["status"].as_object();
+  EXPECT_EQ(Str(status.at("capacity").as_object(), "google.com/tpu"), "4");
+  EXPECT_EQ(Str(status.at("allocatable").as_object(), "google.com/tpu"), "4");
+
+  // The Lease is renewed.
+  std::string first = LeaseRenewTime(vm);
+  ASSERT_FALSE(first.empty());
+  EXPECT_TRUE(Eventually([&] { return LeaseRenewTime(vm) != first; }, seconds(10)));
+  auto lease = admin().Get(kube::resources::Leases(), "kube-node-lease", vm);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ(Str((*lease)["spec"].as_object(), "holderIdentity"), vm);
+}
+
+TEST_F(SimKubeletTest, WrongCaHashRefusesToJoinAndCreatesNothing) {
+  std::string vm = CreateVm("pin");
+  ASSERT_FALSE(vm.empty());
+  Token t = CreateBootstrapToken();
+  std::string wrong = "sha256:" + std::string(64, 'a');
+  SetJoinMetadata(vm, t, wrong);
+  ASSERT_TRUE(Eventually([&] { return AgentPhase(vm, Phase::kJoinRefused); }, seconds(60)))
+      << (AgentOf(vm) ? PhaseName(AgentOf(vm)->phase) : "no agent");
+  auto state = AgentOf(vm);
+  EXPECT_EQ(state->reason, "CACertHashMismatch");
+  EXPECT_NE(state->message.find(CaHash()), std::string::npos) << state->message;
+  EXPECT_TRUE(state->csr_name.empty());
+  EXPECT_FALSE(state->has_credentials);
+  // Nothing was created with the token.
+  EXPECT_TRUE(CsrsOf(t.User()).empty());
+  EXPECT_FALSE(GetNode(vm).has_value());
+
+  // The refusal is about the pin: with the right one the same token joins.
+  SetJoinMetadata(vm, t, CaHash());
+  EXPECT_TRUE(Eventually([&] { return NodeReady(vm) == "True"; }, seconds(60)));
+  EXPECT_EQ(CsrsOf(t.User()).size(), 1u);
+}
+
+TEST_F(SimKubeletTest, SilentNodeGoesUnknownThroughNodeLifecycleAndRecovers) {
+  std::string vm = JoinedVm("heartbeat");
+  ASSERT_FALSE(vm.empty());
+  ASSERT_TRUE(Eventually([&] { return NodeReady(vm) == "True"; }, seconds(30)));
+
+  ASSERT_TRUE(fleet_->StopHeartbeating(kProject, kZone, vm).ok());
+  ASSERT_TRUE(Eventually([&] { return AgentPhase(vm, Phase::kHeartbeatStopped); }, seconds(5)));
+  std::string silent_since = LeaseRenewTime(vm);
+  // kube-controller-manager's node lifecycle controller (grace period 8 s) marks it Unknown.
+  ASSERT_TRUE(Eventually([&] { return NodeReady(vm) == "Unknown"; }, seconds(40)));
+  EXPECT_EQ(LeaseRenewTime(vm), silent_since);  // nothing was renewed meanwhile
+  auto node = GetNode(vm);
+  ASSERT_TRUE(node.has_value());
+  for (const auto& c : (*node)["status"].as_object().at("conditions").as_array()) {
+    if (Str(c.as_object(), "type") == "Ready") {
+      EXPECT_EQ(Str(c.as_object(), "reason"), "NodeStatusUnknown");
+    }
+  }
+
+  ASSERT_TRUE(fleet_->Restore(kProject, kZone, vm).ok());
+  EXPECT_TRUE(Eventually([&] { return NodeReady(vm) == "True"; }, seconds(30)));
+  EXPECT_NE(LeaseRenewTime(vm), silent_since);
+}
+
+TEST_F(SimKubeletTest, FleetFollowsKillAndRestoreOfTheSimulatedVm) {
+  std::string vm = JoinedVm("killed");
+  ASSERT_FALSE(vm.empty());
+  std::string csr = AgentOf(vm)->csr_name;
+  auto control = net::HttpClient::Create({.base_url = sim_->control_endpoint()});
+  ASSERT_TRUE(control.ok());
+  auto call = [&](const std::string& path, const json::object& body) {
+    auto r = (*control)->Do({.method = "POST",
+                             .target = path,
+                             .headers = {{"Content-Type", "application/json"}},
+                             .body = json::serialize(body)});
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    ASSERT_EQ(r->status, 200) << r->body;
+  };
+
+  // Stopped VM: its agent is gone, the lease stops.
+  call("/control/instances/kill", {{"zone", kZone}, {"name", vm}, {"mode", "stop"}});
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto a = fleet_->agent(kProject, kZone, vm);
+        return a && a->instance_status == "TERMINATED" && a->agent.phase == Phase::kStopped;
+      },
+      seconds(10)));
+  std::string stopped_at = LeaseRenewTime(vm);
+
+  // Restored: the same VM boots with its node credentials; no second join.
+  call("/control/instances/restore", {{"zone", kZone}, {"name", vm}});
+  ASSERT_TRUE(Eventually([&] { return AgentPhase(vm, Phase::kRunning); }, seconds(20)));
+  EXPECT_TRUE(Eventually([&] { return LeaseRenewTime(vm) != stopped_at; }, seconds(10)));
+  EXPECT_EQ(AgentOf(vm)->csr_name, csr);
+  EXPECT_EQ(AgentOf(vm)->join_attempts, 1);
+
+  // Vanished: the group re-creates the VM under the same name with a new id; a new agent waits for
+  // fresh join values (the template carries none).
+  std::string old_id = fleet_->agent(kProject, kZone, vm)->instance_id;
+  call("/control/instances/kill", {{"zone", kZone}, {"name", vm}, {"mode", "vanish"}});
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto a = fleet_->agent(kProject, kZone, vm);
+        return a && a->instance_id != old_id && a->instance_status == "RUNNING" &&
+               a->agent.phase == Phase::kWaitingForJoinValues;
+      },
+      seconds(20)));
+  EXPECT_FALSE(AgentOf(vm)->has_credentials);
+}
+
+}  // namespace
+}  // namespace hyperslice::sim::kubelet
