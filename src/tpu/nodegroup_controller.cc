@@ -315,8 +315,12 @@ Status NodeGroupReconciler::EnsureNodeLabels(Ctx& ctx, const Object& node) {
   }
   if (label_patch.empty() && has_taint) return OkStatus();
   json::object patch;
-  json::object meta_patch{{"resourceVersion", std::string(kube::ResourceVersionOf(node))}};
+  json::object meta_patch;
   if (!label_patch.empty()) meta_patch["labels"] = std::move(label_patch);
+  if (!has_taint) {
+    // Only the taint list needs the version guard (labels merge key by key).
+    meta_patch["resourceVersion"] = std::string(kube::ResourceVersionOf(node));
+  }
   patch["metadata"] = std::move(meta_patch);
   if (!has_taint) {
     // A merge patch replaces the whole list: keep the others, guarded by resourceVersion.
@@ -513,6 +517,7 @@ Result<kube::ReconcileResult> NodeGroupReconciler::ReconcileLive(Ctx& ctx) {
   }
   std::set<std::string> joined;
   std::vector<std::string> not_joined, not_ready;
+  bool retry = false;
   int ready_nodes = 0;
   for (const auto& is : instances) {
     auto nodes = informers_.nodes->store().ByIndex(kNodeProviderIdIndex, is.provider_id);
@@ -523,7 +528,11 @@ Result<kube::ReconcileResult> NodeGroupReconciler::ReconcileLive(Ctx& ctx) {
     const Object& node = *nodes->front();
     joined.insert(is.provider_id);
     if (Status st = EnsureNodeLabels(ctx, node); !st.ok()) {
-      errors.push_back("labelling node " + NodeName(node) + ": " + st.error().message);
+      if (st.error().code == Error::Code::kConflict) {
+        retry = true;  // the kubelet wrote the Node meanwhile: its update event wakes us too
+      } else {
+        errors.push_back("labelling node " + NodeName(node) + ": " + st.error().message);
+      }
     }
     if (NodeIsReady(node)) {
       ++ready_nodes;
@@ -613,6 +622,7 @@ Result<kube::ReconcileResult> NodeGroupReconciler::ReconcileLive(Ctx& ctx) {
   if (!errors.empty()) {
     return Error::Make(Error::Code::kUnavailable, JoinNames(errors, 3), kReasonApplyFailed);
   }
+  if (retry) result.requeue = true;
   return result;
 }
 

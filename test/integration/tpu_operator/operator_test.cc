@@ -1,0 +1,921 @@
+// The TPU operator on the real control plane (test/testenv) with the GCE simulator (sim/gce)
+// reached over HTTP by the real Compute client, the CRDs from deploy/crds, and the validating
+// webhook in-process and registered with the apiserver as in deploy/webhook.
+//
+// There is no kubelet here: until simulated VMs join for real, each test plays kubelet for the
+// slice's VMs — for every RUNNING instance in the simulator it creates a Node named like the VM
+// with spec.providerID gce://project/zone/name and a Ready condition (status subresource), as a
+// kubelet registering would.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <boost/json.hpp>
+
+#include "sim/gce/simulator.h"
+#include "src/gce/auth.h"
+#include "src/gce/compute.h"
+#include "src/kube/client.h"
+#include "src/kube/manager.h"
+#include "src/kube/object_helpers.h"
+#include "src/net/http.h"
+#include "src/net/pki.h"
+#include "src/tpu/api.h"
+#include "src/tpu/internal/device_plugin.h"
+#include "src/tpu/internal/nodegroup_spec.h"
+#include "src/tpu/operator.h"
+#include "src/webhook/webhook.h"
+#include "test/testenv/testenv.h"
+
+namespace hyperslice::tpu {
+namespace {
+
+namespace json = boost::json;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+constexpr char kProject[] = "my-gcp-project";
+constexpr char kRegion[] = "us-central1";
+constexpr char kZone[] = "us-central1-c";          // the seed's zone, with the reservation
+constexpr char kStockoutZone[] = "us-central1-b";  // capacity limited by the test
+constexpr char kV6eZone[] = "us-central1-a";
+constexpr char kReservation[] = "my-tpu-reservation";
+constexpr char kDevicePluginNs[] = "tpu-node-group";
+
+// Seed 000's example TPUNodeGroup, its variables substituted (PROJECT=my-gcp-project,
+// ZONE=us-central1-c, NAMESPACE=default ...), otherwise verbatim.
+constexpr char kSeedExample[] = R"(apiVersion: tpu.google.com/v1alpha1
+kind: TPUNodeGroup
+metadata:
+  name: my-tpu-node-group
+  namespace: default
+spec:
+  project: my-gcp-project
+  nodeLocation: us-central1-c
+  nodeCount: 2
+  acceleratorConnectionMode: "STATIC"
+  topology: 2x2x2
+  targetSizePolicyMode: "BULK" # Required in latest versions
+  instanceConfig:
+    machineType: tpu7x-standard-4t
+    provisioningModel: "RESERVATION_BOUND"
+    reservation: my-tpu-reservation
+    image: projects/ubuntu-os-accelerator-images/global/images/ubuntu-accel-2404-amd64-tpu-tpu7x-v20260320
+    subnetwork: projects/my-gcp-project/regions/us-central1/subnetworks/default # Required if network is in custom mode
+    bootDiskSizeGB: 100
+  bootstrapKubernetes:
+    version: "1.31"
+    controlPlaneIP: 10.128.0.2
+)";
+
+json::value YamlToJson(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      json::object o;
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = YamlToJson(kv.second);
+      return o;
+    }
+    case YAML::NodeType::Sequence: {
+      json::array a;
+      for (const auto& v : n) a.push_back(YamlToJson(v));
+      return a;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& s = n.Scalar();
+      if (n.Tag() == "!") return json::string(s);
+      if (s == "true") return true;
+      if (s == "false") return false;
+      if (!s.empty() && s.find_first_not_of("-0123456789") == std::string::npos && s != "-") {
+        try {
+          return std::stoll(s);
+        } catch (...) {
+        }
+      }
+      return json::string(s);
+    }
+    default:
+      return nullptr;
+  }
+}
+
+std::vector<json::object> LoadYamlDocs(const std::string& path) {
+  std::vector<json::object> out;
+  for (const YAML::Node& doc : YAML::LoadAllFromFile(path)) {
+    if (doc.IsMap()) out.push_back(YamlToJson(doc).as_object());
+  }
+  return out;
+}
+
+std::string Base64(const std::string& in) {
+  static constexpr char kA[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 3 <= in.size(); i += 3) {
+    uint32_t n = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) |
+                 static_cast<uint8_t>(in[i + 2]);
+    out += {kA[(n >> 18) & 63], kA[(n >> 12) & 63], kA[(n >> 6) & 63], kA[n & 63]};
+  }
+  if (size_t rest = in.size() - i; rest > 0) {
+    uint32_t n = static_cast<uint8_t>(in[i]) << 16;
+    if (rest == 2) n |= static_cast<uint8_t>(in[i + 1]) << 8;
+    out += {kA[(n >> 18) & 63], kA[(n >> 12) & 63], rest == 2 ? kA[(n >> 6) & 63] : '=', '='};
+  }
+  return out;
+}
+
+// Polls `cond` every 50 ms until it holds or `timeout` passes.
+bool Eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout = 60s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return cond();
+}
+
+// Runs a shell command; returns {exit code, stdout+stderr}.
+std::pair<int, std::string> Shell(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return {-1, ""};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  int rc = pclose(p);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+}
+
+// The simulator's control endpoint.
+class Control {
+ public:
+  explicit Control(const std::string& endpoint) {
+    net::HttpClient::Options o;
+    o.base_url = endpoint;
+    http_ = net::HttpClient::Create(o).value();
+  }
+  json::value Call(const std::string& method, const std::string& path,
+                   const json::object& body = {}) {
+    net::Request req;
+    req.method = method;
+    req.target = path;
+    if (method != "GET") {
+      req.body = json::serialize(body);
+      req.headers = {{"Content-Type", "application/json"}};
+    }
+    auto resp = http_->Do(req);
+    EXPECT_TRUE(resp.ok()) << resp.error().ToString();
+    if (!resp.ok()) return nullptr;
+    EXPECT_EQ(resp->status, 200) << method << " " << path << ": " << resp->body;
+    boost::system::error_code ec;
+    auto v = json::parse(resp->body, ec);
+    return ec ? json::value(nullptr) : v;
+  }
+
+ private:
+  std::shared_ptr<net::HttpClient> http_;
+};
+
+// Everything a test binary shares: the control plane, CRDs, the simulator, the webhook.
+class Env {
+ public:
+  static Env& Get() {
+    static Env* env = new Env();  // lives until exit, like the cluster
+    return *env;
+  }
+  std::shared_ptr<kube::Client> client;
+  std::unique_ptr<sim::gce::Simulator> sim;
+  std::unique_ptr<Control> control;
+  std::shared_ptr<gce::Compute> compute;
+  std::unique_ptr<webhook::Server> webhook;
+  std::string token, token_file, kubeconfig;
+  std::filesystem::path dir;
+  std::string error;
+
+ private:
+  Env() {
+    client = testenv::AdminClient();
+    if (!client) {
+      error = "no admin client";
+      return;
+    }
+    kubeconfig = testenv::Cluster().kubeconfig_path();
+    dir = std::filesystem::temp_directory_path() / ("hs-tpu-op-it-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+
+    sim::gce::Options o;
+    o.projects = {kProject};
+    o.regions = {kRegion};
+    o.operation_latency = 100ms;
+    o.instance_boot_latency = 100ms;
+    o.mig_retry_interval = 200ms;
+    o.reservations.push_back({kProject, kZone, kReservation, "tpu7x-standard-4t", 2});
+    auto s = sim::gce::Simulator::Start(o);
+    if (!s.ok()) {
+      error = "simulator: " + s.error().ToString();
+      return;
+    }
+    sim = std::move(s).value();
+    control = std::make_unique<Control>(sim->control_endpoint());
+    token = std::string(control->Call("POST", "/control/tokens", {{"ttlSeconds", 7200}})
+                            .at("access_token")
+                            .as_string());
+    token_file = (dir / "gce-token").string();
+    std::ofstream(token_file) << token << "\n";
+    gce::ComputeOptions co;
+    co.endpoint = sim->api_endpoint();
+    co.tokens = gce::StaticTokenSource(token);
+    auto c = gce::Compute::Create(co);
+    if (!c.ok()) {
+      error = "compute: " + c.error().ToString();
+      return;
+    }
+    compute = std::move(*c);
+
+    for (const char* crd :
+         {"tpunodegroups", "resourcepolicies", "instancetemplates", "managedinstancegroups"}) {
+      if (Status st = InstallCrd(crd); !st.ok()) {
+        error = std::string("CRD ") + crd + ": " + st.error().ToString();
+        return;
+      }
+    }
+    kube::Object ns{{"apiVersion", "v1"},
+                    {"kind", "Namespace"},
+                    {"metadata", json::object{{"name", kDevicePluginNs}}}};
+    (void)client->Create(kube::resources::Namespaces(), "", ns);
+    if (Status st = StartWebhook(); !st.ok()) {
+      error = "webhook: " + st.error().ToString();
+      return;
+    }
+  }
+
+  Status InstallCrd(const std::string& plural) {
+    json::object crd =
+        LoadYamlDocs(std::string(HS_DEPLOY_DIR) + "/crds/tpu.google.com_" + plural + ".yaml")[0];
+    auto created = client->Create(kube::resources::CustomResourceDefinitions(), "", crd);
+    if (!created.ok() && created.error().code != Error::Code::kAlreadyExists) {
+      return created.error();
+    }
+    kube::Resource r{kGroup, kVersion, plural, "", true};
+    if (Eventually([&] { return client->List(r, "default").ok(); }, 60s)) return OkStatus();
+    return Error::Make(Error::Code::kTimeout, "CRD " + plural + " not served");
+  }
+
+  Status StartWebhook() {
+    auto ca = net::pki::MakeCa("tpu-operator-it-ca");
+    if (!ca.ok()) return ca.error();
+    net::pki::CertRequest req;
+    req.common_name = "webhook";
+    req.ip_addresses = {"127.0.0.1"};
+    req.server = true;
+    HS_ASSIGN_OR_RETURN(auto kp, net::pki::Issue(*ca, req));
+    std::ofstream(dir / "tls.crt") << kp.cert_pem;
+    std::ofstream(dir / "tls.key") << kp.key_pem;
+    webhook::ServerOptions o;
+    o.tls_cert_file = (dir / "tls.crt").string();
+    o.tls_key_file = (dir / "tls.key").string();
+    o.source = webhook::NewApiObjectSource(client);
+    HS_ASSIGN_OR_RETURN(webhook, webhook::Server::Start(std::move(o)));
+    std::string base = "https://127.0.0.1:" + std::to_string(webhook->port());
+    static const kube::Resource validating{"admissionregistration.k8s.io", "v1",
+                                           "validatingwebhookconfigurations",
+                                           "ValidatingWebhookConfiguration", false};
+    for (json::object cfg : LoadYamlDocs(HS_DEPLOY_DIR "/webhook/base/webhooks.yaml")) {
+      if (cfg["kind"].as_string() != "ValidatingWebhookConfiguration") continue;
+      for (json::value& hook : cfg["webhooks"].as_array()) {
+        json::object& h = hook.as_object();
+        std::string path(h["clientConfig"].as_object()["service"].as_object()["path"].as_string());
+        h["clientConfig"] = json::object{{"url", base + path}, {"caBundle", Base64(ca->cert_pem)}};
+      }
+      auto created = client->Create(validating, "", cfg);
+      if (!created.ok() && created.error().code != Error::Code::kAlreadyExists) {
+        return created.error();
+      }
+    }
+    return OkStatus();
+  }
+};
+
+// The operator in this process, on its own Manager (no leader election).
+class InProcessOperator {
+ public:
+  ~InProcessOperator() { Stop(); }
+  Status Start(const Env& env) {
+    kube::ManagerOptions mo;
+    mo.client = env.client;
+    mo.graceful_shutdown_timeout = 3000ms;
+    HS_ASSIGN_OR_RETURN(mgr_, kube::Manager::Create(mo));
+    OperatorOptions o;
+    o.client = env.client;
+    o.compute = env.compute;
+    o.device_plugin_namespace = kDevicePluginNs;
+    o.drift_check_interval = 1h;
+    o.orphan_sweep_interval = Clock::Duration::zero();
+    o.workers = 2;
+    HS_RETURN_IF_ERROR(RegisterOperator(*mgr_, o));
+    thread_ = std::thread([this] { run_status_ = mgr_->Run(); });
+    return OkStatus();
+  }
+  void Stop() {
+    if (!mgr_) return;
+    mgr_->Stop();
+    if (thread_.joinable()) thread_.join();
+    mgr_.reset();
+  }
+
+ private:
+  std::unique_ptr<kube::Manager> mgr_;
+  std::thread thread_;
+  Status run_status_;
+};
+
+// `hyperslice operator` as a child process, its output in a file.
+class OperatorProcess {
+ public:
+  ~OperatorProcess() { Kill(); }
+  void Start(const Env& env, const std::string& log_path) {
+    log_path_ = log_path;
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      execl(HS_HYPERSLICE_BIN, HS_HYPERSLICE_BIN, "operator", "--kubeconfig",
+            env.kubeconfig.c_str(), "--gce-endpoint", env.sim->api_endpoint().c_str(),
+            "--gce-access-token-file", env.token_file.c_str(), "--leader-elect=false",
+            "--health-probe-port", "-1", "--orphan-sweep-interval", "0", "--drift-check-interval",
+            "1h", "--device-plugin-namespace", kDevicePluginNs, "--workers", "2",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+  }
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  int Terminate() {
+    if (pid_ <= 0) return -1;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  std::string Log() const {
+    std::ifstream in(log_path_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_path_;
+};
+
+// Plays kubelet for every RUNNING simulator VM of `zones`: registers its Node (providerID, Ready).
+class FakeKubelets {
+ public:
+  FakeKubelets(Env& env, std::vector<std::string> zones) : env_(env), zones_(std::move(zones)) {
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        Scan();
+        std::this_thread::sleep_for(100ms);
+      }
+    });
+  }
+  ~FakeKubelets() {
+    stop_ = true;
+    thread_.join();
+  }
+  std::set<std::string> registered() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return registered_;
+  }
+
+ private:
+  void Scan() {
+    for (const auto& zone : zones_) {
+      auto vms = env_.compute->ListInstances(kProject, zone, {});
+      if (!vms.ok()) continue;
+      for (const auto& vm : *vms) {
+        std::string name(vm.at("name").as_string());
+        if (vm.at("status").as_string() != "RUNNING") continue;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (registered_.count(name)) continue;
+        }
+        kube::Object node{
+            {"apiVersion", "v1"},
+            {"kind", "Node"},
+            {"metadata", json::object{{"name", name},
+                                      {"labels", json::object{{"kubernetes.io/hostname", name}}}}},
+            {"spec", json::object{{"providerID", ProviderId(kProject, zone, name)}}}};
+        auto created = env_.client->Create(kube::resources::Nodes(), "", node);
+        if (!created.ok() && created.error().code != Error::Code::kAlreadyExists) continue;
+        if (!SetNodeReady(env_.client, name, true).ok()) continue;
+        std::lock_guard<std::mutex> lock(mu_);
+        registered_.insert(name);
+      }
+    }
+  }
+
+ public:
+  static Status SetNodeReady(const std::shared_ptr<kube::Client>& client, const std::string& name,
+                             bool ready) {
+    std::string now = kube::FormatTime(std::chrono::system_clock::now());
+    json::object patch{
+        {"status", json::object{{"conditions",
+                                 json::array{json::object{
+                                     {"type", "Ready"},
+                                     {"status", ready ? "True" : "False"},
+                                     {"reason", ready ? "KubeletReady" : "NodeStatusUnknown"},
+                                     {"message", ready ? "kubelet is posting ready status"
+                                                       : "Kubelet stopped posting node status."},
+                                     {"lastHeartbeatTime", now},
+                                     {"lastTransitionTime", now}}}},
+                                {"capacity", json::object{{kTpuResourceName, "4"}}}}}};
+    auto r = client->Patch(kube::resources::Nodes(), "", name, kube::PatchType::kStrategicMerge,
+                           json::serialize(patch), {.subresource = "status"});
+    return r.ok() ? OkStatus() : Status(r.error());
+  }
+
+ private:
+  Env& env_;
+  std::vector<std::string> zones_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::set<std::string> registered_;
+  std::thread thread_;
+};
+
+// What the simulator holds in the project, by kind.
+struct Inventory {
+  std::vector<json::object> policies, templates, migs, instances;
+  size_t Total() const {
+    return policies.size() + templates.size() + migs.size() + instances.size();
+  }
+  std::string Describe() const {
+    std::string out;
+    for (const auto* list : {&policies, &templates, &migs, &instances}) {
+      for (const auto& o : *list) out += std::string(o.at("selfLink").as_string()) + "\n";
+    }
+    return out;
+  }
+};
+
+class TpuOperatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Env& env = Env::Get();
+    ASSERT_TRUE(env.error.empty()) << env.error;
+    env_ = &env;
+    client_ = env.client;
+  }
+  void TearDown() override { op_.Stop(); }
+
+  void StartInProcessOperator() {
+    Status s = op_.Start(*env_);
+    ASSERT_TRUE(s.ok()) << s.error().ToString();
+  }
+
+  Inventory SimInventory() {
+    Inventory inv;
+    auto& c = *env_->compute;
+    if (auto l = c.ListResourcePolicies(kProject, kRegion, {}); l.ok()) inv.policies = *l;
+    if (auto l = c.ListInstanceTemplates(kProject, {}); l.ok()) inv.templates = *l;
+    for (const char* z : {kZone, kStockoutZone, kV6eZone}) {
+      if (auto l = c.ListInstanceGroupManagers(kProject, z, {}); l.ok()) {
+        inv.migs.insert(inv.migs.end(), l->begin(), l->end());
+      }
+      if (auto l = c.ListInstances(kProject, z, {}); l.ok()) {
+        inv.instances.insert(inv.instances.end(), l->begin(), l->end());
+      }
+    }
+    return inv;
+  }
+
+  std::optional<kube::Condition> Cond(const std::string& ns, const std::string& name,
+                                      const std::string& type) {
+    auto g = client_->Get(TPUNodeGroups(), ns, name);
+    if (!g.ok()) return std::nullopt;
+    return kube::FindCondition(*g, type);
+  }
+  bool WaitCondition(const std::string& ns, const std::string& name, const std::string& type,
+                     const std::string& status, std::chrono::milliseconds timeout = 60s,
+                     const std::string& reason = "") {
+    return Eventually(
+        [&] {
+          auto c = Cond(ns, name, type);
+          return c && c->status == status && (reason.empty() || c->reason == reason);
+        },
+        timeout);
+  }
+  std::string DescribeGroup(const std::string& ns, const std::string& name) {
+    auto g = client_->Get(TPUNodeGroups(), ns, name);
+    return g.ok() ? json::serialize(g->at("status")) : g.error().ToString();
+  }
+
+  // Deletes the group and waits until it, its Nodes, token Secrets and GCE resources are gone.
+  void DeleteAndExpectNothingLeft(const std::string& ns, const std::string& name,
+                                  const std::set<std::string>& node_names) {
+    Status del = client_->Delete(TPUNodeGroups(), ns, name);
+    ASSERT_TRUE(del.ok()) << del.error().ToString();
+    ASSERT_TRUE(Eventually(
+        [&] {
+          auto g = client_->Get(TPUNodeGroups(), ns, name);
+          return !g.ok() && g.error().code == Error::Code::kNotFound;
+        },
+        90s))
+        << DescribeGroup(ns, name);
+    ExpectNothingLeft(node_names);
+  }
+  void ExpectNothingLeft(const std::set<std::string>& node_names) {
+    auto inv = SimInventory();
+    EXPECT_EQ(inv.Total(), 0u) << inv.Describe();
+    for (const auto& n : node_names) {
+      auto node = client_->Get(kube::resources::Nodes(), "", n);
+      EXPECT_FALSE(node.ok()) << "Node " << n << " is left";
+    }
+    auto secrets = client_->List(kube::resources::Secrets(), "kube-system",
+                                 {.label_selector = std::string(kSecretLabelGroupUid)});
+    ASSERT_TRUE(secrets.ok());
+    EXPECT_TRUE(secrets->items.empty()) << secrets->items.size() << " bootstrap Secrets left";
+  }
+
+  Env* env_ = nullptr;
+  std::shared_ptr<kube::Client> client_;
+  InProcessOperator op_;
+};
+
+// Seed 000's example applied with kubectl, verbatim: the policy, template and MIG GCE received,
+// field by field; Nodes labelled and tainted; `kubectl wait` and `kubectl get` work; deletion
+// leaves nothing behind.
+TEST_F(TpuOperatorTest, SeedExampleBecomesAReadySliceAndIsTornDownCompletely) {
+  StartInProcessOperator();
+  FakeKubelets kubelets(*env_, {kZone});
+  std::string file = (env_->dir / "seed.yaml").string();
+  std::ofstream(file) << kSeedExample;
+  std::string kc = "KUBECONFIG=" + env_->kubeconfig + " kubectl ";
+  auto [rc, out] = Shell(kc + "apply -f " + file);
+  ASSERT_EQ(rc, 0) << out;
+
+  auto [wrc, wout] = Shell(kc +
+                           "wait --for=condition=Ready tpunodegroup/my-tpu-node-group -n default "
+                           "--timeout=90s");
+  ASSERT_EQ(wrc, 0) << wout << DescribeGroup("default", "my-tpu-node-group");
+  auto group = client_->Get(TPUNodeGroups(), "default", "my-tpu-node-group").value();
+  const std::string uid(group.at("metadata").at("uid").as_string());
+
+  // What GCE holds, field by field.
+  const std::string policy_name = GceName("my-tpu-node-group", kRolePolicy, uid);
+  auto policy = env_->compute->GetResourcePolicy(kProject, kRegion, policy_name);
+  ASSERT_TRUE(policy.ok()) << policy.error().ToString();
+  EXPECT_EQ(policy->at("workloadPolicy").at("type").as_string(), "HIGH_THROUGHPUT");
+  EXPECT_EQ(policy->at("workloadPolicy").at("acceleratorTopology").as_string(), "2x2x2");
+
+  auto tmpl = env_->compute->GetInstanceTemplate(kProject,
+                                                 GceName("my-tpu-node-group", kRoleTemplate, uid));
+  ASSERT_TRUE(tmpl.ok()) << tmpl.error().ToString();
+  const json::object& p = tmpl->at("properties").as_object();
+  EXPECT_EQ(p.at("machineType").as_string(), "tpu7x-standard-4t");
+  const json::object& disk = p.at("disks").at(0).as_object();
+  EXPECT_EQ(disk.at("boot"), true);
+  EXPECT_EQ(disk.at("initializeParams").at("sourceImage").as_string(),
+            "projects/ubuntu-os-accelerator-images/global/images/"
+            "ubuntu-accel-2404-amd64-tpu-tpu7x-v20260320");
+  EXPECT_EQ(json::serialize(disk.at("initializeParams").at("diskSizeGb")), "\"100\"");
+  EXPECT_THAT(std::string(p.at("networkInterfaces").at(0).at("subnetwork").as_string()),
+              HasSubstr("projects/my-gcp-project/regions/us-central1/subnetworks/default"));
+  EXPECT_EQ(p.at("scheduling").at("provisioningModel").as_string(), "RESERVATION_BOUND");
+  EXPECT_EQ(p.at("scheduling").at("onHostMaintenance").as_string(), "TERMINATE");
+  EXPECT_EQ(p.at("reservationAffinity").at("consumeReservationType").as_string(),
+            "SPECIFIC_RESERVATION");
+  EXPECT_EQ(p.at("reservationAffinity").at("key").as_string(),
+            "compute.googleapis.com/reservation-name");
+  EXPECT_EQ(p.at("reservationAffinity").at("values"), json::array{kReservation});
+  EXPECT_EQ(p.at("labels").at(kGceLabelGroupUid).as_string(), GceLabelValue(uid));
+  std::map<std::string, std::string> meta;
+  for (const auto& it : p.at("metadata").at("items").as_array()) {
+    meta[std::string(it.at("key").as_string())] = std::string(it.at("value").as_string());
+  }
+  EXPECT_EQ(meta[kMetaKubeLabels],
+            "cloud.google.com/gke-accelerator-count=4,cloud.google.com/gke-tpu-accelerator=tpu7x,"
+            "cloud.google.com/gke-tpu-topology=2x2x2,"
+            "cloud.google.com/tpu-node-group=default-my-tpu-node-group");
+  EXPECT_EQ(meta[kMetaStartupScript].rfind("#!", 0), 0u) << "not a script";
+  EXPECT_THAT(meta[kMetaStartupScript], HasSubstr("kubeadm"));
+  EXPECT_THAT(meta[kMetaStartupScript], HasSubstr("1.31"));
+
+  auto mig = env_->compute->GetInstanceGroupManager(kProject, kZone,
+                                                    GceName("my-tpu-node-group", kRoleMig, uid));
+  ASSERT_TRUE(mig.ok()) << mig.error().ToString();
+  EXPECT_EQ(mig->at("targetSizePolicy").at("mode").as_string(), "BULK");
+  EXPECT_EQ(json::value_to<int64_t>(mig->at("targetSize")), 2);
+  EXPECT_THAT(std::string(mig->at("resourcePolicies").at("workloadPolicy").as_string()),
+              HasSubstr("regions/us-central1/resourcePolicies/" + policy_name));
+  EXPECT_THAT(
+      std::string(mig->at("instanceTemplate").as_string()),
+      HasSubstr("global/instanceTemplates/" + GceName("my-tpu-node-group", kRoleTemplate, uid)));
+
+  // Status: every condition True with observedGeneration; the summary counts both hosts.
+  for (const char* t : {kCondResourcePolicyReady, kCondInstanceTemplateReady,
+                        kCondManagedInstanceGroupReady, kCondNodesReady, kCondReady}) {
+    auto c = kube::FindCondition(group, t);
+    ASSERT_TRUE(c) << t;
+    EXPECT_EQ(c->status, "True") << t;
+    EXPECT_EQ(c->observed_generation, kube::Generation(group)) << t;
+  }
+  EXPECT_EQ(
+      group.at("status").at("nodeSummary"),
+      (json::object{{"desired", 2}, {"running", 2}, {"joined", 2}, {"ready", 2}, {"failed", 0}}));
+
+  // Nodes: labels and taint.
+  std::set<std::string> nodes = kubelets.registered();
+  ASSERT_EQ(nodes.size(), 2u);
+  for (const auto& n : nodes) {
+    ASSERT_TRUE(Eventually([&] {
+      auto node = client_->Get(kube::resources::Nodes(), "", n);
+      if (!node.ok()) return false;
+      const auto& labels = node->at("metadata").as_object().if_contains("labels")->as_object();
+      auto label = [&](const char* k) {
+        const auto* v = labels.if_contains(k);
+        return v ? std::string(v->as_string()) : std::string();
+      };
+      bool tainted = false;
+      if (const auto* taints = node->at("spec").as_object().if_contains("taints")) {
+        for (const auto& t : taints->as_array()) {
+          tainted |= t.at("key").as_string() == kTaintKey &&
+                     t.at("value").as_string() == "present" &&
+                     t.at("effect").as_string() == "NoSchedule";
+        }
+      }
+      return label(kLabelNodeGroup) == "default-my-tpu-node-group" &&
+             label(kLabelAccelerator) == "tpu7x" && label(kLabelTopology) == "2x2x2" &&
+             label(kLabelAcceleratorCount) == "4" && tainted;
+    })) << n;
+  }
+  // The device plugin is wanted while a group exists.
+  EXPECT_TRUE(client_
+                  ->Get(kube::resources::DaemonSets(), kDevicePluginNs,
+                        tpu::internal::kDevicePluginDaemonSetName)
+                  .ok());
+
+  // kubectl shows the columns.
+  auto [grc, gout] = Shell(kc + "get tpunodegroups -n default");
+  ASSERT_EQ(grc, 0) << gout;
+  EXPECT_THAT(gout, HasSubstr("TOPOLOGY"));
+  EXPECT_THAT(gout, HasSubstr("READY"));
+  EXPECT_THAT(gout, HasSubstr("REASON"));
+  EXPECT_THAT(gout, HasSubstr("AGE"));
+  EXPECT_THAT(gout, HasSubstr("2x2x2"));
+  EXPECT_THAT(gout, HasSubstr("SliceReady"));
+
+  DeleteAndExpectNothingLeft("default", "my-tpu-node-group", nodes);
+  EXPECT_TRUE(Eventually([&] {
+    auto ds = client_->Get(kube::resources::DaemonSets(), kDevicePluginNs,
+                           tpu::internal::kDevicePluginDaemonSetName);
+    return !ds.ok() && ds.error().code == Error::Code::kNotFound;
+  })) << "the device-plugin DaemonSet outlived the last group";
+}
+
+json::object V6eGroup(const std::string& ns, const std::string& name) {
+  return json::object{
+      {"apiVersion", kApiVersion},
+      {"kind", "TPUNodeGroup"},
+      {"metadata", json::object{{"name", name}, {"namespace", ns}}},
+      {"spec", json::object{{"project", kProject},
+                            {"nodeLocation", kV6eZone},
+                            {"nodeCount", 1},
+                            {"topology", "2x2"},
+                            {"instanceConfig", json::object{{"machineType", "ct6e-standard-4t"},
+                                                            {"provisioningModel", "SPOT"}}}}}};
+}
+
+// A single-host v6e slice needs no workload policy; a Node that stops being Ready makes the group
+// not Ready with a message naming it, and Ready again when it recovers; deleting a group whose GCE
+// resources were deleted by hand completes.
+TEST_F(TpuOperatorTest, SingleHostV6eWorksWithoutPolicyAndReportsALostNode) {
+  StartInProcessOperator();
+  FakeKubelets kubelets(*env_, {kV6eZone});
+  const std::string ns = testenv::TestNamespace();
+  auto created = client_->Create(TPUNodeGroups(), ns, V6eGroup(ns, "v6e"));
+  ASSERT_TRUE(created.ok()) << created.error().ToString();
+  ASSERT_TRUE(WaitCondition(ns, "v6e", kCondReady, "True")) << DescribeGroup(ns, "v6e");
+  auto rp = Cond(ns, "v6e", kCondResourcePolicyReady);
+  ASSERT_TRUE(rp);
+  EXPECT_EQ(rp->status, "True");
+  EXPECT_EQ(rp->reason, "NotRequired");
+  auto inv = SimInventory();
+  EXPECT_EQ(inv.policies.size(), 0u);
+  EXPECT_EQ(inv.templates.size(), 1u);
+  ASSERT_EQ(inv.migs.size(), 1u);
+  EXPECT_FALSE(inv.migs[0].contains("resourcePolicies") &&
+               inv.migs[0].at("resourcePolicies").as_object().contains("workloadPolicy"));
+  ASSERT_EQ(inv.instances.size(), 1u);
+  EXPECT_FALSE(client_->Get(ResourcePolicies(), ns, "v6e").ok());
+
+  // The host's Node stops being Ready: the group says which one.
+  std::string node(inv.instances[0].at("name").as_string());
+  ASSERT_TRUE(FakeKubelets::SetNodeReady(client_, node, false).ok());
+  ASSERT_TRUE(WaitCondition(ns, "v6e", kCondReady, "False", 30s, "NodeNotReady"))
+      << DescribeGroup(ns, "v6e");
+  EXPECT_THAT(Cond(ns, "v6e", kCondReady)->message, HasSubstr(node));
+  ASSERT_TRUE(FakeKubelets::SetNodeReady(client_, node, true).ok());
+  ASSERT_TRUE(WaitCondition(ns, "v6e", kCondReady, "True", 30s)) << DescribeGroup(ns, "v6e");
+
+  // Someone deletes the GCE resources by hand; deleting the group still completes.
+  auto group = client_->Get(TPUNodeGroups(), ns, "v6e").value();
+  const std::string uid(group.at("metadata").at("uid").as_string());
+  op_.Stop();  // so nothing re-creates them in between
+  auto op =
+      env_->compute->DeleteInstanceGroupManager(kProject, kV6eZone, GceName("v6e", kRoleMig, uid));
+  ASSERT_TRUE(op.ok()) << op.error().ToString();
+  ASSERT_TRUE(env_->compute->Wait(op->ref, 30s).ok());
+  op = env_->compute->DeleteInstanceTemplate(kProject, GceName("v6e", kRoleTemplate, uid));
+  ASSERT_TRUE(op.ok()) << op.error().ToString();
+  ASSERT_TRUE(env_->compute->Wait(op->ref, 30s).ok());
+  StartInProcessOperator();
+  DeleteAndExpectNothingLeft(ns, "v6e", {node});
+}
+
+// BULK with too little capacity: no VM at all, the group not Ready with GCE's stockout reason;
+// capacity arrives and the slice becomes Ready with no user action.
+TEST_F(TpuOperatorTest, BulkStockoutCreatesNoVmAndRecoversWhenCapacityArrives) {
+  env_->control->Call(
+      "POST", "/control/capacity",
+      {{"zone", kStockoutZone}, {"machineType", "tpu7x-standard-4t"}, {"instances", 1}});
+  StartInProcessOperator();
+  FakeKubelets kubelets(*env_, {kStockoutZone});
+  const std::string ns = testenv::TestNamespace();
+  json::object g{
+      {"apiVersion", kApiVersion},
+      {"kind", "TPUNodeGroup"},
+      {"metadata", json::object{{"name", "short"}, {"namespace", ns}}},
+      {"spec", json::object{{"project", kProject},
+                            {"nodeLocation", kStockoutZone},
+                            {"nodeCount", 2},
+                            {"topology", "2x2x2"},
+                            {"targetSizePolicyMode", "BULK"},
+                            {"instanceConfig", json::object{{"machineType", "tpu7x-standard-4t"},
+                                                            {"provisioningModel", "STANDARD"}}}}}};
+  ASSERT_TRUE(client_->Create(TPUNodeGroups(), ns, g).ok());
+  ASSERT_TRUE(WaitCondition(ns, "short", kCondReady, "False", 60s, "ZONE_RESOURCE_POOL_EXHAUSTED"))
+      << DescribeGroup(ns, "short");
+  auto mc = Cond(ns, "short", kCondManagedInstanceGroupReady);
+  ASSERT_TRUE(mc);
+  EXPECT_EQ(mc->reason, "ZONE_RESOURCE_POOL_EXHAUSTED");
+  EXPECT_THAT(mc->message, HasSubstr("does not have enough resources"));
+  EXPECT_EQ(SimInventory().instances.size(), 0u) << "BULK made part of a slice";
+
+  env_->control->Call(
+      "POST", "/control/capacity",
+      {{"zone", kStockoutZone}, {"machineType", "tpu7x-standard-4t"}, {"instances", 2}});
+  ASSERT_TRUE(WaitCondition(ns, "short", kCondReady, "True", 90s)) << DescribeGroup(ns, "short");
+  EXPECT_EQ(SimInventory().instances.size(), 2u);
+  DeleteAndExpectNothingLeft(ns, "short", kubelets.registered());
+  env_->control->Call(
+      "POST", "/control/capacity",
+      {{"zone", kStockoutZone}, {"machineType", "tpu7x-standard-4t"}, {"instances", -1}});
+}
+
+// `hyperslice operator` killed with -9 while GCE operations are in flight, during create and
+// during delete, and restarted: the same slice, no duplicate, nothing leaked; its log holds no
+// token.
+TEST_F(TpuOperatorTest, OperatorKilledDuringCreateAndDeleteLeaksNothing) {
+  env_->control->Call("POST", "/control/latency", {{"operationMs", 1500}});
+  FakeKubelets kubelets(*env_, {kZone});
+  const std::string ns = testenv::TestNamespace();
+  const std::string log = (env_->dir / "operator.log").string();
+  json::object g{{"apiVersion", kApiVersion},
+                 {"kind", "TPUNodeGroup"},
+                 {"metadata", json::object{{"name", "crashy"}, {"namespace", ns}}},
+                 {"spec", json::object{{"project", kProject},
+                                       {"nodeLocation", kZone},
+                                       {"nodeCount", 2},
+                                       {"topology", "2x2x2"},
+                                       {"instanceConfig",
+                                        json::object{{"machineType", "tpu7x-standard-4t"},
+                                                     {"provisioningModel", "RESERVATION_BOUND"},
+                                                     {"reservation", kReservation}}}}}};
+  ASSERT_TRUE(client_->Create(TPUNodeGroups(), ns, g).ok());
+
+  OperatorProcess first;
+  first.Start(*env_, log);
+  // Kill it while the MIG's insert operation is in flight.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto mig = client_->Get(ManagedInstanceGroups(), ns, "crashy");
+        if (!mig.ok()) return false;
+        const auto* st = mig->if_contains("status");
+        return st && st->is_object() && st->as_object().contains("operation");
+      },
+      90s))
+      << first.Log();
+  first.Kill();
+
+  OperatorProcess second;
+  second.Start(*env_, log);
+  ASSERT_TRUE(WaitCondition(ns, "crashy", kCondReady, "True", 90s)) << DescribeGroup(ns, "crashy");
+  auto inv = SimInventory();
+  EXPECT_EQ(inv.policies.size(), 1u) << inv.Describe();
+  EXPECT_EQ(inv.templates.size(), 1u) << inv.Describe();
+  EXPECT_EQ(inv.migs.size(), 1u) << inv.Describe();
+  EXPECT_EQ(inv.instances.size(), 2u) << inv.Describe();
+
+  // Delete, and kill it while the MIG's delete is in flight.
+  ASSERT_TRUE(client_->Delete(TPUNodeGroups(), ns, "crashy").ok());
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto mig = client_->Get(ManagedInstanceGroups(), ns, "crashy");
+        if (!mig.ok()) return false;
+        const auto* st = mig->if_contains("status");
+        return mig->at("metadata").as_object().contains("deletionTimestamp") && st &&
+               st->is_object() && st->as_object().contains("operation");
+      },
+      60s))
+      << second.Log();
+  second.Kill();
+  OperatorProcess third;
+  third.Start(*env_, log);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto gr = client_->Get(TPUNodeGroups(), ns, "crashy");
+        return !gr.ok() && gr.error().code == Error::Code::kNotFound;
+      },
+      90s))
+      << DescribeGroup(ns, "crashy");
+  ExpectNothingLeft(kubelets.registered());
+  EXPECT_EQ(third.Terminate(), 0) << "SIGTERM is a clean exit";
+  env_->control->Call("POST", "/control/latency", {{"operationMs", 100}});
+
+  std::string logs = third.Log();
+  EXPECT_THAT(logs, HasSubstr("operator starting"));
+  EXPECT_EQ(logs.find(env_->token), std::string::npos) << "the GCE token is in the log";
+}
+
+// Admission refuses what cannot work, saying what to change.
+TEST_F(TpuOperatorTest, InvalidSpecsAreRefusedAtAdmission) {
+  const std::string ns = testenv::TestNamespace();
+  auto seed = [&](const std::string& name) {
+    json::object g = YamlToJson(YAML::Load(kSeedExample)).as_object();
+    g["metadata"].as_object()["name"] = name;
+    g["metadata"].as_object()["namespace"] = ns;
+    return g;
+  };
+  // The apiserver picks a new webhook configuration up asynchronously: retry until refused.
+  auto refused = [&](json::object g) -> std::string {
+    std::string name(g["metadata"].as_object()["name"].as_string());
+    Result<kube::Object> r = Error::Make(Error::Code::kUnknown, "not tried");
+    Eventually(
+        [&] {
+          r = client_->Create(TPUNodeGroups(), ns, g);
+          if (r.ok()) (void)client_->Delete(TPUNodeGroups(), ns, name);
+          return !r.ok();
+        },
+        30s);
+    EXPECT_FALSE(r.ok()) << name << " was admitted";
+    return r.ok() ? "" : r.error().message;
+  };
+
+  auto topo = seed("wrong-topology");
+  topo["spec"].as_object()["topology"] = "2x4";
+  EXPECT_THAT(refused(topo), HasSubstr("spec.topology"));
+
+  auto count = seed("wrong-count");
+  count["spec"].as_object()["nodeCount"] = 3;
+  EXPECT_THAT(refused(count), HasSubstr("needs nodeCount 2"));
+
+  auto individual = seed("individual");
+  individual["spec"].as_object()["targetSizePolicyMode"] = "INDIVIDUAL";
+  EXPECT_THAT(refused(individual), HasSubstr("set spec.targetSizePolicyMode to BULK"));
+
+  auto both = seed("both");
+  both["spec"].as_object()["instanceTemplateURI"] =
+      "projects/my-gcp-project/global/instanceTemplates/t";
+  EXPECT_THAT(refused(both), HasSubstr("exactly one of instanceConfig"));
+
+  auto foreign = seed("foreign");
+  foreign["spec"].as_object().erase("instanceConfig");
+  foreign["spec"].as_object()["instanceTemplateURI"] =
+      "projects/someone-else/global/instanceTemplates/t";
+  EXPECT_THAT(refused(foreign), HasSubstr("use a template from project my-gcp-project"));
+}
+
+}  // namespace
+}  // namespace hyperslice::tpu
