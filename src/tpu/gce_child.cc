@@ -264,9 +264,17 @@ GceChildReconciler::OpState GceChildReconciler::WaitOperation(const std::string&
 
 Status GceChildReconciler::WriteStatus(Ctx& ctx) {
   if (ctx.status == ctx.written) return OkStatus();
-  Object obj = ctx.cr;
-  obj["status"] = ctx.status;
-  auto updated = options_.client->Update(kind_->resource(), ctx.ns, obj, "status");
+  // A merge patch of the whole status (fields we dropped set to null): only this controller
+  // writes a child's status, and one worker at a time per object, so no resourceVersion
+  // precondition is needed; the parent's concurrent spec applies cannot make it conflict.
+  json::object patch_status = ctx.status;
+  for (const auto& [k, v] : ctx.written) {
+    if (!patch_status.contains(k)) patch_status[k] = nullptr;
+  }
+  json::object patch{{"status", std::move(patch_status)}};
+  auto updated = options_.client->Patch(
+      kind_->resource(), ctx.ns, ctx.name, kube::PatchType::kMerge, json::serialize(patch),
+      {.field_manager = kChildFieldManager, .subresource = "status"});
   if (!updated.ok()) return updated.error();
   ctx.cr = std::move(updated).value();
   ctx.written = ctx.status;
