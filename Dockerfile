@@ -21,16 +21,20 @@ RUN cmake -S /src -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHS_SKIP="test;
 
 # --- runtime: only the shared libraries the binary loads, as a non-root user --------------------
 FROM debian:bookworm-slim
-# Runtime counterparts of the -dev packages hyperslice links (see `ldd /usr/local/bin/hyperslice`).
+# Runtime counterparts of the -dev packages hyperslice links: the packages of its NEEDED entries
+# (`readelf -d`), whose dependencies bring the rest of `ldd`'s list (c-ares, re2, zlib, ...).
+# Boost is header-only here (Boost.JSON/URL are compiled into the binary).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       ca-certificates libssl3 libyaml-cpp0.7 libfmt9 libprotobuf32 libgrpc++1.51 libgrpc29 \
-      libboost-system1.81.0 \
+      libabsl20220623 libprometheus-cpp-core1.0 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --gid 65532 hyperslice \
  && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
       --shell /usr/sbin/nologin hyperslice
 COPY --from=build /build/hyperslice /usr/local/bin/hyperslice
+# Fails the build when a shared library is missing.
+RUN ["/usr/local/bin/hyperslice", "--help"]
 # The device-plugin DaemonSet overrides this with runAsUser: 0 (it writes the kubelet's socket dir).
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/hyperslice"]

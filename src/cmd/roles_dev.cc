@@ -1,24 +1,76 @@
-// `hyperslice dev`: the local default. For now it brings up the local control plane (etcd,
-// kube-apiserver, kube-controller-manager) and tells the user how to point kubectl at it; it runs
-// until SIGINT/SIGTERM and then stops every process it started.
+// `hyperslice dev`: the local default (issue 5). On one machine it runs what a real deployment
+// spreads over a cluster and a cloud:
+//   1. the local control plane (etcd, kube-apiserver, kube-controller-manager) with what
+//      `kubeadm init` leaves for nodes to join (bootstrap tokens, cluster-info, CSR approval);
+//   2. the GCE simulator with the example's project, zone us-central1-c and the reservation
+//      my-tpu-reservation of the example's machine type;
+//   3. the simulated TPU VMs (one agent per RUNNING instance, joining as kubeadm + kubelet would);
+//   4. the TPU operator in-process, talking to both through the real clients;
+// then applies the CRDs (deploy/crds) and seed 000's example TPUNodeGroup (deploy/examples, the
+// seed's text with its variables substituted), prints progress until the group is Ready, prints
+// `kubectl get tpunodegroups,nodes` and the kubeconfig path, and runs until SIGINT/SIGTERM, then
+// stops everything in reverse order.
+//
+// Logs of the operator and the simulators go to <work-dir>/hyperslice.log (JSON lines), so the
+// terminal shows progress only.
 #include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 
+#include <chrono>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include <yaml-cpp/yaml.h>
 #include <CLI/CLI.hpp>
+#include <boost/json.hpp>
 
+#include "sim/gce/simulator.h"
+#include "src/base/log.h"
+#include "src/base/result.h"
 #include "src/cmd/roles.h"
+#include "src/gce/auth.h"
+#include "src/gce/compute.h"
+#include "src/kube/client.h"
+#include "src/kube/manager.h"
 #include "src/localcluster/localcluster.h"
+#include "src/tpu/api.h"
+#include "src/tpu/operator.h"
+#ifdef HS_HAVE_SIM_KUBELET
+#include "sim/kubelet/fleet.h"
+#endif
 
 namespace hyperslice::cmd {
 namespace {
 
+namespace fs = std::filesystem;
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kFieldManager[] = "hyperslice-dev";
+constexpr char kOperatorNamespace[] = "tpu-node-group";
+
 struct DevFlags {
   std::string work_dir;
   std::string bin_dir;
+  std::string deploy_dir;
+  std::string example = "tpu7x-2x2x2";
+  int sim_latency_ms = 1000;
+  int ready_timeout_s = 600;
   bool exit_after_ready = false;
+  bool exit_when_ready = false;
+  bool log_to_stderr = false;
 };
 
 DevFlags& Flags() {
@@ -38,6 +90,297 @@ std::string DefaultWorkDir() {
   return cache + "/hyperslice/dev";
 }
 
+std::string DefaultDeployDir() {
+  const char* env = std::getenv("HYPERSLICE_DEPLOY_DIR");
+  if (env && *env) return env;
+#ifdef HS_SOURCE_DIR
+  if (fs::exists(std::string(HS_SOURCE_DIR) + "/deploy/crds")) {
+    return std::string(HS_SOURCE_DIR) + "/deploy";
+  }
+#endif
+  return "deploy";
+}
+
+__attribute__((format(printf, 1, 2))) void Say(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  std::vprintf(fmt, args);
+  va_end(args);
+  std::fflush(stdout);
+}
+
+Result<std::string> ReadText(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error::Make(Error::Code::kNotFound, "cannot read " + path, "FileNotFound");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// KEY=VALUE lines of an example's .env file (comments and blank lines skipped).
+Result<std::map<std::string, std::string>> ReadEnvFile(const std::string& path) {
+  HS_ASSIGN_OR_RETURN(std::string text, ReadText(path));
+  std::map<std::string, std::string> vars;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    vars[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return vars;
+}
+
+// $VAR and ${VAR} replaced as envsubst does (an unknown variable is an error here).
+Result<std::string> Substitute(const std::string& text,
+                               const std::map<std::string, std::string>& vars) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '$') {
+      out += text[i];
+      continue;
+    }
+    bool braced = i + 1 < text.size() && text[i + 1] == '{';
+    size_t start = i + (braced ? 2 : 1);
+    size_t end = start;
+    while (end < text.size() &&
+           (std::isalnum(static_cast<unsigned char>(text[end])) != 0 || text[end] == '_')) {
+      ++end;
+    }
+    std::string name = text.substr(start, end - start);
+    auto it = vars.find(name);
+    if (name.empty() || it == vars.end()) {
+      return Error::Make(Error::Code::kInvalidArgument,
+                         "the example uses $" + name + ", which its .env file does not set");
+    }
+    out += it->second;
+    i = end - 1 + (braced ? 1 : 0);
+  }
+  return out;
+}
+
+json::value YamlToJson(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      json::object o;
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = YamlToJson(kv.second);
+      return o;
+    }
+    case YAML::NodeType::Sequence: {
+      json::array a;
+      for (const auto& v : n) a.push_back(YamlToJson(v));
+      return a;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& s = n.Scalar();
+      if (n.Tag() == "!") return json::string(s);  // quoted: always a string
+      if (s == "true") return true;
+      if (s == "false") return false;
+      if (s == "null" || s == "~") return nullptr;
+      if (!s.empty() && s.find_first_not_of("-0123456789") == std::string::npos && s != "-") {
+        try {
+          return std::stoll(s);
+        } catch (...) {
+        }
+      }
+      return json::string(s);
+    }
+    default:
+      return nullptr;
+  }
+}
+
+// Every mapping document of a YAML text, as JSON objects. yaml-cpp throws; this does not.
+Result<std::vector<json::object>> YamlDocuments(const std::string& text, const std::string& what) {
+  std::vector<json::object> docs;
+  try {
+    for (const auto& doc : YAML::LoadAll(text)) {
+      if (doc.IsMap()) docs.push_back(YamlToJson(doc).as_object());
+    }
+  } catch (const YAML::Exception& e) {
+    return Error::Make(Error::Code::kInvalidArgument, what + ": " + e.what(), "InvalidYAML");
+  }
+  return docs;
+}
+
+std::string StringAt(const json::object& o, std::initializer_list<const char*> path) {
+  const json::value* v = nullptr;
+  const json::object* cur = &o;
+  for (const char* key : path) {
+    if (cur == nullptr) return "";
+    v = cur->if_contains(key);
+    if (v == nullptr) return "";
+    cur = v->if_object();
+  }
+  if (v == nullptr) return "";
+  if (v->is_string()) return std::string(v->as_string());
+  if (v->is_int64()) return std::to_string(v->as_int64());
+  return "";
+}
+
+Status ServerSideApply(kube::Client& client, const kube::Resource& r, const json::object& obj) {
+  std::string ns = r.namespaced ? StringAt(obj, {"metadata", "namespace"}) : "";
+  std::string name = StringAt(obj, {"metadata", "name"});
+  kube::PatchOptions opts;
+  opts.field_manager = kFieldManager;
+  opts.force = true;
+  auto applied = client.Patch(r, ns, name, kube::PatchType::kApply, json::serialize(obj), opts);
+  if (!applied.ok()) return applied.error();
+  return OkStatus();
+}
+
+// Applies every CRD under <deploy>/crds and waits until each is Established.
+Status ApplyCrds(kube::Client& client, const std::string& deploy_dir, int* count) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(deploy_dir + "/crds", ec)) {
+    std::string name = entry.path().filename();
+    if (name.rfind("tpu.google.com_", 0) == 0 && entry.path().extension() == ".yaml") {
+      files.push_back(entry.path());
+    }
+  }
+  if (ec || files.empty()) {
+    return Error::Make(Error::Code::kNotFound, "no CRDs in " + deploy_dir + "/crds", "NoCRDs");
+  }
+  std::vector<std::string> names;
+  for (const auto& file : files) {
+    HS_ASSIGN_OR_RETURN(std::string text, ReadText(file));
+    HS_ASSIGN_OR_RETURN(auto docs, YamlDocuments(text, file));
+    for (const auto& doc : docs) {
+      HS_RETURN_IF_ERROR(
+          ServerSideApply(client, kube::resources::CustomResourceDefinitions(), doc));
+      names.push_back(StringAt(doc, {"metadata", "name"}));
+    }
+  }
+  auto deadline = Clock::now() + std::chrono::seconds(60);
+  for (const auto& name : names) {
+    while (true) {
+      auto crd = client.Get(kube::resources::CustomResourceDefinitions(), "", name);
+      bool established = false;
+      if (crd.ok()) {
+        const auto* conds = crd->contains("status") && crd->at("status").is_object()
+                                ? crd->at("status").as_object().if_contains("conditions")
+                                : nullptr;
+        if (conds != nullptr && conds->is_array()) {
+          for (const auto& c : conds->as_array()) {
+            if (!c.is_object()) continue;
+            established |= StringAt(c.as_object(), {"type"}) == "Established" &&
+                           StringAt(c.as_object(), {"status"}) == "True";
+          }
+        }
+      }
+      if (established) break;
+      if (Clock::now() > deadline) {
+        return Error::Make(Error::Code::kTimeout, "CRD " + name + " not Established within 60 s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  *count = static_cast<int>(names.size());
+  return OkStatus();
+}
+
+// One line of progress: the group's conditions and nodeSummary.
+std::string Progress(const json::object& group) {
+  std::string out;
+  const json::value* status = group.if_contains("status");
+  if (status == nullptr || !status->is_object()) return "no status yet";
+  const json::value* conds = status->as_object().if_contains("conditions");
+  if (conds != nullptr && conds->is_array()) {
+    for (const auto& c : conds->as_array()) {
+      if (!c.is_object()) continue;
+      const auto& o = c.as_object();
+      out += StringAt(o, {"type"}) + "=" + StringAt(o, {"status"});
+      std::string reason = StringAt(o, {"reason"});
+      if (!reason.empty()) out += "(" + reason + ")";
+      out += " ";
+    }
+  }
+  const json::value* sum = status->as_object().if_contains("nodeSummary");
+  if (sum != nullptr && sum->is_object()) {
+    out += "nodes:";
+    for (const char* k : {"desired", "running", "joined", "ready", "failed"}) {
+      out += std::string(" ") + k + "=" + StringAt(sum->as_object(), {k});
+    }
+  }
+  return out.empty() ? "no status yet" : out;
+}
+
+bool IsReady(const json::object& group) {
+  const json::value* status = group.if_contains("status");
+  if (status == nullptr || !status->is_object()) return false;
+  const json::value* conds = status->as_object().if_contains("conditions");
+  if (conds == nullptr || !conds->is_array()) return false;
+  for (const auto& c : conds->as_array()) {
+    if (c.is_object() && StringAt(c.as_object(), {"type"}) == "Ready") {
+      return StringAt(c.as_object(), {"status"}) == "True";
+    }
+  }
+  return false;
+}
+
+// `kubectl get tpunodegroups,nodes` as the user would run it (KUBECONFIG in the environment, so
+// the work dir does not appear on kubectl's command line). Empty when kubectl is missing.
+std::string KubectlGet(const std::string& kubeconfig) {
+  const char* env = std::getenv("KUBECTL");
+  std::string kubectl = env && *env ? env : "kubectl";
+  if (std::system(("command -v " + kubectl + " >/dev/null 2>&1").c_str()) != 0) return "";
+  ::setenv("KUBECONFIG", kubeconfig.c_str(), 1);
+  std::string out;
+  FILE* p = ::popen((kubectl + " get tpunodegroups,nodes 2>&1").c_str(), "r");
+  if (p == nullptr) return "";
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+// Waits up to `timeout` for SIGINT/SIGTERM; the signal number, or 0 on timeout.
+int WaitForSignal(const sigset_t& signals, std::chrono::milliseconds timeout) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  ts.tv_nsec = static_cast<long>((timeout.count() % 1000) * 1000000);
+  int sig = sigtimedwait(&signals, nullptr, &ts);
+  return sig > 0 ? sig : 0;
+}
+
+std::string RandomToken() {
+  std::random_device rd;
+  std::string t = "dev-";
+  const char* hex = "0123456789abcdef";
+  for (int i = 0; i < 32; ++i) t += hex[rd() % 16];
+  return t;
+}
+
+// Everything `hyperslice dev` runs, stopped in reverse order of start by the destructor.
+struct DevStack {
+  std::unique_ptr<localcluster::LocalCluster> cluster;
+  std::unique_ptr<sim::gce::Simulator> simulator;
+#ifdef HS_HAVE_SIM_KUBELET
+  std::unique_ptr<sim::kubelet::Fleet> fleet;
+#endif
+  std::unique_ptr<kube::Manager> manager;
+  std::thread manager_thread;
+  std::mutex mu;
+  Status manager_status = OkStatus();
+  bool manager_done = false;
+
+  ~DevStack() { Stop(); }
+  void Stop() {
+    if (manager) manager->Stop();
+    if (manager_thread.joinable()) manager_thread.join();
+    manager.reset();
+#ifdef HS_HAVE_SIM_KUBELET
+    if (fleet) fleet->Stop();
+    fleet.reset();
+#endif
+    if (simulator) simulator->Stop();
+    simulator.reset();
+    cluster.reset();  // kube-controller-manager, kube-apiserver, etcd
+  }
+};
+
 }  // namespace
 
 void SetupDev(CLI::App& app) {
@@ -49,49 +392,304 @@ void SetupDev(CLI::App& app) {
   app.add_option("--bin-dir", f.bin_dir,
                  "folder with kube-apiserver, kube-controller-manager and etcd (default: "
                  "$HYPERSLICE_CONTROLPLANE_BIN, else built by scripts/build-controlplane.sh)");
+  app.add_option("--deploy-dir", f.deploy_dir,
+                 "folder with crds/ and examples/ (default: $HYPERSLICE_DEPLOY_DIR, else the "
+                 "source tree's deploy/)");
+  app.add_option("--example", f.example, "which example TPUNodeGroup to apply")
+      ->check(CLI::IsMember({"tpu7x-2x2x2", "v6e-2x2", "none"}))
+      ->capture_default_str();
+  app.add_option("--sim-latency-ms", f.sim_latency_ms,
+                 "simulated GCE operation and VM boot latency, in milliseconds")
+      ->check(CLI::Range(0, 600000))
+      ->capture_default_str();
+  app.add_option("--ready-timeout", f.ready_timeout_s,
+                 "with --exit-when-ready: seconds to wait for the example to be Ready")
+      ->capture_default_str();
   app.add_flag("--exit-after-ready", f.exit_after_ready,
-               "start, print how to connect, stop and exit 0 (for tests)");
+               "start the control plane only, print how to connect, stop and exit 0 (for tests)");
+  app.add_flag("--exit-when-ready", f.exit_when_ready,
+               "run everything, wait until the example TPUNodeGroup is Ready, print the summary, "
+               "stop and exit 0 (non-zero if it is not Ready within --ready-timeout)");
+  app.add_flag("--log-to-stderr", f.log_to_stderr,
+               "operator and simulator logs on stderr instead of <work-dir>/hyperslice.log");
 }
 
 int RunDev(CLI::App&) {
   const DevFlags& f = Flags();
   // Block the stop signals before any thread exists, so every thread inherits the mask and
-  // sigwait() below is the only place they are received. Children get a clean mask at exec.
+  // sigwait()/sigtimedwait() here are the only places they are received. Children get a clean
+  // mask at exec.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const auto started_at = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - started_at).count(); };
 
+  // The example first: a typo in it should not cost a control-plane start.
+  const std::string deploy_dir = f.deploy_dir.empty() ? DefaultDeployDir() : f.deploy_dir;
+  std::map<std::string, std::string> vars;
+  std::vector<json::object> example_docs;
+  if (f.example != "none" && !f.exit_after_ready) {
+    auto env = ReadEnvFile(deploy_dir + "/examples/" + f.example + ".env");
+    auto text = ReadText(deploy_dir + "/examples/tpunodegroup.yaml");
+    if (!env.ok() || !text.ok()) {
+      std::fprintf(stderr, "hyperslice dev: cannot read the example from %s/examples: %s\n",
+                   deploy_dir.c_str(), (!env.ok() ? env.error() : text.error()).ToString().c_str());
+      return 2;
+    }
+    vars = *env;
+    auto yaml = Substitute(*text, vars);
+    if (!yaml.ok()) {
+      std::fprintf(stderr, "hyperslice dev: %s\n", yaml.error().ToString().c_str());
+      return 2;
+    }
+    auto docs = YamlDocuments(*yaml, "the example");
+    if (!docs.ok() || docs->size() != 1) {
+      std::fprintf(stderr, "hyperslice dev: the example is not one YAML object: %s\n",
+                   docs.ok() ? "wrong count" : docs.error().ToString().c_str());
+      return 2;
+    }
+    example_docs = *docs;
+  }
+
+  // Declared before the stack so that its shutdown still logs to the file.
+  std::shared_ptr<std::ofstream> log_file;
+  struct RestoreSink {
+    ~RestoreSink() { log::SetSink(nullptr); }
+  } restore_sink;
+  DevStack stack;
   localcluster::Options options;
   options.work_dir = f.work_dir.empty() ? DefaultWorkDir() : f.work_dir;
   options.bin_dir = f.bin_dir;
   options.controller_manager = true;
+  options.kubeadm_bootstrap = true;
+  Say("hyperslice dev: starting the control plane (etcd, kube-apiserver, "
+      "kube-controller-manager)...\n");
   auto cluster = localcluster::LocalCluster::Start(options);
   if (!cluster.ok()) {
     std::fprintf(stderr, "hyperslice dev: the control plane did not start: %s\n",
                  cluster.error().ToString().c_str());
     return 1;
   }
-  const auto& c = **cluster;
-  std::printf(
-      "hyperslice dev: control plane ready at %s (logs in %s)\n"
+  stack.cluster = std::move(cluster).value();
+  const auto& c = *stack.cluster;
+  Say("hyperslice dev: control plane ready at %s (logs in %s)\n"
       "Point kubectl at it:\n"
       "  export KUBECONFIG=%s\n"
       "  kubectl get ns\n",
       c.server_url().c_str(), c.work_dir().c_str(), c.kubeconfig_path().c_str());
-  if (f.exit_after_ready) {
-    std::fflush(stdout);
-    cluster->reset();
+  if (f.exit_after_ready) return 0;  // the stack stops on the way out
+
+  // From here on, components log JSON lines; keep them off the terminal.
+  if (!f.log_to_stderr) {
+    log_file = std::make_shared<std::ofstream>(c.work_dir() + "/hyperslice.log", std::ios::app);
+    log::SetSink([log_file](std::string_view line) {
+      static std::mutex mu;
+      std::lock_guard<std::mutex> lock(mu);
+      *log_file << line << (line.empty() || line.back() != '\n' ? "\n" : "");
+      log_file->flush();
+    });
+  }
+
+  // GCE simulator: the example's project, zone and reservation.
+  const std::string project = vars.count("PROJECT") ? vars["PROJECT"] : "my-gcp-project";
+  const std::string zone = vars.count("ZONE") ? vars["ZONE"] : "us-central1-c";
+  const std::string token = RandomToken();
+  sim::gce::Options sim_options;
+  sim_options.projects = {project};
+  sim_options.regions = {zone.substr(0, zone.rfind('-'))};
+  if (!example_docs.empty()) {
+    sim::gce::Reservation reservation;
+    reservation.project = project;
+    reservation.zone = zone;
+    reservation.name = vars["RESERVATION_NAME"];
+    reservation.machine_type = vars["MACHINE_TYPE"];
+    reservation.count = std::stoll(vars["NODE_COUNT"]);
+    sim_options.reservations = {reservation};
+  }
+  sim_options.operation_latency = std::chrono::milliseconds(f.sim_latency_ms);
+  sim_options.instance_boot_latency = std::chrono::milliseconds(f.sim_latency_ms);
+  sim_options.static_tokens = {token};
+  auto simulator = sim::gce::Simulator::Start(sim_options);
+  if (!simulator.ok()) {
+    std::fprintf(stderr,
+                 "hyperslice dev: the GCE simulator did not start: %s\n"
+                 "(it reads compute.proto from $HYPERSLICE_GCE_PROTO_DIR; scripts/gce-schema.sh "
+                 "installs it, scripts/dev.sh does both)\n",
+                 simulator.error().ToString().c_str());
+    return 1;
+  }
+  stack.simulator = std::move(simulator).value();
+  Say("hyperslice dev: GCE simulator at %s (project %s, zone %s",
+      stack.simulator->api_endpoint().c_str(), project.c_str(), zone.c_str());
+  if (!example_docs.empty()) {
+    Say(", reservation %s: %s x %s", vars["RESERVATION_NAME"].c_str(), vars["NODE_COUNT"].c_str(),
+        vars["MACHINE_TYPE"].c_str());
+  }
+  Say(", latency %d ms)\n", f.sim_latency_ms);
+
+  std::vector<std::string> missing;
+#ifdef HS_HAVE_SIM_KUBELET
+  {
+    sim::kubelet::FleetOptions fleet_options;
+    fleet_options.simulator = stack.simulator.get();
+    fleet_options.apiserver_url = c.server_url();
+    auto fleet = sim::kubelet::Fleet::Start(fleet_options);
+    if (!fleet.ok()) {
+      std::fprintf(stderr, "hyperslice dev: the simulated TPU VMs did not start: %s\n",
+                   fleet.error().ToString().c_str());
+      return 1;
+    }
+    stack.fleet = std::move(fleet).value();
+    Say("hyperslice dev: simulated TPU VMs join as kubeadm + kubelet would, once RUNNING\n");
+  }
+#else
+  missing.push_back("the simulated TPU VMs (sim/kubelet is not in this build): no VM will join");
+#endif
+
+  auto client = kube::Client::Create(c.AdminConfig());
+  if (!client.ok()) {
+    std::fprintf(stderr, "hyperslice dev: %s\n", client.error().ToString().c_str());
+    return 1;
+  }
+  int crds = 0;
+  if (Status s = ApplyCrds(**client, deploy_dir, &crds); !s.ok()) {
+    std::fprintf(stderr, "hyperslice dev: applying the CRDs: %s\n", s.error().ToString().c_str());
+    return 1;
+  }
+  Say("hyperslice dev: applied %d CRDs from %s/crds\n", crds, deploy_dir.c_str());
+  json::object ns_obj = {{"apiVersion", "v1"},
+                         {"kind", "Namespace"},
+                         {"metadata", json::object{{"name", kOperatorNamespace}}}};
+  if (Status s = ServerSideApply(**client, kube::resources::Namespaces(), ns_obj); !s.ok()) {
+    std::fprintf(stderr, "hyperslice dev: namespace %s: %s\n", kOperatorNamespace,
+                 s.error().ToString().c_str());
+    return 1;
+  }
+
+  // The operator, in-process: a Manager without leader election (one process) on the admin client,
+  // GCE through the real client at the simulator.
+  {
+    gce::ComputeOptions compute_options;
+    compute_options.endpoint = stack.simulator->api_endpoint();
+    compute_options.tokens = gce::StaticTokenSource(token);
+    auto compute = gce::Compute::Create(compute_options);
+    kube::ManagerOptions manager_options;
+    manager_options.client = *client;
+    manager_options.health_probe_port = 0;
+    manager_options.graceful_shutdown_timeout = std::chrono::milliseconds(5000);
+    auto manager = kube::Manager::Create(manager_options);
+    Status registered = OkStatus();
+    if (!compute.ok()) {
+      registered = compute.error();
+    } else if (!manager.ok()) {
+      registered = manager.error();
+    } else {
+      tpu::OperatorOptions operator_options;
+      operator_options.client = *client;
+      operator_options.compute = std::move(compute).value();
+      operator_options.device_plugin_namespace = kOperatorNamespace;
+      registered = tpu::RegisterOperator(**manager, operator_options);
+    }
+    if (!registered.ok()) {
+      missing.push_back("the TPU operator (" + registered.error().ToString() + ")");
+    } else {
+      stack.manager = std::move(manager).value();
+      stack.manager_thread = std::thread([&stack] {
+        Status s = stack.manager->Run();
+        std::lock_guard<std::mutex> lock(stack.mu);
+        stack.manager_status = s;
+        stack.manager_done = true;
+      });
+      Say("hyperslice dev: TPU operator running (health and metrics on http://127.0.0.1:%u)\n",
+          static_cast<unsigned>(stack.manager->health_port()));
+    }
+  }
+  for (const auto& m : missing) Say("hyperslice dev: NOT RUNNING: %s\n", m.c_str());
+
+  if (example_docs.empty()) {
+    Say("hyperslice dev: no example applied (--example none).\nPress Ctrl-C to stop.\n");
+    if (f.exit_when_ready) return missing.empty() ? 0 : 1;
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    Say("hyperslice dev: stopping (signal %d)\n", sig);
     return 0;
   }
-  std::printf("Press Ctrl-C to stop.\n");
-  std::fflush(stdout);
+
+  const json::object& group = example_docs.front();
+  const std::string group_ns = StringAt(group, {"metadata", "namespace"});
+  const std::string group_name = StringAt(group, {"metadata", "name"});
+  if (Status s = ServerSideApply(**client, tpu::TPUNodeGroups(), group); !s.ok()) {
+    std::fprintf(stderr, "hyperslice dev: applying the example TPUNodeGroup: %s\n",
+                 s.error().ToString().c_str());
+    return 1;
+  }
+  Say("hyperslice dev: applied TPUNodeGroup %s/%s (example %s: %s x %s, topology %s; "
+      "deploy/examples/tpunodegroup.yaml with deploy/examples/%s.env)\n",
+      group_ns.c_str(), group_name.c_str(), f.example.c_str(), vars["NODE_COUNT"].c_str(),
+      vars["MACHINE_TYPE"].c_str(), vars["TOPOLOGY"].c_str(), f.example.c_str());
+  if (!missing.empty() && f.exit_when_ready) {
+    Say("hyperslice dev: cannot become Ready with parts missing; stopping\n");
+    return 1;
+  }
+  Say("Waiting for %s to become Ready. Press Ctrl-C to stop.\n", group_name.c_str());
+
+  // Progress until Ready (or a signal, or the timeout with --exit-when-ready).
+  const auto deadline = Clock::now() + std::chrono::seconds(f.ready_timeout_s);
+  std::string last;
+  bool ready = false;
   int sig = 0;
+  while (!ready) {
+    auto got = (*client)->Get(tpu::TPUNodeGroups(), group_ns, group_name);
+    if (got.ok()) {
+      std::string line = Progress(*got);
+      if (line != last) {
+        Say("  [%6.1fs] %s\n", elapsed(), line.c_str());
+        last = line;
+      }
+      ready = IsReady(*got);
+    }
+    if (ready) break;
+    {
+      std::lock_guard<std::mutex> lock(stack.mu);
+      if (stack.manager_done) {
+        std::fprintf(
+            stderr, "hyperslice dev: the operator stopped: %s\n",
+            stack.manager_status.ok() ? "ok" : stack.manager_status.error().ToString().c_str());
+        return 1;
+      }
+    }
+    if (f.exit_when_ready && Clock::now() > deadline) {
+      std::fprintf(stderr, "hyperslice dev: %s not Ready within %d s (last: %s); logs in %s\n",
+                   group_name.c_str(), f.ready_timeout_s, last.c_str(), c.work_dir().c_str());
+      return 1;
+    }
+    sig = WaitForSignal(stop_signals, std::chrono::milliseconds(250));
+    if (sig != 0) {
+      Say("hyperslice dev: stopping (signal %d)\n", sig);
+      return 0;
+    }
+  }
+
+  Say("hyperslice dev: TPUNodeGroup %s/%s is Ready after %.1f s\n\n", group_ns.c_str(),
+      group_name.c_str(), elapsed());
+  std::string table = KubectlGet(c.kubeconfig_path());
+  if (table.empty()) {
+    Say("(kubectl not found: install it to see `kubectl get tpunodegroups,nodes`)\n");
+  } else {
+    Say("$ kubectl get tpunodegroups,nodes\n%s\n", table.c_str());
+  }
+  Say("Kubeconfig: %s\n  export KUBECONFIG=%s\n", c.kubeconfig_path().c_str(),
+      c.kubeconfig_path().c_str());
+  if (f.exit_when_ready) {
+    Say("hyperslice dev: stopping (--exit-when-ready)\n");
+    return 0;
+  }
+  Say("Press Ctrl-C to stop.\n");
   sigwait(&stop_signals, &sig);
-  std::printf("hyperslice dev: stopping (signal %d)\n", sig);
-  std::fflush(stdout);
-  cluster->reset();  // stops kube-controller-manager, kube-apiserver, etcd, in that order
+  Say("hyperslice dev: stopping (signal %d)\n", sig);
   return 0;
 }
 

@@ -1,0 +1,190 @@
+// `hyperslice dev` end to end, as the README runs it: the real binary starts the control plane,
+// the GCE simulator, the simulated TPU VMs and the operator, applies seed 000's example, and with
+// --exit-when-ready exits 0 once the TPUNodeGroup is Ready — after printing the real kubectl's
+// `get tpunodegroups,nodes`. Short simulator latencies keep each run to a few tens of seconds.
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace hyperslice::dev_test {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+struct DevRun {
+  int exit_code = -1;
+  std::string output;
+};
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs the binary with a hard time limit (coreutils timeout: 124 when it fired).
+DevRun RunDev(const std::vector<std::string>& args, int limit_seconds) {
+  std::string cmd = "timeout -s INT -k 30 " + std::to_string(limit_seconds) + " " +
+                    Quote(HS_HYPERSLICE_BIN) + " dev";
+  for (const auto& a : args) cmd += " " + Quote(a);
+  cmd += " 2>&1";
+  DevRun r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  while (size_t n = std::fread(buf.data(), 1, buf.size(), p)) r.output.append(buf.data(), n);
+  int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool HaveKubectl() { return std::system("kubectl version --client >/dev/null 2>&1") == 0; }
+
+// PIDs of live processes whose command line mentions `needle` (every process dev starts names
+// its work dir in a flag).
+std::vector<pid_t> ProcessesMentioning(const std::string& needle) {
+  std::vector<pid_t> found;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmdline(entry.path() / "cmdline", std::ios::binary);
+    std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    if (args.find(needle) == std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string pid, comm, state;
+    stat >> pid >> comm >> state;
+    if (state != "Z") found.push_back(std::stoi(name));
+  }
+  return found;
+}
+
+int CountMatches(const std::string& text, const std::regex& re) {
+  return static_cast<int>(
+      std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
+}
+
+class DevRole : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveKubectl()) GTEST_SKIP() << "kubectl is not installed (dev prints its output)";
+    char tmpl[] = "/tmp/hyperslice-dev-e2e-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    work_dir_ = tmpl;
+  }
+  void TearDown() override {
+    if (work_dir_.empty()) return;
+    if (HasFailure()) {
+      std::ifstream log(work_dir_ + "/hyperslice.log");
+      std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+      if (text.size() > 6000) text = text.substr(text.size() - 6000);
+      std::printf("--- tail of %s/hyperslice.log ---\n%s\n", work_dir_.c_str(), text.c_str());
+    }
+    std::error_code ec;
+    fs::remove_all(work_dir_, ec);
+  }
+
+  void ExpectReadyRun(const std::string& example, int nodes) {
+    DevRun r = RunDev({"--exit-when-ready", "--example", example, "--sim-latency-ms", "100",
+                       "--ready-timeout", "240", "--work-dir", work_dir_},
+                      420);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("TPUNodeGroup default/my-tpu-node-group is Ready after"));
+    // Progress was printed on the way: a not-Ready line before the Ready one.
+    EXPECT_THAT(r.output, HasSubstr("Ready=False"));
+    // The real kubectl's table: the group Ready with all its nodes, and that many Ready Nodes.
+    EXPECT_THAT(r.output, HasSubstr("$ kubectl get tpunodegroups,nodes"));
+    std::regex group_row(
+        "tpunodegroup\\.tpu\\.google\\.com/my-tpu-node-group\\s+True\\s+\\S+\\s+\\S+\\s+" +
+        std::to_string(nodes) + "\\s+" + std::to_string(nodes) + "\\s");
+    EXPECT_EQ(CountMatches(r.output, group_row), 1) << r.output;
+    EXPECT_EQ(CountMatches(r.output, std::regex("node/my-tpu-node-group-\\S+\\s+Ready\\s")), nodes)
+        << r.output;
+    EXPECT_THAT(r.output, HasSubstr("export KUBECONFIG=" + work_dir_ + "/admin.kubeconfig"));
+    EXPECT_THAT(r.output, ::testing::Not(HasSubstr("NOT RUNNING")));
+    // Stopped cleanly: nothing it started is left.
+    EXPECT_TRUE(ProcessesMentioning(work_dir_).empty());
+    // The operator's and simulators' log never holds a kubeadm bootstrap token
+    // ([a-z0-9]{6}.[a-z0-9]{16}), although tokens were minted and used for the join.
+    std::ifstream log(work_dir_ + "/hyperslice.log");
+    std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    EXPECT_FALSE(text.empty());
+    EXPECT_EQ(CountMatches(text, std::regex("\\b[a-z0-9]{6}\\.[a-z0-9]{16}\\b")), 0);
+  }
+
+  std::string work_dir_;
+};
+
+TEST_F(DevRole, SeedExampleTpu7xReachesReadyWithTwoNodesAndExits) {
+  ExpectReadyRun("tpu7x-2x2x2", 2);
+}
+
+TEST_F(DevRole, SingleHostV6eExampleReachesReadyWithOneNode) { ExpectReadyRun("v6e-2x2", 1); }
+
+// Ctrl-C while the slice is still provisioning (long simulated operations) stops everything and
+// exits 0.
+TEST_F(DevRole, SigintWhileWaitingStopsEverything) {
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  pid_t dev = ::fork();
+  ASSERT_GE(dev, 0);
+  if (dev == 0) {
+    ::dup2(out[1], 1);
+    ::dup2(out[1], 2);
+    ::close(out[0]);
+    ::close(out[1]);
+    ::execl(HS_HYPERSLICE_BIN, HS_HYPERSLICE_BIN, "dev", "--work-dir", work_dir_.c_str(),
+            "--sim-latency-ms", "60000", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string seen;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  while (seen.find("Press Ctrl-C") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    pollfd p{.fd = out[0], .events = POLLIN};
+    if (::poll(&p, 1, 500) <= 0) continue;
+    char chunk[512];
+    ssize_t n = ::read(out[0], chunk, sizeof chunk);
+    if (n <= 0) break;
+    seen.append(chunk, static_cast<size_t>(n));
+  }
+  ASSERT_THAT(seen, HasSubstr("Waiting for my-tpu-node-group to become Ready"));
+  EXPECT_FALSE(ProcessesMentioning(work_dir_).empty());
+  ASSERT_EQ(::kill(dev, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(dev, &status, 0), dev);
+  char chunk[4096];
+  ssize_t n = 0;
+  while ((n = ::read(out[0], chunk, sizeof chunk)) > 0) seen.append(chunk, static_cast<size_t>(n));
+  ::close(out[0]);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << "\n" << seen;
+  EXPECT_THAT(seen, HasSubstr("stopping (signal 2)"));
+  EXPECT_THAT(seen, ::testing::Not(HasSubstr("is Ready after")));
+  EXPECT_TRUE(ProcessesMentioning(work_dir_).empty());
+}
+
+TEST_F(DevRole, UnknownExampleIsRejectedBeforeAnythingStarts) {
+  DevRun r = RunDev({"--example", "v5p-2x2", "--work-dir", work_dir_}, 60);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("--example"));
+  EXPECT_FALSE(fs::exists(work_dir_ + "/admin.kubeconfig"));
+}
+
+}  // namespace
+}  // namespace hyperslice::dev_test
