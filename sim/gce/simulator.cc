@@ -313,6 +313,7 @@ void SimulatorImpl::Tick(SteadyTime now) {
     if (status == "PROVISIONING" && now >= inst.staging_at) {
       inst.body["status"] = "STAGING";
       status = "STAGING";
+      NoteInstance(key);
     }
     if (status == "STAGING" && now >= inst.running_at) {
       inst.body["status"] = "RUNNING";

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -436,6 +437,118 @@ TEST_F(SimKubeletTest, FleetFollowsKillAndRestoreOfTheSimulatedVm) {
       },
       seconds(20)));
   EXPECT_FALSE(AgentOf(vm)->has_credentials);
+}
+
+// The simulator's observer hook the fleet is built on, without a control plane: every instance
+// change arrives, in order, and nothing after UnsubscribeInstances.
+TEST(SimulatorInstanceEvents, ReportCreationStatusChangesDeletionAndStopAfterUnsubscribe) {
+  gce::Options so;
+  so.projects = {kProject};
+  so.operation_latency = milliseconds(20);
+  so.instance_boot_latency = milliseconds(100);
+  so.mig_retry_interval = milliseconds(50);
+  so.static_tokens = {"t"};
+  auto sim = gce::Simulator::Start(so);
+  ASSERT_TRUE(sim.ok()) << sim.error().ToString();
+  hyperslice::gce::ComputeOptions co;
+  co.endpoint = (*sim)->api_endpoint();
+  co.tokens = hyperslice::gce::StaticTokenSource("t");
+  auto compute = hyperslice::gce::Compute::Create(co);
+  ASSERT_TRUE(compute.ok());
+
+  std::mutex mu;
+  std::vector<gce::InstanceEvent> events;
+  auto seen = [&] {
+    std::lock_guard lock(mu);
+    return events;
+  };
+  auto statuses = [&](const std::string& id) {
+    std::string out;
+    for (const auto& e : seen())
+      if (e.id == id) out += (e.status.empty() ? "-" : e.status) + " ";
+    return out;
+  };
+  uint64_t sub = (*sim)->SubscribeInstances([&](const gce::InstanceEvent& e) {
+    std::lock_guard lock(mu);
+    events.push_back(e);
+  });
+
+  json::object tmpl{{"name", "ev-it"}, {"properties", json::object{{"machineType", kMachineType}}}};
+  auto op = (*compute)->InsertInstanceTemplate(kProject, tmpl);
+  ASSERT_TRUE(op.ok()) << op.error().ToString();
+  ASSERT_TRUE((*compute)->Wait(op->ref, seconds(30)).ok());
+  json::object mig{{"name", "ev"},
+                   {"baseInstanceName", "ev"},
+                   {"instanceTemplate", op->target_link},
+                   {"targetSize", 1}};
+  auto mop = (*compute)->InsertInstanceGroupManager(kProject, kZone, mig);
+  ASSERT_TRUE(mop.ok()) << mop.error().ToString();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto ev = seen();
+        return !ev.empty() && ev.back().status == "RUNNING";
+      },
+      seconds(10)));
+  gce::InstanceEvent first = seen().front();
+  EXPECT_EQ(first.project, kProject);
+  EXPECT_EQ(first.zone, kZone);
+  EXPECT_EQ(first.machine_type, kMachineType);
+  EXPECT_EQ(first.name.rfind("ev-", 0), 0u);
+  EXPECT_EQ(statuses(first.id), "PROVISIONING STAGING RUNNING ");
+
+  // A second subscriber first hears of the instance as it is now.
+  std::vector<gce::InstanceEvent> late;
+  uint64_t sub2 = (*sim)->SubscribeInstances([&](const gce::InstanceEvent& e) {
+    std::lock_guard lock(mu);
+    late.push_back(e);
+  });
+  ASSERT_TRUE(Eventually(
+      [&] {
+        std::lock_guard lock(mu);
+        return late.size() == 1;
+      },
+      seconds(5)));
+  EXPECT_EQ(late[0].status, "RUNNING");
+  (*sim)->UnsubscribeInstances(sub2);
+
+  auto control = net::HttpClient::Create({.base_url = (*sim)->control_endpoint()});
+  ASSERT_TRUE(control.ok());
+  auto call = [&](const std::string& path, const json::object& body) {
+    auto r = (*control)->Do({.method = "POST",
+                             .target = path,
+                             .headers = {{"Content-Type", "application/json"}},
+                             .body = json::serialize(body)});
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200) << r->body;
+  };
+  call("/control/instances/kill", {{"zone", kZone}, {"name", first.name}, {"mode", "stop"}});
+  call("/control/instances/restore", {{"zone", kZone}, {"name", first.name}});
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return statuses(first.id) == "PROVISIONING STAGING RUNNING TERMINATED STAGING RUNNING ";
+      },
+      seconds(10)))
+      << statuses(first.id);
+
+  // Vanished: gone (""), then re-created by its group under the same name with a new id.
+  call("/control/instances/kill", {{"zone", kZone}, {"name", first.name}, {"mode", "vanish"}});
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto ev = seen();
+        return ev.back().id != first.id && ev.back().status == "RUNNING";
+      },
+      seconds(10)));
+  EXPECT_EQ(statuses(first.id).substr(statuses(first.id).size() - 2), "- ");
+  EXPECT_EQ(seen().back().name, first.name);
+
+  (*sim)->UnsubscribeInstances(sub);
+  size_t before = seen().size();
+  call("/control/instances/kill", {{"zone", kZone}, {"name", first.name}, {"mode", "stop"}});
+  auto got = (*compute)->GetInstance(kProject, kZone, first.name);  // the change has happened
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(Str(*got, "status"), "TERMINATED");
+  EXPECT_FALSE(Eventually([&] { return seen().size() != before; }, milliseconds(300)));
+  (*sim)->Stop();
 }
 
 }  // namespace
