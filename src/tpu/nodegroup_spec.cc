@@ -10,7 +10,7 @@
 #include "src/tpu/internal/bootstrap.h"
 #include "src/tpu/internal/gce_child.h"
 
-namespace hyperslice::tpu::internal {
+namespace hyperslice::tpu {
 namespace {
 
 namespace json = boost::json;
@@ -30,15 +30,6 @@ bool IsGceName(std::string_view n) {
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
   }
   return n.back() != '-';
-}
-
-std::string Join(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (const auto& s : v) {
-    if (!out.empty()) out += sep;
-    out += s;
-  }
-  return out;
 }
 
 }  // namespace
@@ -81,14 +72,14 @@ bool IsInstanceTemplateUri(std::string_view uri) {
 
 std::vector<std::string> NodeGroupSpecProblems(const json::object& spec) {
   std::vector<std::string> problems;
-  const std::string project = StringAt(spec, "project");
-  const std::string zone = StringAt(spec, "nodeLocation");
-  const std::string topology = StringAt(spec, "topology");
+  const std::string project = internal::StringAt(spec, "project");
+  const std::string zone = internal::StringAt(spec, "nodeLocation");
+  const std::string topology = internal::StringAt(spec, "topology");
   const int64_t node_count = IntField(spec, "nodeCount", 0);
-  const json::object* ic = ObjectAt(spec, "instanceConfig");
-  const std::string machine = ic ? StringAt(*ic, "machineType") : "";
-  const std::string template_uri = StringAt(spec, "instanceTemplateURI");
-  std::string mode = StringAt(spec, "targetSizePolicyMode");
+  const json::object* ic = internal::ObjectAt(spec, "instanceConfig");
+  const std::string machine = ic ? internal::StringAt(*ic, "machineType") : "";
+  const std::string template_uri = internal::StringAt(spec, "instanceTemplateURI");
+  std::string mode = internal::StringAt(spec, "targetSizePolicyMode");
   if (mode.empty()) mode = "BULK";  // the CRD's default
 
   if (project.empty()) problems.push_back("set spec.project to the GCE project of the slice");
@@ -124,13 +115,13 @@ std::vector<std::string> NodeGroupSpecProblems(const json::object& spec) {
                            mode);
       }
     }
-    std::string model = StringAt(*ic, "provisioningModel");
-    if (model == "RESERVATION_BOUND" && StringAt(*ic, "reservation").empty()) {
+    std::string model = internal::StringAt(*ic, "provisioningModel");
+    if (model == "RESERVATION_BOUND" && internal::StringAt(*ic, "reservation").empty()) {
       problems.push_back(
           "spec.instanceConfig.provisioningModel RESERVATION_BOUND needs "
           "spec.instanceConfig.reservation");
     }
-    if (const auto* md = ObjectAt(*ic, "metadata")) {
+    if (const auto* md = internal::ObjectAt(*ic, "metadata")) {
       for (const auto& [k, v] : *md) {
         if (k == kMetaKubeLabels || k == kMetaStartupScript || k == kMetaJoinToken ||
             k == kMetaCaHash || k == kMetaControlPlane) {
@@ -169,14 +160,42 @@ std::vector<std::string> NodeGroupSpecProblems(const json::object& spec) {
   } else {
     problems.push_back("set spec.instanceConfig (with machineType) or spec.instanceTemplateURI");
   }
-  if (const auto* b = ObjectAt(spec, "bootstrapKubernetes")) {
-    if (StringAt(*b, "version").empty() || StringAt(*b, "controlPlaneIP").empty()) {
+  if (const auto* b = internal::ObjectAt(spec, "bootstrapKubernetes")) {
+    if (internal::StringAt(*b, "version").empty() ||
+        internal::StringAt(*b, "controlPlaneIP").empty()) {
       problems.push_back(
           "spec.bootstrapKubernetes needs version (e.g. \"1.31\") and controlPlaneIP");
     }
   }
   return problems;
 }
+
+}  // namespace hyperslice::tpu
+
+namespace hyperslice::tpu::internal {
+namespace {
+
+namespace json = boost::json;
+
+int64_t IntField(const json::object& o, std::string_view key, int64_t def) {
+  const auto* v = o.if_contains(key);
+  if (v == nullptr) return def;
+  if (v->is_int64()) return v->as_int64();
+  if (v->is_uint64()) return static_cast<int64_t>(v->as_uint64());
+  if (v->is_double()) return static_cast<int64_t>(v->as_double());
+  return def;
+}
+
+std::string Join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (const auto& s : v) {
+    if (!out.empty()) out += sep;
+    out += s;
+  }
+  return out;
+}
+
+}  // namespace
 
 Result<NodeGroupSpec> ParseNodeGroup(const kube::Object& group) {
   const json::object* meta = ObjectAt(group, "metadata");

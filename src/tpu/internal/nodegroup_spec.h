@@ -19,6 +19,7 @@
 #include "src/base/result.h"
 #include "src/kube/resource.h"
 #include "src/tpu/topology.h"
+#include "src/tpu/validation.h"
 
 namespace hyperslice::tpu::internal {
 
@@ -62,16 +63,10 @@ struct NodeGroupSpec {
   bool BootstrapEnabled() const { return bootstrap.has_value() && instance_config.has_value(); }
 };
 
-// The project named by an instance template URI ("" when it names none):
-// ".../projects/P/global/instanceTemplates/T", "projects/P/regions/R/instanceTemplates/T".
-std::string ProjectOfTemplateUri(std::string_view uri);
-// Whether `uri` has the shape of an instance template reference (full URL, partial
-// "projects/P/global/instanceTemplates/T" or "projects/P/regions/R/instanceTemplates/T", or
-// "global/instanceTemplates/T") with a valid GCE name.
-bool IsInstanceTemplateUri(std::string_view uri);
-
-// Everything wrong with a TPUNodeGroup spec, each entry saying what to change; empty when valid.
-std::vector<std::string> NodeGroupSpecProblems(const boost::json::object& spec);
+// Validation (validation.h), used here too.
+using tpu::IsInstanceTemplateUri;
+using tpu::NodeGroupSpecProblems;
+using tpu::ProjectOfTemplateUri;
 
 // Parses a TPUNodeGroup object (metadata + spec). kInvalidArgument (reason "InvalidSpec") with
 // every problem joined by "; " when the spec is not valid.
