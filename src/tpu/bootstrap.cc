@@ -226,7 +226,11 @@ class FirstError {
 
 Bootstrapper::Bootstrapper(std::shared_ptr<kube::Client> client,
                            std::shared_ptr<gce::Compute> compute, BootstrapOptions options)
-    : client_(std::move(client)), compute_(std::move(compute)), options_(std::move(options)) {}
+    : client_(std::move(client)),
+      compute_(std::move(compute)),
+      options_(std::move(options)),
+      wall_anchor_(std::chrono::system_clock::now()),
+      clock_anchor_(options_.clock != nullptr ? options_.clock->Now() : Clock::TimePoint()) {}
 
 namespace {
 
@@ -234,21 +238,17 @@ namespace {
 class Pass {
  public:
   Pass(kube::Client& client, gce::Compute& compute, const BootstrapOptions& options,
-       std::string group_ref, std::string uid, std::string control_plane)
+       std::chrono::system_clock::time_point now, std::string group_ref, std::string uid,
+       std::string control_plane)
       : client_(client),
         compute_(compute),
         options_(options),
+        now_(now),
         group_ref_(std::move(group_ref)),
         uid_(std::move(uid)),
         control_plane_(std::move(control_plane)) {}
 
-  // Wall-clock now. A test clock moves it by as much as it has been advanced.
-  std::chrono::system_clock::time_point Now() const {
-    auto now = std::chrono::system_clock::now();
-    if (options_.clock == nullptr || options_.clock == &RealClock()) return now;
-    return now + std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                     options_.clock->Now() - RealClock().Now());
-  }
+  std::chrono::system_clock::time_point Now() const { return now_; }
 
   Result<std::vector<TokenSecret>> ListSecrets() {
     kube::ListOptions lo;
@@ -469,6 +469,7 @@ class Pass {
   kube::Client& client_;
   gce::Compute& compute_;
   const BootstrapOptions& options_;
+  std::chrono::system_clock::time_point now_;
   std::string group_ref_;
   std::string uid_;
   std::string control_plane_;
@@ -502,7 +503,13 @@ Result<BootstrapReport> Bootstrapper::Reconcile(const kube::Object& group,
                        "MissingCaHash");
   }
 
-  Pass pass(*client_, *compute_, options_, group_ref, uid, control_plane);
+  // Wall-clock now; with a test clock, the construction time moved by as much as it advanced.
+  auto now = std::chrono::system_clock::now();
+  if (options_.clock != nullptr && options_.clock != &RealClock()) {
+    now = wall_anchor_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                             options_.clock->Now() - clock_anchor_);
+  }
+  Pass pass(*client_, *compute_, options_, now, group_ref, uid, control_plane);
   HS_ASSIGN_OR_RETURN(auto secrets, pass.ListSecrets());
 
   std::map<std::string, std::vector<const TokenSecret*>> by_instance;

@@ -64,6 +64,10 @@ class Bootstrapper {
   std::shared_ptr<kube::Client> client_;
   std::shared_ptr<gce::Compute> compute_;
   BootstrapOptions options_;
+  // Token expirations are wall-clock times that follow options_.clock: the wall time and the
+  // clock's reading at construction, so a test clock moves expirations as it is advanced.
+  std::chrono::system_clock::time_point wall_anchor_;
+  Clock::TimePoint clock_anchor_;
 };
 
 // "sha256:" + hex SHA-256 of the DER SubjectPublicKeyInfo of the first certificate in `ca_pem`

@@ -5,6 +5,9 @@
 #include <ctime>
 #include <regex>
 
+#include "src/base/fake_clock.h"
+#include "src/base/log.h"
+
 #include "test/integration/tpu_bootstrap/fixture.h"
 
 namespace hyperslice::tpu::testing {
@@ -72,7 +75,10 @@ TEST_F(BootstrapTest, RunningVmGetsATokenSecretAndJoinValuesThatAuthenticate) {
   ASSERT_EQ(vms.size(), 1u);
   auto boot = NewBootstrapper();
   const time_t before = time(nullptr);
+  std::vector<std::string> log_lines;
+  log::SetSink([&](std::string_view line) { log_lines.emplace_back(line); });
   auto report = boot.Reconcile(group_, vms, {});
+  log::SetSink(nullptr);
   ASSERT_TRUE(report.ok()) << report.error().ToString();
   EXPECT_EQ(report->tokens_created, 1);
   EXPECT_EQ(report->metadata_written, 1);
@@ -115,6 +121,13 @@ TEST_F(BootstrapTest, RunningVmGetsATokenSecretAndJoinValuesThatAuthenticate) {
   EXPECT_EQ(md[kMetaControlPlane], kControlPlane);
   EXPECT_EQ(md[kMetaKubeLabels], kKubeLabels);
   EXPECT_FALSE(md[kMetaStartupScript].empty());
+
+  // The bootstrap logged what it did, without the token.
+  ASSERT_FALSE(log_lines.empty());
+  for (const auto& line : log_lines) {
+    EXPECT_TRUE(line.find(data["token-secret"]) == std::string::npos)
+        << "a log line holds the token";
+  }
 
   // The token is a working kubeadm bootstrap token: the apiserver authenticates it.
   Result<json::object> who = Error::Make(Error::Code::kUnknown, "not tried");
@@ -256,6 +269,36 @@ TEST_F(BootstrapTest, ExpiringTokenIsReplaced) {
   EXPECT_TRUE(new_token == data["token-id"] + "." + data["token-secret"])
       << "metadata does not hold the replacement token";
   EXPECT_TRUE(new_token != old_token) << "token not replaced";
+}
+
+// With a test clock (the operator passes its own): a token is kept while it has more than
+// token_min_remaining left and replaced once it has not.
+TEST_F(BootstrapTest, TokenReplacedWhenTheClockNearsItsExpiration) {
+  auto vms = MakeVms("clock", 1);
+  ASSERT_EQ(vms.size(), 1u);
+  FakeClock clock;
+  auto boot = NewBootstrapper([&](internal::BootstrapOptions& o) { o.clock = &clock; });
+  ASSERT_TRUE(boot.Reconcile(group_, vms, {}).ok());
+  const std::string first = Metadata(vms[0])[kMetaJoinToken];
+
+  clock.Advance(std::chrono::minutes(44));  // 16 minutes left: kept
+  auto kept = boot.Reconcile(group_, vms, {});
+  ASSERT_TRUE(kept.ok()) << kept.error().ToString();
+  EXPECT_EQ(kept->tokens_created, 0);
+  EXPECT_TRUE(Metadata(vms[0])[kMetaJoinToken] == first) << "token replaced too early";
+
+  clock.Advance(std::chrono::minutes(2));  // 14 minutes left: replaced
+  auto replaced = boot.Reconcile(group_, vms, {});
+  ASSERT_TRUE(replaced.ok()) << replaced.error().ToString();
+  EXPECT_EQ(replaced->tokens_created, 1);
+  EXPECT_EQ(replaced->tokens_deleted, 1);
+  EXPECT_TRUE(Metadata(vms[0])[kMetaJoinToken] != first) << "token not replaced";
+  auto secrets = TokenSecrets(group_);
+  ASSERT_EQ(secrets.size(), 1u);
+  // Its expiration is an hour after the test clock's "now" (46 minutes ahead of real time).
+  const time_t expiration = ParseUtc(SecretData(secrets[0])["expiration"]);
+  EXPECT_GE(expiration, time(nullptr) + 46 * 60 + 3600 - 5);
+  EXPECT_LE(expiration, time(nullptr) + 46 * 60 + 3600 + 5);
 }
 
 TEST_F(BootstrapTest, CleanupDeletesEveryTokenOfTheGroupOnly) {
