@@ -58,6 +58,7 @@ Status RegisterChildControllers(kube::Manager& mgr, const OperatorOptions& optio
     o.events = events;
     o.cluster_id = cluster_id;
     o.drift_check_interval = options.drift_check_interval;
+    o.clock = options.clock;
     auto reconciler = std::make_shared<GceChildReconciler>(std::move(o), std::move(child.kind));
     kube::ControllerOptions co;
     co.name = child.controller;

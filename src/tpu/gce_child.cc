@@ -178,7 +178,10 @@ struct GceChildReconciler::Ctx {
 };
 
 GceChildReconciler::GceChildReconciler(GceChildOptions options, std::unique_ptr<GceChildKind> kind)
-    : options_(std::move(options)), kind_(std::move(kind)), rng_(std::random_device{}()) {}
+    : options_(std::move(options)),
+      kind_(std::move(kind)),
+      clock_(options_.clock != nullptr ? *options_.clock : RealClock()),
+      rng_(std::random_device{}()) {}
 
 GceOwner GceChildReconciler::OwnerOf(const Object& cr) const {
   GceOwner owner;
@@ -209,9 +212,35 @@ kube::ReconcileResult GceChildReconciler::Backoff(const std::string& key) {
   return {.requeue = false, .requeue_after = std::min(d, options_.backoff_max)};
 }
 
+kube::ReconcileResult GceChildReconciler::Failed(const std::string& key) {
+  auto result = Backoff(key);
+  std::lock_guard<std::mutex> lock(mu_);
+  not_before_[key] = clock_.Now() + result.requeue_after;
+  return result;
+}
+
+std::optional<Clock::Duration> GceChildReconciler::RetryGate(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = not_before_.find(key);
+  if (it == not_before_.end()) return std::nullopt;
+  auto now = clock_.Now();
+  if (now >= it->second) {
+    not_before_.erase(it);
+    return std::nullopt;
+  }
+  return it->second - now;
+}
+
+void GceChildReconciler::Forget(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  attempts_.erase(key);
+  not_before_.erase(key);
+}
+
 kube::ReconcileResult GceChildReconciler::DriftRequeue(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   attempts_.erase(key);
+  not_before_.erase(key);
   std::uniform_real_distribution<double> jitter(0.8, 1.2);
   auto d =
       std::chrono::duration_cast<Clock::Duration>(options_.drift_check_interval * jitter(rng_));
@@ -226,8 +255,7 @@ Result<kube::ReconcileResult> GceChildReconciler::Reconcile(const std::string& k
   auto got = options_.client->Get(kind_->resource(), ctx.ns, ctx.name);
   if (!got.ok()) {
     if (got.error().code == Error::Code::kNotFound) {
-      std::lock_guard<std::mutex> lock(mu_);
-      attempts_.erase(key);
+      Forget(key);
       return kube::ReconcileResult{};
     }
     return got.error();
@@ -290,8 +318,7 @@ Status GceChildReconciler::RemoveFinalizer(Ctx& ctx) {
     return updated.error();
   }
   ctx.cr = std::move(updated).value();
-  std::lock_guard<std::mutex> lock(mu_);
-  attempts_.erase(ctx.key);
+  Forget(ctx.key);
   return OkStatus();
 }
 
@@ -369,13 +396,19 @@ Result<kube::ReconcileResult> GceChildReconciler::ReconcileLive(Ctx& ctx) {
                  "GCE operation on " + gce_kind + " " + gce_name + " failed: " + failure.message,
                  true);
         HS_RETURN_IF_ERROR(WriteStatus(ctx));
-        return Backoff(ctx.key);
+        return Failed(ctx.key);
       case OpState::kDone:
       case OpState::kGone:
         ctx.status.erase("operation");
         break;
     }
     ours = !ctx.status.contains("selfLink");
+  }
+  // After a failure, GCE is left alone until the backoff has passed, whatever woke us (our own
+  // status write does).
+  if (auto wait = RetryGate(ctx.key)) {
+    HS_RETURN_IF_ERROR(WriteStatus(ctx));
+    return kube::ReconcileResult{.requeue_after = *wait};
   }
 
   // 3. Read the resource by name; create it when absent.
@@ -389,7 +422,7 @@ Result<kube::ReconcileResult> GceChildReconciler::ReconcileLive(Ctx& ctx) {
       SetReady(ctx, false, ReasonOf(op.error()),
                "creating " + gce_kind + " " + gce_name + ": " + op.error().message, true);
       HS_RETURN_IF_ERROR(WriteStatus(ctx));
-      return Backoff(ctx.key);
+      return Failed(ctx.key);
     } else {
       ctx.status["adopted"] = false;
       Error failure;
@@ -403,7 +436,7 @@ Result<kube::ReconcileResult> GceChildReconciler::ReconcileLive(Ctx& ctx) {
         SetReady(ctx, false, ReasonOf(failure),
                  "creating " + gce_kind + " " + gce_name + " failed: " + failure.message, true);
         HS_RETURN_IF_ERROR(WriteStatus(ctx));
-        return Backoff(ctx.key);
+        return Failed(ctx.key);
       }
       ours = true;
       resource = kind_->Get(*options_.compute, ctx.spec);
@@ -413,7 +446,7 @@ Result<kube::ReconcileResult> GceChildReconciler::ReconcileLive(Ctx& ctx) {
     SetReady(ctx, false, ReasonOf(resource.error()),
              "reading " + gce_kind + " " + gce_name + ": " + resource.error().message, true);
     HS_RETURN_IF_ERROR(WriteStatus(ctx));
-    return Backoff(ctx.key);
+    return Failed(ctx.key);
   }
 
   // 4. Someone else's resource of the same name is never touched.
@@ -450,6 +483,8 @@ Result<kube::ReconcileResult> GceChildReconciler::ReconcileLive(Ctx& ctx) {
     ctx.status.erase("operation");
     if (state == OpState::kFailed) {
       SetReady(ctx, false, ReasonOf(failure), obs.message + " failed: " + failure.message, true);
+      HS_RETURN_IF_ERROR(WriteStatus(ctx));
+      return Failed(ctx.key);
     }
     HS_RETURN_IF_ERROR(WriteStatus(ctx));
     return Backoff(ctx.key);  // look again soon: the correction's effect is still to be seen
@@ -497,12 +532,16 @@ Result<kube::ReconcileResult> GceChildReconciler::ReconcileDeletion(Ctx& ctx) {
                  "GCE operation on " + gce_kind + " " + gce_name + " failed: " + failure.message,
                  true);
         HS_RETURN_IF_ERROR(WriteStatus(ctx));
-        return Backoff(ctx.key);
+        return Failed(ctx.key);
       case OpState::kDone:
       case OpState::kGone:
         ctx.status.erase("operation");
         break;
     }
+  }
+  if (auto wait = RetryGate(ctx.key)) {
+    HS_RETURN_IF_ERROR(WriteStatus(ctx));
+    return kube::ReconcileResult{.requeue_after = *wait};
   }
 
   auto resource = kind_->Get(*options_.compute, ctx.spec);
@@ -514,7 +553,7 @@ Result<kube::ReconcileResult> GceChildReconciler::ReconcileDeletion(Ctx& ctx) {
     SetReady(ctx, false, ReasonOf(resource.error()),
              "reading " + gce_kind + " " + gce_name + ": " + resource.error().message, true);
     HS_RETURN_IF_ERROR(WriteStatus(ctx));
-    return Backoff(ctx.key);
+    return Failed(ctx.key);
   }
   if (std::string foreign = ForeignOwnerMessage(kind_->OwnerOf(*resource), OwnerOf(ctx.cr));
       !foreign.empty()) {
@@ -531,7 +570,7 @@ Result<kube::ReconcileResult> GceChildReconciler::ReconcileDeletion(Ctx& ctx) {
     SetReady(ctx, false, ReasonOf(op.error()),
              "deleting " + gce_kind + " " + gce_name + ": " + op.error().message, true);
     HS_RETURN_IF_ERROR(WriteStatus(ctx));
-    return Backoff(ctx.key);
+    return Failed(ctx.key);
   }
   Error failure;
   HS_ASSIGN_OR_RETURN(auto state, RecordAndWait(ctx, *op, kReasonDeleting,
@@ -546,7 +585,7 @@ Result<kube::ReconcileResult> GceChildReconciler::ReconcileDeletion(Ctx& ctx) {
       SetReady(ctx, false, ReasonOf(failure),
                "deleting " + gce_kind + " " + gce_name + " failed: " + failure.message, true);
       HS_RETURN_IF_ERROR(WriteStatus(ctx));
-      return Backoff(ctx.key);
+      return Failed(ctx.key);
     case OpState::kDone:
     case OpState::kGone:
       break;

@@ -129,6 +129,7 @@ struct GceChildOptions {
   // initial, doubled per attempt up to max; reset when the child is Ready.
   Clock::Duration backoff_initial = std::chrono::seconds(2);
   Clock::Duration backoff_max = std::chrono::seconds(60);
+  Clock* clock = nullptr;  // nullptr = RealClock()
 };
 
 class GceChildReconciler {
@@ -151,14 +152,23 @@ class GceChildReconciler {
   // Sets the Ready condition (and emits an Event when it changed or is a warning).
   void SetReady(Ctx& ctx, bool ready, const std::string& reason, const std::string& message,
                 bool warning);
+  // The next delay of the key's growing backoff (something not done yet).
   kube::ReconcileResult Backoff(const std::string& key);
+  // Backoff after a failure; mutations of this key's resource wait until it has passed, even
+  // when an event (our own status write) wakes the reconciler sooner.
+  kube::ReconcileResult Failed(const std::string& key);
+  // Time left before a failed key may call GCE again; nullopt when it may now.
+  std::optional<Clock::Duration> RetryGate(const std::string& key);
+  void Forget(const std::string& key);
   kube::ReconcileResult DriftRequeue(const std::string& key);
   GceOwner OwnerOf(const kube::Object& cr) const;
 
   GceChildOptions options_;
   std::unique_ptr<GceChildKind> kind_;
   std::mutex mu_;
-  std::map<std::string, int> attempts_;  // per key, for Backoff
+  Clock& clock_;
+  std::map<std::string, int> attempts_;                 // per key, for Backoff
+  std::map<std::string, Clock::TimePoint> not_before_;  // per key, set by Failed
   std::mt19937_64 rng_;
 };
 

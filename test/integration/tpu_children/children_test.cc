@@ -787,5 +787,41 @@ TEST_F(ChildrenTest, TargetSizeChangedInTheSpecResizesWithoutReportingDrift) {
   EXPECT_EQ(InstancesInZone(), 2u);
 }
 
+TEST_F(ChildrenTest, FailedInsertOperationIsReportedAndRetried) {
+  control_->Call("POST", "/control/operation-failures",
+                 {{"method", "compute.resourcePolicies.insert"},
+                  {"code", "QUOTA_EXCEEDED"},
+                  {"message", "Quota 'RESOURCE_POLICIES' exceeded."},
+                  {"count", 1}});
+  Create(ResourcePolicies(),
+         NewChild(ResourcePolicies(), "slice", PolicySpec("slice-wp-11", "2x2x2")));
+  auto cr = WaitReady(ResourcePolicies(), "slice", "False", "QUOTA_EXCEEDED");
+  EXPECT_NE(kube::FindCondition(cr, kCondReady)->message.find("Quota 'RESOURCE_POLICIES'"),
+            std::string::npos);
+  EXPECT_TRUE(Eventually([&] { return CountEvents("slice", "QUOTA_EXCEEDED", "Warning") >= 1; }));
+  // Retried after the backoff; the failure was a one-off.
+  WaitReady(ResourcePolicies(), "slice", "True", "Created");
+  EXPECT_EQ(control_->Counter("compute.resourcePolicies.insert"), 2);
+}
+
+TEST_F(ChildrenTest, TemplateInUseKeepsItsFinalizerUntilTheDeleteSucceeds) {
+  Create(InstanceTemplates(), NewChild(InstanceTemplates(), "slice", TemplateSpec("slice-it-12")));
+  WaitReady(InstanceTemplates(), "slice");
+  Create(ManagedInstanceGroups(),
+         NewChild(ManagedInstanceGroups(), "slice",
+                  MigSpec("slice-mig-12", "slice-it-12", "", 1, "INDIVIDUAL")));
+  WaitReady(ManagedInstanceGroups(), "slice");
+  // GCE refuses to delete a template a group uses: the CR stays, with GCE's reason.
+  ASSERT_TRUE(client_->Delete(InstanceTemplates(), ns_, "slice").ok());
+  auto cr = WaitReady(InstanceTemplates(), "slice", "False", "resourceInUseByAnotherResource");
+  EXPECT_TRUE(kube::HasFinalizer(cr, kGceResourceFinalizer));
+  EXPECT_TRUE(hand_->GetInstanceTemplate(kProject, "slice-it-12").ok());
+  // Once the group is gone the template's delete succeeds and the CR goes.
+  ASSERT_TRUE(client_->Delete(ManagedInstanceGroups(), ns_, "slice").ok());
+  ASSERT_TRUE(WaitGone(ManagedInstanceGroups(), "slice"));
+  ASSERT_TRUE(WaitGone(InstanceTemplates(), "slice", 90s));
+  EXPECT_FALSE(hand_->GetInstanceTemplate(kProject, "slice-it-12").ok());
+}
+
 }  // namespace
 }  // namespace hyperslice::tpu
