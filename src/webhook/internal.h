@@ -19,7 +19,9 @@ struct Decision {
   int code = 0;  // status.code of a denial
   std::string reason;
   std::string message;
-  boost::json::array patch;  // JSONPatch operations; empty: no change
+  // The JSONPatch as JSON text (an array of operations, written directly rather than built as a
+  // boost::json tree and serialized: the admission hot path); empty: no change.
+  std::string patch;
   std::vector<std::string> warnings;
   bool needs_live = false;
 };
@@ -37,6 +39,12 @@ std::vector<std::string> NodeGroupSpecProblems(const boost::json::object& spec);
 std::string ProjectOfTemplateUri(std::string_view uri);
 
 std::string Base64(std::string_view in);
+// Appends the base64 (RFC 4648, padded) of `in` to `out`.
+void AppendBase64(std::string& out, std::string_view in);
+// Appends `s` as a JSON string literal (quotes included; '"', '\\' and control characters escaped,
+// as boost::json::serialize does; other bytes as they are, `s` being valid UTF-8 from a parsed
+// document or our own text).
+void AppendJsonString(std::string& out, std::string_view s);
 
 // Non-throwing readers.
 const boost::json::object* ObjectAt(const boost::json::object* o, std::string_view key);

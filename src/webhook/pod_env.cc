@@ -3,7 +3,6 @@
 #include <charconv>
 #include <functional>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -393,7 +392,7 @@ Decision PodMutation::Run() {
       StringAt(ObjectAt(&request_, "kind"), "kind") != "Pod" ||
       !StringAt(ObjectAt(&request_, "kind"), "group").empty() ||
       !StringAt(&request_, "subResource").empty()) {
-    return decision_;  // not a Pod create: not ours
+    return std::move(decision_);  // not a Pod create: not ours
   }
   pod_ = ObjectAt(&request_, "object");
   if (pod_ == nullptr) {
@@ -401,12 +400,12 @@ Decision PodMutation::Run() {
     decision_.code = 400;
     decision_.reason = "BadRequest";
     decision_.message = "AdmissionReview request.object is missing";
-    return decision_;
+    return std::move(decision_);
   }
   metadata_ = ObjectAt(pod_, "metadata");
   const json::object* labels = ObjectAt(metadata_, "labels");
   std::string_view mode = StringAt(labels, kInjectLabel);
-  if (mode == "disabled") return decision_;
+  if (mode == "disabled") return std::move(decision_);
   bool all_containers = mode == "all" || StringAt(labels, kCompatInjectLabel) == "enabled";
 
   const json::array* containers = ArrayAt(ObjectAt(pod_, "spec"), "containers");
@@ -417,7 +416,7 @@ Decision PodMutation::Run() {
       if (c != nullptr && (all_containers || RequestsTpu(*c))) targets.push_back(i);
     }
   }
-  if (targets.empty()) return decision_;  // nothing opted in: admitted unchanged
+  if (targets.empty()) return std::move(decision_);  // nothing opted in: admitted unchanged
 
   ns_ = std::string(StringAt(&request_, "namespace"));
   if (ns_.empty()) ns_ = std::string(StringAt(metadata_, "namespace"));
@@ -436,49 +435,66 @@ Decision PodMutation::Run() {
       decision_.message = "annotation " + std::string(kPortAnnotation) +
                           " must be a port number from 1 to 65535; got \"" + std::string(port) +
                           "\"";
-      return decision_;
+      return std::move(decision_);
     }
     style_.port = std::to_string(*p);
   }
 
   if (std::optional<Owner> owner = ControllerOf(metadata_)) {
     if (owner->kind == "StatefulSet" && owner->api_version == "apps/v1") {
-      if (!AddStatefulSetVars(*owner)) return decision_;
+      if (!AddStatefulSetVars(*owner)) return std::move(decision_);
     } else if (owner->kind == "Job" && owner->api_version == "batch/v1") {
-      if (!AddJobVars(*owner)) return decision_;
+      if (!AddJobVars(*owner)) return std::move(decision_);
     }
   }
   if (std::string selected = SelectedNodeGroup(); !selected.empty()) {
-    if (!AddTopologyVars(selected)) return decision_;
+    if (!AddTopologyVars(selected)) return std::move(decision_);
   }
   decision_.warnings = std::move(warnings_);
-  if (vars_.empty()) return decision_;
+  if (vars_.empty()) return std::move(decision_);
 
+  // The JSONPatch text, written directly (see Decision::patch).
+  std::string& patch = decision_.patch;
+  auto open_add = [&patch](std::string_view path) {
+    patch += patch.empty() ? '[' : ',';
+    patch += R"({"op":"add","path":)";
+    AppendJsonString(patch, path);
+    patch += R"(,"value":)";
+  };
+  auto env_var = [&patch](const EnvVar& v) {
+    patch += R"({"name":)";
+    AppendJsonString(patch, v.name);
+    patch += R"(,"value":)";
+    AppendJsonString(patch, v.value);
+    patch += '}';
+  };
   for (size_t i : targets) {
     const json::object& c = (*containers)[i].get_object();
     const json::array* env = ArrayAt(&c, "env");
-    std::set<std::string_view> present;
-    if (env != nullptr) {
-      for (const json::value& e : *env) present.insert(StringAt(e.if_object(), "name"));
-    }
-    json::array additions;
-    for (const EnvVar& v : vars_) {
-      if (present.count(v.name) != 0) continue;  // the user's value wins
-      additions.push_back(json::object{{"name", v.name}, {"value", v.value}});
-    }
-    if (additions.empty()) continue;
     std::string base = "/spec/containers/" + std::to_string(i) + "/env";
     if (env == nullptr) {
-      decision_.patch.push_back(
-          json::object{{"op", "add"}, {"path", base}, {"value", std::move(additions)}});
-    } else {
-      for (json::value& a : additions) {
-        decision_.patch.push_back(
-            json::object{{"op", "add"}, {"path", base + "/-"}, {"value", std::move(a)}});
+      // No env list: one operation adding the whole list.
+      open_add(base);
+      patch += '[';
+      for (size_t k = 0; k < vars_.size(); ++k) {
+        if (k > 0) patch += ',';
+        env_var(vars_[k]);
       }
+      patch += "]}";
+      continue;
+    }
+    for (const EnvVar& v : vars_) {
+      bool present = false;  // the user's value wins
+      for (const json::value& e : *env)
+        present = present || StringAt(e.if_object(), "name") == v.name;
+      if (present) continue;
+      open_add(base + "/-");
+      env_var(v);
+      patch += '}';
     }
   }
-  return decision_;
+  if (!patch.empty()) patch += ']';
+  return std::move(decision_);
 }
 
 }  // namespace

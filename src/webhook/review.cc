@@ -3,8 +3,7 @@
 #include <string>
 
 #include <boost/json/monotonic_resource.hpp>
-#include <boost/json/parse.hpp>
-#include <boost/json/serialize.hpp>
+#include <boost/json/parser.hpp>
 
 #include "src/kube/client.h"
 #include "src/webhook/internal.h"
@@ -48,30 +47,78 @@ int64_t IntAt(const json::object* o, std::string_view key, int64_t fallback) {
   return fallback;
 }
 
-std::string Base64(std::string_view in) {
+void AppendBase64(std::string& out, std::string_view in) {
   static constexpr char kAlphabet[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
+  size_t at = out.size();
+  out.resize(at + (in.size() + 2) / 3 * 4);
+  char* o = out.data() + at;
+  const auto* p = reinterpret_cast<const unsigned char*>(in.data());
   size_t i = 0;
   for (; i + 3 <= in.size(); i += 3) {
-    uint32_t n = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) |
-                 static_cast<uint8_t>(in[i + 2]);
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += kAlphabet[(n >> 6) & 63];
-    out += kAlphabet[n & 63];
+    uint32_t n = (uint32_t{p[i]} << 16) | (uint32_t{p[i + 1]} << 8) | p[i + 2];
+    *o++ = kAlphabet[(n >> 18) & 63];
+    *o++ = kAlphabet[(n >> 12) & 63];
+    *o++ = kAlphabet[(n >> 6) & 63];
+    *o++ = kAlphabet[n & 63];
   }
   size_t rest = in.size() - i;
   if (rest > 0) {
-    uint32_t n = static_cast<uint8_t>(in[i]) << 16;
-    if (rest == 2) n |= static_cast<uint8_t>(in[i + 1]) << 8;
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += rest == 2 ? kAlphabet[(n >> 6) & 63] : '=';
-    out += '=';
+    uint32_t n = uint32_t{p[i]} << 16;
+    if (rest == 2) n |= uint32_t{p[i + 1]} << 8;
+    *o++ = kAlphabet[(n >> 18) & 63];
+    *o++ = kAlphabet[(n >> 12) & 63];
+    *o++ = rest == 2 ? kAlphabet[(n >> 6) & 63] : '=';
+    *o++ = '=';
   }
+}
+
+std::string Base64(std::string_view in) {
+  std::string out;
+  AppendBase64(out, in);
   return out;
+}
+
+void AppendJsonString(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  size_t plain = 0;  // start of the run of bytes copied as they are
+  for (size_t i = 0; i < s.size(); ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(s.data() + plain, i - plain);
+    plain = i + 1;
+    out += '\\';
+    switch (c) {
+      case '"':
+        out += '"';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case '\b':
+        out += 'b';
+        break;
+      case '\f':
+        out += 'f';
+        break;
+      case '\n':
+        out += 'n';
+        break;
+      case '\r':
+        out += 'r';
+        break;
+      case '\t':
+        out += 't';
+        break;
+      default:
+        out += "u00";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+    }
+  }
+  out.append(s.data() + plain, s.size() - plain);
+  out += '"';
 }
 
 }  // namespace internal
@@ -144,15 +191,24 @@ std::shared_ptr<ObjectSource> NewApiObjectSource(std::shared_ptr<kube::Client> c
 
 ReviewResult Review(const std::string& path, std::string_view body, ObjectSource& source,
                     const AdmissionOptions& options, bool allow_live) {
-  // Most reviews fit the stack buffer; the parsed tree lives only for this call.
-  std::array<unsigned char, 16384> buffer;
+  // The parsed tree lives only for this call: a monotonic arena on the stack (most reviews fit;
+  // bigger ones continue on the heap) freed at once on return. The parser itself, with the stack it
+  // grows while parsing, is kept per thread so a review costs no parser set-up.
+  alignas(16) std::array<unsigned char, 32768> buffer;
   json::monotonic_resource mr(buffer.data(), buffer.size());
-  json::parse_options popts;
-  popts.max_depth = 128;
+  static thread_local json::parser parser = [] {
+    json::parse_options popts;
+    popts.max_depth = 128;
+    return json::parser(json::storage_ptr(), popts);
+  }();
   boost::system::error_code ec;
-  json::value root = json::parse(body, ec, &mr, popts);
-  if (ec)
+  parser.reset(&mr);
+  parser.write(body.data(), body.size(), ec);
+  if (ec) {
+    parser.reset();
     return PlainError(400, "malformed AdmissionReview: body is not JSON (" + ec.message() + ")");
+  }
+  json::value root = parser.release();
   const json::object* review = root.if_object();
   if (review == nullptr) return PlainError(400, "malformed AdmissionReview: not a JSON object");
   if (internal::StringAt(review, "apiVersion") != "admission.k8s.io/v1" ||
@@ -181,32 +237,40 @@ ReviewResult Review(const std::string& path, std::string_view body, ObjectSource
     return result;
   }
 
-  json::object response;
-  response["uid"] = uid;
-  response["allowed"] = d.allowed;
+  // The response has a fixed shape: written directly (strings escaped as boost::json::serialize
+  // escapes them) instead of building a tree to serialize.
+  std::string& out = result.body;
+  out.reserve(192 + uid.size() + d.patch.size() / 3 * 4 + d.message.size());
+  out += R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":)";
+  internal::AppendJsonString(out, uid);
   if (!d.allowed) {
-    json::object status;
-    status["code"] = d.code != 0 ? d.code : 403;
-    status["reason"] = d.reason;
-    status["message"] = d.message;
-    response["status"] = std::move(status);
+    out += R"(,"allowed":false,"status":{"code":)";
+    out += std::to_string(d.code != 0 ? d.code : 403);
+    out += R"(,"reason":)";
+    internal::AppendJsonString(out, d.reason);
+    out += R"(,"message":)";
+    internal::AppendJsonString(out, d.message);
+    out += '}';
     result.allowed = false;
     result.reason = d.reason.empty() ? "Denied" : d.reason;
-  } else if (!d.patch.empty()) {
-    response["patchType"] = "JSONPatch";
-    response["patch"] = internal::Base64(json::serialize(d.patch));
-    result.patched = true;
+  } else {
+    out += R"(,"allowed":true)";
+    if (!d.patch.empty()) {
+      out += R"(,"patchType":"JSONPatch","patch":")";
+      internal::AppendBase64(out, d.patch);
+      out += '"';
+      result.patched = true;
+    }
   }
   if (!d.warnings.empty()) {
-    json::array warnings;
-    for (std::string& w : d.warnings) warnings.emplace_back(std::move(w));
-    response["warnings"] = std::move(warnings);
+    out += R"(,"warnings":[)";
+    for (size_t i = 0; i < d.warnings.size(); ++i) {
+      if (i > 0) out += ',';
+      internal::AppendJsonString(out, d.warnings[i]);
+    }
+    out += ']';
   }
-  json::object out;
-  out["apiVersion"] = "admission.k8s.io/v1";
-  out["kind"] = "AdmissionReview";
-  out["response"] = std::move(response);
-  result.body = json::serialize(out);
+  out += "}}";
   return result;
 }
 

@@ -68,26 +68,43 @@ class Metrics {
         rejections_(prometheus::BuildCounter()
                         .Name("hyperslice_webhook_rejections_total")
                         .Help("Denied admissions and refused requests by webhook path and reason")
-                        .Register(*registry_)) {}
+                        .Register(*registry_)),
+        mutate_(MakeHook(kMutatePodsPath)),
+        validate_(MakeHook(kValidateNodeGroupsPath)) {}
 
-  void Begin(const std::string& hook) { in_flight_.Add({{"webhook", hook}}).Increment(); }
-  void End(const std::string& hook, int code, Clock::duration elapsed) {
-    in_flight_.Add({{"webhook", hook}}).Decrement();
-    requests_.Add({{"webhook", hook}, {"code", std::to_string(code)}}).Increment();
-    static const prometheus::Histogram::BucketBoundaries kBuckets = {
-        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-        0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
-    latency_.Add({{"webhook", hook}}, kBuckets)
-        .Observe(std::chrono::duration<double>(elapsed).count());
+  // The series every admission touches, resolved once per webhook path: Family::Add hashes its
+  // label map under a lock, which the hot path should not pay five times per request.
+  struct Hook {
+    std::string path;
+    prometheus::Gauge* in_flight;
+    prometheus::Histogram* latency;
+    prometheus::Counter* ok;  // code="200"
+    prometheus::Counter* allowed;
+    prometheus::Counter* patched;
+    prometheus::Counter* denied;
+  };
+  // The series of an admission path (kMutatePodsPath or kValidateNodeGroupsPath).
+  const Hook* For(const std::string& path) const {
+    return path == kMutatePodsPath ? &mutate_ : &validate_;
   }
-  void Decision(const std::string& hook, const ReviewResult& r) {
+
+  static void Begin(const Hook& h) { h.in_flight->Increment(); }
+  void End(const Hook& h, int code, Clock::duration elapsed) {
+    h.in_flight->Decrement();
+    if (code == 200) {
+      h.ok->Increment();
+    } else {
+      requests_.Add({{"webhook", h.path}, {"code", std::to_string(code)}}).Increment();
+    }
+    h.latency->Observe(std::chrono::duration<double>(elapsed).count());
+  }
+  void Decision(const Hook& h, const ReviewResult& r) {
     if (r.http_status != 200) {
-      rejections_.Add({{"webhook", hook}, {"reason", r.reason}}).Increment();
+      rejections_.Add({{"webhook", h.path}, {"reason", r.reason}}).Increment();
       return;
     }
-    const char* result = !r.allowed ? "denied" : r.patched ? "patched" : "allowed";
-    admissions_.Add({{"webhook", hook}, {"result", result}}).Increment();
-    if (!r.allowed) rejections_.Add({{"webhook", hook}, {"reason", r.reason}}).Increment();
+    (!r.allowed ? h.denied : r.patched ? h.patched : h.allowed)->Increment();
+    if (!r.allowed) rejections_.Add({{"webhook", h.path}, {"reason", r.reason}}).Increment();
   }
   void Refused(const std::string& hook, const std::string& reason) {
     rejections_.Add({{"webhook", hook}, {"reason", reason}}).Increment();
@@ -97,12 +114,27 @@ class Metrics {
   }
 
  private:
+  Hook MakeHook(const std::string& hook) {
+    static const prometheus::Histogram::BucketBoundaries kBuckets = {
+        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+        0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
+    return Hook{hook,
+                &in_flight_.Add({{"webhook", hook}}),
+                &latency_.Add({{"webhook", hook}}, kBuckets),
+                &requests_.Add({{"webhook", hook}, {"code", "200"}}),
+                &admissions_.Add({{"webhook", hook}, {"result", "allowed"}}),
+                &admissions_.Add({{"webhook", hook}, {"result", "patched"}}),
+                &admissions_.Add({{"webhook", hook}, {"result", "denied"}})};
+  }
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& latency_;
   prometheus::Family<prometheus::Gauge>& in_flight_;
   prometheus::Family<prometheus::Counter>& admissions_;
   prometheus::Family<prometheus::Counter>& rejections_;
+  Hook mutate_;
+  Hook validate_;
 };
 
 class ServerImpl : public Server {
@@ -167,9 +199,9 @@ class ServerImpl : public Server {
       responder->Send(404, "not found\n", {{"Content-Type", "text/plain; charset=utf-8"}});
       return;
     }
-    const std::string hook = req.path;
+    const Metrics::Hook* hook = metrics_.For(req.path);
     Clock::time_point start = Clock::now();
-    metrics_.Begin(hook);
+    Metrics::Begin(*hook);
     {
       std::lock_guard<std::mutex> l(inflight_mu_);
       ++inflight_;
@@ -179,18 +211,18 @@ class ServerImpl : public Server {
                                                  Headers extra = {}) {
       extra.emplace_back("Content-Type", content_type);
       responder->Send(status, std::move(body), std::move(extra));
-      metrics_.End(hook, status, Clock::now() - start);
+      metrics_.End(*hook, status, Clock::now() - start);
       std::lock_guard<std::mutex> l(inflight_mu_);
       if (--inflight_ == 0) inflight_cv_.notify_all();
     };
     if (req.method != "POST") {
-      metrics_.Refused(hook, "MethodNotAllowed");
+      metrics_.Refused(hook->path, "MethodNotAllowed");
       finish(405, "admission reviews are POSTed\n", "text/plain; charset=utf-8",
              {{"Allow", "POST"}});
       return;
     }
     if (!IsJsonContentType(req.Header("content-type"))) {
-      metrics_.Refused(hook, "UnsupportedMediaType");
+      metrics_.Refused(hook->path, "UnsupportedMediaType");
       finish(415,
              "unsupported Content-Type \"" + req.Header("content-type") +
                  "\": AdmissionReview bodies are application/json\n",
@@ -200,15 +232,15 @@ class ServerImpl : public Server {
     ReviewResult r =
         Review(req.path, req.body, *options_.source, options_.admission, /*allow_live=*/false);
     if (!r.needs_live) {
-      metrics_.Decision(hook, r);
+      metrics_.Decision(*hook, r);
       finish(r.http_status, std::move(r.body), r.content_type);
       return;
     }
     // A live API read may block: off the I/O thread.
-    boost::asio::post(*pool_, [this, hook, path = req.path, body = req.body, finish]() {
+    boost::asio::post(*pool_, [this, hook, body = req.body, finish]() {
       ReviewResult live =
-          Review(path, body, *options_.source, options_.admission, /*allow_live=*/true);
-      metrics_.Decision(hook, live);
+          Review(hook->path, body, *options_.source, options_.admission, /*allow_live=*/true);
+      metrics_.Decision(*hook, live);
       finish(live.http_status, std::move(live.body), live.content_type);
     });
   }

@@ -322,6 +322,53 @@ TEST(Base64, MatchesRfc4648Vectors) {
   EXPECT_EQ(internal::Base64("fo"), "Zm8=");
   EXPECT_EQ(internal::Base64("foo"), "Zm9v");
   EXPECT_EQ(internal::Base64("foobar"), "Zm9vYmFy");
+  std::string appended = "x";
+  internal::AppendBase64(appended, "fo");
+  EXPECT_EQ(appended, "xZm8=");
+}
+
+// The hot path writes responses and patches by hand; every string must come out exactly as
+// boost::json::serialize writes it, and parse back to itself.
+TEST(AppendJsonString, EscapesAsBoostJsonSerializes) {
+  std::string all_bytes;
+  for (int c = 1; c < 128; ++c) all_bytes += static_cast<char>(c);
+  for (std::string s :
+       {std::string(), std::string("plain"), std::string("q\"uote\\back"),
+        std::string("tab\tnl\ncr\rbs\bff\f"), std::string("\x01\x1f\x7f"),
+        std::string("h\xc3\xa9llo \xe2\x82\xac"), std::string(1, '\0'), all_bytes}) {
+    std::string out;
+    internal::AppendJsonString(out, s);
+    EXPECT_EQ(out, json::serialize(json::string(s))) << out;
+    EXPECT_EQ(json::parse(out).as_string(), s);
+  }
+}
+
+TEST(Review, DenialAndWarningsAreValidJson) {
+  // An owner that does not exist: a denial with a status (deny) or a warning (allow), both with
+  // quotes in the message taken from the pod's name.
+  json::object c = Container("c", 1, {});
+  json::object pod = Pod("ns", "we\"ird-0", {c});
+  SetOwner(pod, "apps/v1", "StatefulSet", "we\"ird", "u\\id");
+  StaticObjectSource source;
+  for (OwnerUnreadable mode : {OwnerUnreadable::kDeny, OwnerUnreadable::kAllow}) {
+    AdmissionOptions options;
+    options.owner_unreadable = mode;
+    ReviewResult r = webhook::Review(kMutatePodsPath, testing::Review(pod, "u\"1"), source, options,
+                                     /*allow_live=*/true);
+    ASSERT_EQ(r.http_status, 200);
+    json::object resp = ResponseOf(r.body);
+    EXPECT_EQ(resp.at("uid").as_string(), "u\"1");
+    if (mode == OwnerUnreadable::kDeny) {
+      EXPECT_FALSE(resp.at("allowed").as_bool());
+      EXPECT_EQ(resp.at("status").at("code").as_int64(), 404);
+      EXPECT_NE(std::string(resp.at("status").at("message").as_string()).find("we\"ird"),
+                std::string::npos);
+    } else {
+      EXPECT_TRUE(resp.at("allowed").as_bool());
+      ASSERT_EQ(resp.at("warnings").as_array().size(), 1u);
+      EXPECT_FALSE(resp.contains("patch"));
+    }
+  }
 }
 
 }  // namespace
