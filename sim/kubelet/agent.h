@@ -94,9 +94,9 @@ struct AgentState {
   std::string provider_id;
   std::string csr_name;          // the CSR it submitted ("" before)
   bool has_credentials = false;  // holds a signed node client certificate
-  int64_t join_attempts = 0;
-  int64_t lease_renewals = 0;  // successful Lease creates/updates
-  int64_t status_updates = 0;  // successful node status patches
+  int64_t join_attempts = 0;     // discovery + TLS bootstrap runs, failed ones included
+  int64_t lease_renewals = 0;    // successful Lease creates/updates
+  int64_t status_updates = 0;    // successful node status patches
 };
 
 class Agent {

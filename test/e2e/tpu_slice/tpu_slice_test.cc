@@ -1,0 +1,570 @@
+// Seed 000 end to end with nothing played by hand: a real control plane (kube-apiserver, etcd,
+// kube-controller-manager with kubeadm's join objects and a short node-monitor grace period), the
+// GCE simulator reached over HTTP by the real GCE client, the TPU operator in-process
+// (tpu::RegisterOperator on a kube::Manager), and simulated TPU VMs (sim/kubelet) that join as
+// kubeadm + kubelet do: bootstrap token from their metadata, cluster-info JWS and CA pin, CSR
+// approved and signed by kube-controller-manager, their own Node and Lease.
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <boost/json.hpp>
+
+#include "sim/gce/simulator.h"
+#include "sim/kubelet/fleet.h"
+#include "src/base/log.h"
+#include "src/gce/auth.h"
+#include "src/gce/compute.h"
+#include "src/kube/client.h"
+#include "src/kube/manager.h"
+#include "src/kube/object_helpers.h"
+#include "src/localcluster/localcluster.h"
+#include "src/net/http.h"
+#include "src/tpu/api.h"
+#include "src/tpu/internal/device_plugin.h"
+#include "src/tpu/operator.h"
+
+namespace hyperslice::tpu {
+namespace {
+
+namespace json = boost::json;
+using namespace std::chrono_literals;
+
+constexpr char kProject[] = "my-gcp-project";
+constexpr char kRegion[] = "us-central1";
+constexpr char kZone[] = "us-central1-c";
+constexpr char kReservation[] = "my-tpu-reservation";
+constexpr char kDevicePluginNs[] = "tpu-node-group";
+constexpr char kGroup[] = "my-tpu-node-group";
+
+// Seed 000's example TPUNodeGroup with its variables substituted (PROJECT=my-gcp-project,
+// ZONE=us-central1-c, RESERVATION_NAME=my-tpu-reservation, TOPOLOGY=2x2x2, NODE_COUNT=2,
+// CONTROL_PLANE_IP=10.128.0.2, NAMESPACE=default, MACHINE_TYPE=tpu7x-standard-4t, ...).
+constexpr char kSeedExample[] = R"(apiVersion: tpu.google.com/v1alpha1
+kind: TPUNodeGroup
+metadata:
+  name: my-tpu-node-group
+  namespace: default
+spec:
+  project: my-gcp-project
+  nodeLocation: us-central1-c
+  nodeCount: 2
+  acceleratorConnectionMode: "STATIC"
+  topology: 2x2x2
+  targetSizePolicyMode: "BULK" # Required in latest versions
+  instanceConfig:
+    machineType: tpu7x-standard-4t
+    provisioningModel: "RESERVATION_BOUND"
+    reservation: my-tpu-reservation
+    image: projects/ubuntu-os-accelerator-images/global/images/ubuntu-accel-2404-amd64-tpu-tpu7x-v20260320
+    subnetwork: projects/my-gcp-project/regions/us-central1/subnetworks/default # Required if network is in custom mode
+    bootDiskSizeGB: 100
+  bootstrapKubernetes:
+    version: "1.31"
+    controlPlaneIP: 10.128.0.2
+)";
+
+bool Eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return cond();
+}
+
+std::pair<int, std::string> Shell(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return {-1, ""};
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  int rc = pclose(p);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+}
+
+std::string Str(const json::object& o, std::string_view k) {
+  auto* v = o.if_contains(k);
+  return v && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+
+json::value YamlToJson(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      json::object o;
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = YamlToJson(kv.second);
+      return o;
+    }
+    case YAML::NodeType::Sequence: {
+      json::array a;
+      for (const auto& v : n) a.push_back(YamlToJson(v));
+      return a;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& s = n.Scalar();
+      if (n.Tag() == "!") return json::string(s);
+      if (s == "true") return true;
+      if (s == "false") return false;
+      if (!s.empty() && s.find_first_not_of("-0123456789") == std::string::npos && s != "-") {
+        try {
+          return std::stoll(s);
+        } catch (...) {
+        }
+      }
+      return json::string(s);
+    }
+    default:
+      return nullptr;
+  }
+}
+
+// Follows one resource with a watch (re-opened when it ends) and hands every event to `on_event`.
+class Follower {
+ public:
+  Follower(std::shared_ptr<kube::Client> client, kube::Resource resource, std::string ns,
+           std::function<void(const kube::WatchEvent&)> on_event)
+      : client_(std::move(client)),
+        resource_(std::move(resource)),
+        ns_(std::move(ns)),
+        on_event_(std::move(on_event)) {
+    auto list = client_->List(resource_, ns_);
+    if (list.ok()) {
+      rv_ = list->resource_version;
+      for (auto& o : list->items) on_event_({kube::WatchEvent::Type::kAdded, o});
+    }
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Follower() {
+    stop_ = true;
+    {
+      std::lock_guard lock(mu_);
+      if (stream_) stream_->Cancel();
+    }
+    thread_.join();
+  }
+
+ private:
+  void Run() {
+    while (!stop_) {
+      kube::ListOptions lo;
+      lo.resource_version = rv_;
+      lo.timeout_seconds = 30;
+      auto w = client_->Watch(resource_, ns_, lo);
+      if (!w.ok()) {
+        std::this_thread::sleep_for(100ms);  // retry pacing of a broken watch
+        continue;
+      }
+      {
+        std::lock_guard lock(mu_);
+        stream_ = w->get();
+        if (stop_) stream_->Cancel();
+      }
+      while (true) {
+        auto ev = (*w)->Next();
+        if (!ev.ok() || !ev->has_value()) break;
+        if ((*ev)->type == kube::WatchEvent::Type::kError) {
+          rv_.clear();
+          break;
+        }
+        if (auto* m = (*ev)->object.if_contains("metadata"); m && m->is_object())
+          rv_ = Str(m->as_object(), "resourceVersion");
+        if ((*ev)->type != kube::WatchEvent::Type::kBookmark) on_event_(**ev);
+      }
+      std::lock_guard lock(mu_);
+      stream_ = nullptr;
+    }
+  }
+
+  std::shared_ptr<kube::Client> client_;
+  kube::Resource resource_;
+  std::string ns_;
+  std::function<void(const kube::WatchEvent&)> on_event_;
+  std::string rv_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  kube::WatchStream* stream_ = nullptr;
+  std::thread thread_;
+};
+
+class TpuSliceE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Every log line of this process (operator, agents, clients) is kept for the token check.
+    log::SetSink([this](std::string_view line) {
+      {
+        std::lock_guard lock(log_mu_);
+        logs_.emplace_back(line);
+      }
+      std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+    });
+
+    localcluster::Options lo;
+    lo.controller_manager = true;
+    lo.kubeadm_bootstrap = true;
+    lo.extra_controller_manager_flags = {"--node-monitor-grace-period=8s",
+                                         "--node-monitor-period=1s"};
+    auto cluster = localcluster::LocalCluster::Start(lo);
+    ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
+    cluster_ = std::move(cluster).value();
+    auto client = kube::Client::Create(cluster_->AdminConfig());
+    ASSERT_TRUE(client.ok());
+    client_ = *client;
+    kubectl_ = "KUBECONFIG=" + cluster_->kubeconfig_path() + " kubectl ";
+
+    for (const char* crd :
+         {"tpunodegroups", "resourcepolicies", "instancetemplates", "managedinstancegroups"}) {
+      auto docs = YAML::LoadAllFromFile(std::string(HS_DEPLOY_DIR) + "/crds/tpu.google.com_" + crd +
+                                        ".yaml");
+      ASSERT_FALSE(docs.empty());
+      auto created = client_->Create(kube::resources::CustomResourceDefinitions(), "",
+                                     YamlToJson(docs[0]).as_object());
+      ASSERT_TRUE(created.ok()) << crd << ": " << created.error().ToString();
+      kube::Resource r{tpu::kGroup, kVersion, crd, "", true};
+      ASSERT_TRUE(Eventually([&] { return client_->List(r, "default").ok(); }, 60s)) << crd;
+    }
+    kube::Object ns{{"apiVersion", "v1"},
+                    {"kind", "Namespace"},
+                    {"metadata", json::object{{"name", kDevicePluginNs}}}};
+    ASSERT_TRUE(client_->Create(kube::resources::Namespaces(), "", ns).ok());
+
+    sim::gce::Options so;
+    so.projects = {kProject};
+    so.regions = {kRegion};
+    so.operation_latency = 100ms;
+    so.instance_boot_latency = 200ms;
+    so.mig_retry_interval = 200ms;
+    so.reservations.push_back({kProject, kZone, kReservation, "tpu7x-standard-4t", 2});
+    so.static_tokens = {"tpu-slice-e2e-gce-token"};
+    auto sim = sim::gce::Simulator::Start(so);
+    ASSERT_TRUE(sim.ok()) << sim.error().ToString();
+    sim_ = std::move(sim).value();
+    gce::ComputeOptions co;
+    co.endpoint = sim_->api_endpoint();
+    co.tokens = gce::StaticTokenSource("tpu-slice-e2e-gce-token");
+    auto compute = gce::Compute::Create(co);
+    ASSERT_TRUE(compute.ok());
+    compute_ = std::move(*compute);
+
+    // The VMs: the seed's control-plane address (10.128.0.2) is routed to the local apiserver.
+    sim::kubelet::FleetOptions fo;
+    fo.simulator = sim_.get();
+    fo.apiserver_url = cluster_->server_url();
+    fo.agent.lease_renew_interval = 1s;
+    fo.agent.lease_duration_seconds = 10;
+    fo.agent.node_status_update_interval = 1s;
+    fo.agent.node_status_report_interval = 5s;
+    fo.agent.retry_interval = 200ms;
+    fo.agent.metadata_wait = 1s;
+    auto fleet = sim::kubelet::Fleet::Start(fo);
+    ASSERT_TRUE(fleet.ok()) << fleet.error().ToString();
+    fleet_ = std::move(*fleet);
+
+    // Every bootstrap token the cluster ever holds, to look for it in logs and metadata.
+    secrets_ = std::make_unique<Follower>(
+        client_, kube::resources::Secrets(), "kube-system", [this](const kube::WatchEvent& e) {
+          if (Str(e.object, "type") != "bootstrap.kubernetes.io/token") return;
+          auto* data = e.object.if_contains("data");
+          if (data == nullptr || !data->is_object()) return;
+          std::string id = Decode(Str(data->as_object(), "token-id"));
+          std::string secret = Decode(Str(data->as_object(), "token-secret"));
+          if (id.empty() || secret.empty()) return;
+          std::lock_guard lock(tokens_mu_);
+          tokens_.insert(id + "." + secret);
+        });
+    // Node history: cordoned (spec.unschedulable) before deleted?
+    nodes_ = std::make_unique<Follower>(
+        client_, kube::resources::Nodes(), "", [this](const kube::WatchEvent& e) {
+          std::string name = Str(e.object.at("metadata").as_object(), "name");
+          std::lock_guard lock(nodes_mu_);
+          if (e.type == kube::WatchEvent::Type::kDeleted) {
+            deleted_.insert(name);
+            return;
+          }
+          if (auto* spec = e.object.if_contains("spec"); spec && spec->is_object()) {
+            if (auto* u = spec->as_object().if_contains("unschedulable");
+                u && u->is_bool() && u->as_bool())
+              cordoned_before_delete_.insert(name);
+          }
+        });
+
+    kube::ManagerOptions mo;
+    mo.client = client_;
+    mo.graceful_shutdown_timeout = 3000ms;
+    auto mgr = kube::Manager::Create(mo);
+    ASSERT_TRUE(mgr.ok()) << mgr.error().ToString();
+    mgr_ = std::move(*mgr);
+    OperatorOptions oo;
+    oo.client = client_;
+    oo.compute = compute_;
+    oo.device_plugin_namespace = kDevicePluginNs;
+    oo.drift_check_interval = 1h;
+    oo.orphan_sweep_interval = Clock::Duration::zero();
+    oo.workers = 2;
+    Status registered = RegisterOperator(*mgr_, oo);
+    ASSERT_TRUE(registered.ok()) << registered.error().ToString();
+    mgr_thread_ = std::thread([this] { (void)mgr_->Run(); });
+  }
+
+  void TearDown() override {
+    if (mgr_) mgr_->Stop();
+    if (mgr_thread_.joinable()) mgr_thread_.join();
+    mgr_.reset();
+    nodes_.reset();
+    secrets_.reset();
+    fleet_.reset();
+    compute_.reset();
+    sim_.reset();
+    client_.reset();
+    cluster_.reset();
+    log::SetSink(nullptr);
+  }
+
+  static std::string Decode(const std::string& b64) {
+    static const std::string kA =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    unsigned acc = 0;
+    int bits = 0;
+    for (char c : b64) {
+      auto pos = kA.find(c);
+      if (pos == std::string::npos) continue;
+      acc = (acc << 6) | static_cast<unsigned>(pos);
+      bits += 6;
+      if (bits >= 8) {
+        bits -= 8;
+        out += static_cast<char>((acc >> bits) & 0xff);
+      }
+    }
+    return out;
+  }
+
+  std::optional<kube::Condition> GroupCondition(const std::string& type) {
+    auto g = client_->Get(TPUNodeGroups(), "default", kGroup);
+    if (!g.ok()) return std::nullopt;
+    return kube::FindCondition(*g, type);
+  }
+  std::string DescribeGroup() {
+    auto g = client_->Get(TPUNodeGroups(), "default", kGroup);
+    return g.ok() ? json::serialize(g->at("status")) : g.error().ToString();
+  }
+
+  std::vector<json::object> Instances() {
+    auto l = compute_->ListInstances(kProject, kZone, {});
+    return l.ok() ? *l : std::vector<json::object>{};
+  }
+
+  std::string NodeReady(const std::string& name) {
+    auto n = client_->Get(kube::resources::Nodes(), "", name);
+    if (!n.ok()) return "";
+    auto c = kube::FindCondition(*n, "Ready");
+    return c ? c->status : "";
+  }
+
+  std::set<std::string> Tokens() {
+    std::lock_guard lock(tokens_mu_);
+    return tokens_;
+  }
+
+  std::unique_ptr<localcluster::LocalCluster> cluster_;
+  std::shared_ptr<kube::Client> client_;
+  std::string kubectl_;
+  std::unique_ptr<sim::gce::Simulator> sim_;
+  std::shared_ptr<gce::Compute> compute_;
+  std::unique_ptr<sim::kubelet::Fleet> fleet_;
+  std::unique_ptr<kube::Manager> mgr_;
+  std::thread mgr_thread_;
+  std::unique_ptr<Follower> secrets_, nodes_;
+
+  std::mutex log_mu_;
+  std::vector<std::string> logs_;
+  std::mutex tokens_mu_;
+  std::set<std::string> tokens_;
+  std::mutex nodes_mu_;
+  std::set<std::string> cordoned_before_delete_, deleted_;
+};
+
+TEST_F(TpuSliceE2eTest, SeedExampleJoinsForRealSurvivesAHostFailureAndTearsDown) {
+  // 1. The seed's example, applied as a user would.
+  std::string file = std::filesystem::temp_directory_path() /
+                     ("hs-tpu-slice-e2e-" + std::to_string(getpid()) + ".yaml");
+  std::ofstream(file) << kSeedExample;
+  auto [rc, out] = Shell(kubectl_ + "apply -f " + file);
+  std::filesystem::remove(file);
+  ASSERT_EQ(rc, 0) << out;
+  auto [wrc, wout] = Shell(kubectl_ +
+                           "wait --for=condition=Ready tpunodegroup/my-tpu-node-group -n default "
+                           "--timeout=180s");
+  ASSERT_EQ(wrc, 0) << wout << DescribeGroup();
+
+  // 2. Two VMs, each joined as its own Node through the bootstrap token and the TLS bootstrap.
+  auto vms = Instances();
+  ASSERT_EQ(vms.size(), 2u);
+  std::vector<std::string> names;
+  for (const auto& vm : vms) names.push_back(Str(vm, "name"));
+  auto csrs = client_->List(kube::resources::CertificateSigningRequests(), "");
+  ASSERT_TRUE(csrs.ok());
+  std::set<std::string> bootstrap_users;
+  for (const auto& csr : csrs->items) {
+    const auto& spec = csr.at("spec").as_object();
+    if (Str(spec, "signerName") != "kubernetes.io/kube-apiserver-client-kubelet") continue;
+    EXPECT_FALSE(Str(csr.at("status").as_object(), "certificate").empty());
+    bootstrap_users.insert(Str(spec, "username"));
+  }
+  EXPECT_EQ(bootstrap_users.size(), 2u) << "one bootstrap token identity per VM";
+  for (const auto& u : bootstrap_users) EXPECT_EQ(u.rfind("system:bootstrap:", 0), 0u) << u;
+  for (const auto& name : names) {
+    auto agent = fleet_->agent(kProject, kZone, name);
+    ASSERT_TRUE(agent.has_value()) << name;
+    EXPECT_TRUE(agent->agent.has_credentials) << name;
+    EXPECT_FALSE(agent->agent.csr_name.empty()) << name;
+    auto node = client_->Get(kube::resources::Nodes(), "", name);
+    ASSERT_TRUE(node.ok()) << name;
+    EXPECT_EQ(Str(node->at("spec").as_object(), "providerID"), ProviderId(kProject, kZone, name));
+    EXPECT_EQ(Str(node->at("status").at("capacity").as_object(), kTpuResourceName), "4");
+    EXPECT_EQ(NodeReady(name), "True");
+    // Labels and taint, by the operator.
+    ASSERT_TRUE(Eventually(
+        [&] {
+          auto n = client_->Get(kube::resources::Nodes(), "", name);
+          if (!n.ok()) return false;
+          const auto& labels = n->at("metadata").at("labels").as_object();
+          bool tainted = false;
+          if (auto* taints = n->at("spec").as_object().if_contains("taints")) {
+            for (const auto& t : taints->as_array())
+              tainted = tainted || (Str(t.as_object(), "key") == kTaintKey &&
+                                    Str(t.as_object(), "value") == kTaintValue &&
+                                    Str(t.as_object(), "effect") == kTaintEffect);
+          }
+          return Str(labels, kLabelNodeGroup) == "default-my-tpu-node-group" &&
+                 Str(labels, kLabelAccelerator) == "tpu7x" &&
+                 Str(labels, kLabelTopology) == "2x2x2" &&
+                 Str(labels, kLabelAcceleratorCount) == "4" && tainted;
+        },
+        30s))
+        << name;
+  }
+  EXPECT_TRUE(client_
+                  ->Get(kube::resources::DaemonSets(), kDevicePluginNs,
+                        internal::kDevicePluginDaemonSetName)
+                  .ok());
+
+  // 3. Tokens are single-use: after the join no token Secret and no token in any VM's metadata;
+  //    no token in the operator's (or anyone's) log lines or in Events.
+  std::set<std::string> tokens = Tokens();
+  ASSERT_GE(tokens.size(), 2u) << "the operator created no bootstrap tokens?";
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto secrets = client_->List(kube::resources::Secrets(), "kube-system");
+        if (!secrets.ok()) return false;
+        for (const auto& s : secrets->items)
+          if (Str(s, "type") == "bootstrap.kubernetes.io/token") return false;
+        for (const auto& vm : Instances()) {
+          auto items = gce::MetadataItemsOf(vm.at("metadata").as_object());
+          if (items.count(kMetaJoinToken) != 0) return false;
+        }
+        return true;
+      },
+      60s))
+      << "a bootstrap token outlived the join";
+  {
+    std::lock_guard lock(log_mu_);
+    ASSERT_FALSE(logs_.empty());
+    for (const auto& line : logs_) {
+      for (const auto& t : tokens) {
+        ASSERT_EQ(line.find(t.substr(7)), std::string::npos) << "token secret in a log line";
+      }
+    }
+  }
+  auto events = client_->List(kube::resources::Events(), "");
+  ASSERT_TRUE(events.ok());
+  for (const auto& e : events->items)
+    for (const auto& t : tokens)
+      EXPECT_EQ(json::serialize(e).find(t.substr(7)), std::string::npos) << "token in an Event";
+
+  // 4. One host dies (the VM stops): its Node goes silent, kube-controller-manager marks it
+  //    Unknown, the group is not Ready and names it. Restored: Ready again.
+  const std::string victim = names[0];
+  const int64_t attempts_before = fleet_->agent(kProject, kZone, victim)->agent.join_attempts;
+  auto control = net::HttpClient::Create({.base_url = sim_->control_endpoint()});
+  ASSERT_TRUE(control.ok());
+  auto call = [&](const std::string& path, const json::object& body) {
+    auto r = (*control)->Do({.method = "POST",
+                             .target = path,
+                             .headers = {{"Content-Type", "application/json"}},
+                             .body = json::serialize(body)});
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200) << r->body;
+  };
+  call("/control/instances/kill", {{"zone", kZone}, {"name", victim}, {"mode", "stop"}});
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto c = GroupCondition(kCondReady);
+        return c && c->status == "False" && c->message.find(victim) != std::string::npos;
+      },
+      60s))
+      << DescribeGroup();
+  EXPECT_TRUE(Eventually([&] { return NodeReady(victim) == "Unknown"; }, 30s));
+  call("/control/instances/restore", {{"zone", kZone}, {"name", victim}});
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto c = GroupCondition(kCondReady);
+        return c && c->status == "True";
+      },
+      60s))
+      << DescribeGroup();
+  EXPECT_EQ(NodeReady(victim), "True");
+  EXPECT_EQ(fleet_->agent(kProject, kZone, victim)->agent.join_attempts, attempts_before)
+      << "a restarted VM keeps its node credentials: no second join";
+
+  // 5. Deleted: Nodes cordoned then removed, GCE empty, the device-plugin DaemonSet gone.
+  auto [drc, dout] =
+      Shell(kubectl_ + "delete tpunodegroup/my-tpu-node-group -n default --wait=false");
+  ASSERT_EQ(drc, 0) << dout;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto g = client_->Get(TPUNodeGroups(), "default", kGroup);
+        return !g.ok() && g.error().code == Error::Code::kNotFound;
+      },
+      120s))
+      << DescribeGroup();
+  for (const auto& name : names) {
+    EXPECT_FALSE(client_->Get(kube::resources::Nodes(), "", name).ok()) << name << " is left";
+    std::lock_guard lock(nodes_mu_);
+    EXPECT_TRUE(cordoned_before_delete_.count(name)) << name << " was not cordoned";
+    EXPECT_TRUE(deleted_.count(name)) << name << " was not deleted";
+  }
+  EXPECT_TRUE(Instances().empty());
+  auto migs = compute_->ListInstanceGroupManagers(kProject, kZone, {});
+  ASSERT_TRUE(migs.ok());
+  EXPECT_TRUE(migs->empty());
+  auto templates = compute_->ListInstanceTemplates(kProject, {});
+  ASSERT_TRUE(templates.ok());
+  EXPECT_TRUE(templates->empty());
+  auto policies = compute_->ListResourcePolicies(kProject, kRegion, {});
+  ASSERT_TRUE(policies.ok());
+  EXPECT_TRUE(policies->empty());
+  EXPECT_TRUE(Eventually(
+      [&] {
+        auto ds = client_->Get(kube::resources::DaemonSets(), kDevicePluginNs,
+                               internal::kDevicePluginDaemonSetName);
+        return !ds.ok() && ds.error().code == Error::Code::kNotFound;
+      },
+      30s));
+  EXPECT_TRUE(Eventually([&] { return fleet_->agents().empty(); }, 30s));
+}
+
+}  // namespace
+}  // namespace hyperslice::tpu
