@@ -203,9 +203,11 @@ class SimKubeletTest : public ::testing::Test {
   }
 
   // ...and the join values in that VM's metadata (setMetadata through the real GCE client).
-  void SetJoinMetadata(const std::string& vm, const Token& t, const std::string& ca_hash) {
+  void SetJoinMetadata(const std::string& vm, const Token& t, const std::string& ca_hash,
+                       const std::string& kube_labels = "") {
     auto updated = compute_->UpdateInstanceMetadata(
         kProject, kZone, vm, [&](hyperslice::gce::MetadataItems& items) {
+          if (!kube_labels.empty()) items["kube-labels"] = kube_labels;
           items["kubeadm-join-token"] = t.Value();
           items["kubeadm-ca-hash"] = ca_hash;
           // The seed's control-plane address; the fleet routes it to the loopback apiserver.
@@ -367,6 +369,26 @@ TEST_F(SimKubeletTest, WrongCaHashRefusesToJoinAndCreatesNothing) {
   SetJoinMetadata(vm, t, CaHash());
   EXPECT_TRUE(Eventually([&] { return NodeReady(vm) == "True"; }, seconds(60)));
   EXPECT_EQ(CsrsOf(t.User()).size(), 1u);
+}
+
+// After the TLS bootstrap the agent acts as system:node:<vm>: NodeRestriction refuses a label no
+// kubelet may set on itself (an admin identity could set it), so nothing is registered.
+TEST_F(SimKubeletTest, NodeCredentialsAreSubjectToNodeRestriction) {
+  std::string vm = CreateVm("restricted");
+  ASSERT_FALSE(vm.empty());
+  Token t = CreateBootstrapToken();
+  SetJoinMetadata(vm, t, CaHash(), "node-restriction.kubernetes.io/pool=tpu");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto a = AgentOf(vm);
+        return a && a->has_credentials && a->phase == Phase::kRegistering &&
+               a->message.find("node-restriction.kubernetes.io/pool") != std::string::npos;
+      },
+      seconds(60)))
+      << (AgentOf(vm) ? AgentOf(vm)->message : "no agent");
+  EXPECT_NE(AgentOf(vm)->message.find("forbidden"), std::string::npos) << AgentOf(vm)->message;
+  EXPECT_FALSE(GetNode(vm).has_value());
+  EXPECT_EQ(CsrsOf(t.User()).size(), 1u);  // the bootstrap itself went through
 }
 
 TEST_F(SimKubeletTest, SilentNodeGoesUnknownThroughNodeLifecycleAndRecovers) {
