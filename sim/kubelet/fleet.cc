@@ -15,7 +15,8 @@ namespace {
 
 struct Entry {
   std::string project, zone, name, id, status, machine_type;
-  std::unique_ptr<Agent> agent;
+  // Shared so blocking agent calls (Vanish waits for the agent's thread) run outside the lock.
+  std::shared_ptr<Agent> agent;
 };
 
 class FleetImpl final : public Fleet {
@@ -77,7 +78,7 @@ class FleetImpl final : public Fleet {
     }
     std::vector<std::thread> stoppers;
     for (auto& [key, e] : entries) {
-      if (e.agent) stoppers.emplace_back([a = std::move(e.agent)]() mutable { a.reset(); });
+      if (e.agent) stoppers.emplace_back([a = std::move(e.agent)] { a->Vanish(); });
     }
     for (auto& t : stoppers) t.join();
   }
@@ -105,14 +106,16 @@ class FleetImpl final : public Fleet {
 
   Status WithAgent(const std::string& project, const std::string& zone, const std::string& name,
                    const std::function<void(Agent&)>& f) {
-    // Agent methods may block briefly (Vanish waits for the agent's thread); the entries lock is
-    // held so the worker cannot drop the agent meanwhile.
-    std::lock_guard lock(entries_mu_);
-    auto it = entries_.find(Key(project, zone, name));
-    if (it == entries_.end() || !it->second.agent)
+    std::shared_ptr<Agent> agent;
+    {
+      std::lock_guard lock(entries_mu_);
+      auto it = entries_.find(Key(project, zone, name));
+      if (it != entries_.end()) agent = it->second.agent;
+    }
+    if (!agent)
       return Error::Make(Error::Code::kNotFound,
                          "no simulated VM agent for " + Key(project, zone, name));
-    f(*it->second.agent);
+    f(*agent);  // Agent methods are thread-safe; this may block briefly
     return OkStatus();
   }
 
@@ -136,10 +139,12 @@ class FleetImpl final : public Fleet {
     }
   }
 
-  // One instance event → the agent's lifecycle (see fleet.h).
+  // One instance event → the agent's lifecycle (see fleet.h). Only this (worker) thread starts,
+  // stops and drops agents, so events apply in order; blocking calls happen outside the lock.
   void Apply(const gce::InstanceEvent& e) {
     std::string key = Key(e.project, e.zone, e.name);
-    std::unique_ptr<Agent> dropped;  // destroyed outside the lock
+    std::shared_ptr<Agent> dropped;  // destroyed (vanished) outside the lock
+    std::shared_ptr<Agent> restore, vanish;
     {
       std::lock_guard lock(entries_mu_);
       auto it = entries_.find(key);
@@ -185,15 +190,22 @@ class FleetImpl final : public Fleet {
                          {{"instance", key}, {"error", started.error().message}});
             }
           } else {
-            entry.agent->Restore();  // the same VM booted again (restore after a stop)
-            log::Info("sim kubelet fleet: VM running again, agent restored", {{"instance", key}});
+            restore = entry.agent;  // the same VM booted again (restore after a stop)
           }
         } else if (entry.agent && entry.agent->state().phase != Phase::kStopped) {
-          entry.agent->Vanish();  // STOPPING / TERMINATED: the VM is down, its disk is kept
-          log::Info("sim kubelet fleet: VM not running, agent stopped",
-                    {{"instance", key}, {"status", e.status}});
+          vanish = entry.agent;  // STOPPING / TERMINATED: the VM is down, its disk is kept
         }
       }
+    }
+    if (dropped) dropped->Vanish();
+    if (vanish) {
+      vanish->Vanish();
+      log::Info("sim kubelet fleet: VM not running, agent stopped",
+                {{"instance", key}, {"status", e.status}});
+    }
+    if (restore) {
+      restore->Restore();
+      log::Info("sim kubelet fleet: VM running again, agent restored", {{"instance", key}});
     }
   }
 
