@@ -17,7 +17,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -337,6 +339,123 @@ TEST(Kustomize, CredentialsComponentMountsTheKeyAndSetsAdcPath) {
   EXPECT_TRUE(mounted);
   EXPECT_TRUE(volume);
 }
+
+#ifdef HS_HYPERSLICE_BIN
+// The rendered containers' args (with the downward-API variables the kubelet would expand) are
+// flags the binary accepts: it gets past flag parsing and stops only at the missing kubeconfig.
+TEST(Kustomize, ContainerArgsAreAcceptedByTheBinary) {
+  if (!HaveKubectl()) GTEST_SKIP() << "kubectl is not installed";
+  CommandResult r = Kustomize(kDeploy);
+  ASSERT_EQ(r.exit_code, 0) << r.errors;
+  auto docs = Documents(r.output);
+  for (const auto& [deployment, container] :
+       {std::pair<std::string, std::string>{"hyperslice-operator", "operator"},
+        {"hyperslice-webhook", "webhook"}}) {
+    const YAML::Node* d = Find(docs, "Deployment", deployment);
+    ASSERT_NE(d, nullptr) << deployment;
+    std::vector<std::string> argv = {HS_HYPERSLICE_BIN};
+    for (std::string a : Args(Container(*d, container))) {
+      for (const auto& [var, value] :
+           {std::pair<std::string, std::string>{"$(POD_NAMESPACE)", "tpu-node-group"},
+            {"$(DEVICE_PLUGIN_IMAGE)", "hyperslice:latest"}}) {
+        if (auto at = a.find(var); at != std::string::npos) a.replace(at, var.size(), value);
+      }
+      EXPECT_EQ(a.find("$("), std::string::npos) << "unexpanded variable in " << a;
+      argv.push_back(a);
+    }
+    argv.push_back("--kubeconfig=/nonexistent/hyperslice-kubeconfig");
+    CommandResult run = RunCommand(argv);
+    std::string all = run.output + run.errors;
+    EXPECT_NE(run.exit_code, 0) << all;
+    EXPECT_THAT(all, ::testing::Not(HasSubstr("not expected"))) << container;
+    EXPECT_THAT(all, HasSubstr("/nonexistent/hyperslice-kubeconfig")) << container << ": " << all;
+  }
+}
+
+// The runtime stage of the Dockerfile installs packages that provide every shared library the
+// built binary loads (checked against this Debian's package database: the build image is the same
+// release).
+TEST(Dockerfile, RuntimePackagesProvideEverySharedLibrary) {
+  if (std::system("command -v dpkg >/dev/null && command -v apt-cache >/dev/null && command -v "
+                  "ldd >/dev/null") != 0) {
+    GTEST_SKIP() << "dpkg, apt-cache or ldd missing (not a Debian machine)";
+  }
+  std::string dockerfile = ReadFile(kSource + "/Dockerfile");
+  auto runtime = dockerfile.find("FROM debian:bookworm-slim");
+  ASSERT_NE(runtime, std::string::npos);
+  auto install = dockerfile.find("--no-install-recommends", runtime);
+  ASSERT_NE(install, std::string::npos);
+  auto end = dockerfile.find("&&", install);
+  std::string list = dockerfile.substr(install + 23, end - install - 23);
+  std::vector<std::string> packages;
+  {
+    std::string word;
+    for (char ch : list + " ") {
+      if (std::isspace(static_cast<unsigned char>(ch)) != 0 || ch == '\\') {
+        if (!word.empty()) packages.push_back(word);
+        word.clear();
+      } else {
+        word += ch;
+      }
+    }
+  }
+  ASSERT_FALSE(packages.empty());
+  std::vector<std::string> depends = {"apt-cache",       "depends",       "--recurse",
+                                      "--no-recommends", "--no-suggests", "--no-conflicts",
+                                      "--no-breaks",     "--no-replaces", "--no-enhances"};
+  depends.insert(depends.end(), packages.begin(), packages.end());
+  CommandResult closure = RunCommand(depends);
+  ASSERT_EQ(closure.exit_code, 0) << closure.errors;
+  std::set<std::string> provided;
+  {
+    std::istringstream lines(closure.output);
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (!line.empty() && line[0] != ' ') provided.insert(line);
+    }
+  }
+  CommandResult ldd = RunCommand({"ldd", HS_HYPERSLICE_BIN});
+  ASSERT_EQ(ldd.exit_code, 0) << ldd.errors;
+  // Every resolved library as "*/<arch dir>/<file name>" (dpkg records /lib or /usr/lib depending
+  // on the package; usrmerge makes both work), asked in one dpkg -S call whose lines read
+  // "pkg1[:arch][, pkg2...]: path".
+  std::map<std::string, std::set<std::string>> owners_of;  // "<arch dir>/<name>" -> packages
+  std::vector<std::string> query = {"dpkg", "-S"};
+  std::istringstream lines(ldd.output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto arrow = line.find("=> /");
+    if (arrow == std::string::npos) continue;
+    fs::path path = line.substr(arrow + 3, line.find(' ', arrow + 3) - arrow - 3);
+    std::string key = path.parent_path().filename().string() + "/" + path.filename().string();
+    if (owners_of.emplace(key, std::set<std::string>{}).second) query.push_back("*/" + key);
+  }
+  CommandResult owners = RunCommand(query);
+  ASSERT_EQ(owners.exit_code, 0) << "a library belongs to no package: " << owners.errors;
+  std::istringstream owner_lines(owners.output);
+  while (std::getline(owner_lines, line)) {
+    auto sep = line.rfind(": ");
+    if (sep == std::string::npos) continue;
+    fs::path path = line.substr(sep + 2);
+    std::string key = path.parent_path().filename().string() + "/" + path.filename().string();
+    auto it = owners_of.find(key);
+    if (it == owners_of.end()) continue;
+    std::istringstream pkgs(line.substr(0, sep));
+    std::string pkg;
+    while (std::getline(pkgs, pkg, ',')) {
+      pkg.erase(0, pkg.find_first_not_of(' '));
+      it->second.insert(pkg.substr(0, pkg.find(':')));
+    }
+  }
+  for (const auto& [lib, pkgs] : owners_of) {
+    bool covered = false;
+    for (const auto& pkg : pkgs) covered |= provided.count(pkg) > 0;
+    EXPECT_TRUE(covered) << lib << " comes from " << ::testing::PrintToString(pkgs)
+                         << ", none of which the runtime stage installs";
+  }
+  EXPECT_GT(owners_of.size(), 5u);
+}
+#endif  // HS_HYPERSLICE_BIN
 
 // --- on the apiserver
 // ------------------------------------------------------------------------------
