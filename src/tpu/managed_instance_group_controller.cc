@@ -91,6 +91,31 @@ bool Settled(const json::object& igm, const json::object& previous, int64_t want
   return busy == 0 && IntAt(*actions, "none") == want;
 }
 
+// While the group is still creating VMs and neither the instances nor the bulk operation say
+// why, GCE's error list (listErrors, newest first by timestamp) may: e.g. a stockout reported
+// only there. One call, made only in that state.
+std::optional<Error> NewestListedError(gce::Compute& compute, const std::string& project,
+                                       const std::string& zone, const std::string& name,
+                                       const std::vector<json::object>& managed) {
+  bool creating = managed.empty();
+  for (const auto& mi : managed) {
+    if (StringAt(mi, "currentAction").rfind("CREATING", 0) == 0) creating = true;
+  }
+  if (!creating) return std::nullopt;
+  auto errors = compute.ListInstanceGroupManagerErrors(project, zone, name, {});
+  if (!errors.ok()) return std::nullopt;  // only a better message was at stake
+  const json::object* newest = nullptr;
+  for (const auto& e : *errors) {
+    if (newest == nullptr || StringAt(e, "timestamp") > StringAt(*newest, "timestamp")) {
+      newest = &e;
+    }
+  }
+  if (newest == nullptr) return std::nullopt;
+  auto err = gce::ManagedInstanceError(*newest);
+  if (!err || err->reason.empty()) return std::nullopt;
+  return err;
+}
+
 class ManagedInstanceGroupKind final : public GceChildKind {
  public:
   const kube::Resource& resource() const override { return ManagedInstanceGroups(); }
@@ -147,7 +172,7 @@ class ManagedInstanceGroupKind final : public GceChildKind {
   }
 
   Result<Observation> Observe(gce::Compute& compute, const json::object& spec,
-                              const json::object& resource, std::vector<std::string>& drift,
+                              const json::object& resource, std::vector<std::string>& /*drift*/,
                               json::object& status) const override {
     const std::string project = StringAt(spec, "project");
     const std::string zone = StringAt(spec, "zone");
@@ -228,12 +253,15 @@ class ManagedInstanceGroupKind final : public GceChildKind {
       obs.reason = bulk_error->first;
       obs.message = bulk_error->second;
       obs.warning = true;
+    } else if (auto listed = NewestListedError(compute, project, zone, name, managed)) {
+      obs.reason = listed->reason;
+      obs.message = listed->message;
+      obs.warning = true;
     } else {
       obs.reason = "InstancesNotRunning";
       obs.message =
           std::to_string(running) + " of " + std::to_string(want) + " instances are RUNNING";
     }
-    (void)drift;
     return obs;
   }
 };
