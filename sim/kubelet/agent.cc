@@ -531,8 +531,10 @@ class AgentImpl final : public Agent {
             if (!c.is_object()) continue;
             std::string type = Str(c.as_object(), "type");
             if (type == "Denied" || type == "Failed") {
-              found = Fail(Error::Code::kForbidden, "CSRDenied",
-                           "CSR " + name + " " + type + ": " + Str(c.as_object(), "message"));
+              std::string why = "CSR " + name;
+              why += " " + type + ": ";
+              why += Str(c.as_object(), "message");
+              found = Fail(Error::Code::kForbidden, "CSRDenied", std::move(why));
               done = true;
             }
           }
