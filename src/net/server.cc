@@ -1,10 +1,17 @@
 // HttpServer on Boost.Beast: an acceptor and one session per connection on an io_context run by
 // `threads` threads. A session handles one request at a time (HTTP/1.1 without pipelining); the
 // handler answers through a Responder that may complete later from any thread.
+//
+// Timeouts are deadlines kept by each session and enforced by one periodic sweep, not Beast's
+// per-operation timers: those arm and cancel a timer around every socket read and write (timerfd
+// system calls and an extra completion each time), a large share of the cost of a small keep-alive
+// request. A deadline is therefore honoured within a sweep period (a quarter of the shorter
+// timeout, 10 ms to 1 s).
 #include "src/net/server.h"
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -12,9 +19,11 @@
 #include <set>
 #include <thread>
 
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -41,18 +50,36 @@ std::string Lower(std::string_view s) {
 }
 
 // What Stop() needs of a live connection.
+using SteadyClock = std::chrono::steady_clock;
+constexpr int64_t kNoDeadline = INT64_MAX;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch())
+      .count();
+}
+
 class SessionBase {
  public:
   virtual ~SessionBase() = default;
+  // Closes the socket; only on the session's executor, or once no I/O thread runs.
   virtual void Close() = 0;
+  // Closes the connection from any thread when its deadline has passed (the sweep).
+  virtual void CloseIfExpired(int64_t now_ns) = 0;
 };
 
 // Shared by the server, its sessions and outstanding responders; owns the io_context so that it
 // outlives every socket.
 struct State {
+  explicit State(HttpServer::Options o)
+      : options(std::move(o)),
+        // One thread: asio skips the cross-thread wake-ups it otherwise does on every post.
+        ioc(std::max(1, options.threads) == 1 ? 1 : BOOST_ASIO_CONCURRENCY_HINT_DEFAULT),
+        sweep(ioc) {}
+
   HttpServer::Options options;
   Handler handler;
   asio::io_context ioc;
+  asio::steady_timer sweep;  // enforces the sessions' deadlines
   std::atomic<bool> stopping{false};
   std::atomic<int> in_flight{0};  // requests handed to the handler and not yet answered
   std::mutex mu;
@@ -116,6 +143,33 @@ struct State {
     sessions.push_back(s);
   }
 
+  std::chrono::milliseconds SweepPeriod() const {
+    auto shortest = std::min(options.idle_timeout, options.read_timeout);
+    return std::clamp(shortest / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
+  }
+
+  // Every SweepPeriod(): closes the connections past their deadline and forgets closed ones.
+  static void ArmSweep(const std::shared_ptr<State>& self) {
+    self->sweep.expires_after(self->SweepPeriod());
+    self->sweep.async_wait([weak = std::weak_ptr<State>(self)](error_code ec) {
+      auto s = weak.lock();
+      if (ec || !s || s->stopping) return;
+      int64_t now = NowNs();
+      std::vector<std::shared_ptr<SessionBase>> live;
+      {
+        std::lock_guard lock(s->sessions_mu);
+        std::erase_if(s->sessions, [&](const std::weak_ptr<SessionBase>& w) {
+          auto session = w.lock();
+          if (!session) return true;
+          live.push_back(std::move(session));
+          return false;
+        });
+      }
+      for (auto& session : live) session->CloseIfExpired(now);
+      ArmSweep(s);
+    });
+  }
+
   void CloseAll() {
     std::vector<std::weak_ptr<SessionBase>> all;
     {
@@ -168,8 +222,10 @@ class ResponderImpl final : public Responder {
     res->keep_alive(keep_alive_);
     res->prepare_payload();
     if (session->state()->stopping) res->keep_alive(false);
-    asio::post(session->Stream().get_executor(),
-               [session, res]() mutable { session->Write(std::move(res)); });
+    // Inline when answered from the handler on the session's own strand (the common case: no
+    // queueing, no wake-up of another I/O thread); queued onto the strand from any other thread.
+    asio::dispatch(session->Stream().get_executor(),
+                   [session, res]() mutable { session->Write(std::move(res)); });
   }
 
   std::shared_ptr<Derived> session_;
@@ -186,11 +242,24 @@ class Session {
 
   Derived& self() { return static_cast<Derived&>(*this); }
 
+  // The connection is closed by the sweep once `timeout` has passed, unless the deadline is moved.
+  void ExpiresAfter(std::chrono::milliseconds timeout) {
+    deadline_ns_.store(
+        NowNs() + std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count(),
+        std::memory_order_relaxed);
+  }
+  void ExpiresNever() { deadline_ns_.store(kNoDeadline, std::memory_order_relaxed); }
+  void CloseIfPastDeadline(int64_t now_ns) {
+    if (now_ns < deadline_ns_.load(std::memory_order_relaxed)) return;
+    ExpiresNever();
+    asio::dispatch(self().Stream().get_executor(), [s = self().shared_from_this()] { s->Close(); });
+  }
+
   void DoRead() {
     parser_.emplace();
     parser_->body_limit(state_->options.max_body_bytes);
     parser_->header_limit(64 * 1024);
-    beast::get_lowest_layer(self().Stream()).expires_after(state_->options.idle_timeout);
+    ExpiresAfter(state_->options.idle_timeout);
     http::async_read(self().Stream(), buffer_, *parser_,
                      [s = self().shared_from_this()](error_code ec, size_t) { s->OnRead(ec); });
   }
@@ -236,12 +305,15 @@ class Session {
       req.headers.emplace_back(Lower(f.name_string()), std::string(f.value()));
     }
     req.body = std::move(msg.body());
-    error_code rec;
-    auto ep = beast::get_lowest_layer(self().Stream()).socket().remote_endpoint(rec);
-    if (!rec) req.remote_address = ep.address().to_string();
+    if (!remote_address_) {  // once per connection, not a getpeername per request
+      error_code rec;
+      auto ep = beast::get_lowest_layer(self().Stream()).socket().remote_endpoint(rec);
+      remote_address_ = rec ? std::string() : ep.address().to_string();
+    }
+    req.remote_address = *remote_address_;
     // While a request is pending the connection is not read; a slow handler must not be cut by
     // the idle timer.
-    beast::get_lowest_layer(self().Stream()).expires_never();
+    ExpiresNever();
     state_->in_flight++;
     auto responder = std::make_shared<ResponderImpl<Derived>>(self().shared_from_this(),
                                                               msg.keep_alive(), msg.version());
@@ -254,7 +326,7 @@ class Session {
   }
 
   void Write(std::shared_ptr<http::response<http::string_body>> res) {
-    beast::get_lowest_layer(self().Stream()).expires_after(state_->options.read_timeout);
+    ExpiresAfter(state_->options.read_timeout);
     bool close = !res->keep_alive();
     http::async_write(self().Stream(), *res,
                       [s = self().shared_from_this(), res, close](error_code ec, size_t) {
@@ -268,6 +340,8 @@ class Session {
   std::shared_ptr<State> state_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<std::string> remote_address_;
+  std::atomic<int64_t> deadline_ns_{kNoDeadline};  // steady clock; read by the sweep
 };
 
 class PlainSession final : public Session<PlainSession>,
@@ -278,6 +352,7 @@ class PlainSession final : public Session<PlainSession>,
       : Session(std::move(state)), stream_(std::move(socket)) {}
   beast::tcp_stream& Stream() { return stream_; }
   void Start() { DoRead(); }
+  void CloseIfExpired(int64_t now_ns) override { CloseIfPastDeadline(now_ns); }
   void Close() override {
     error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -295,8 +370,9 @@ class TlsSession final : public Session<TlsSession>,
   TlsSession(tcp::socket&& socket, std::shared_ptr<ssl::context> ctx, std::shared_ptr<State> state)
       : Session(std::move(state)), ctx_(std::move(ctx)), stream_(std::move(socket), *ctx_) {}
   beast::ssl_stream<beast::tcp_stream>& Stream() { return stream_; }
+  void CloseIfExpired(int64_t now_ns) override { CloseIfPastDeadline(now_ns); }
   void Start() {
-    beast::get_lowest_layer(stream_).expires_after(state_->options.read_timeout);
+    ExpiresAfter(state_->options.read_timeout);
     stream_.async_handshake(ssl::stream_base::server, [s = shared_from_this()](error_code ec) {
       // Plain HTTP or a failed handshake just closes: nothing to answer.
       if (ec) return s->Close();
@@ -313,6 +389,13 @@ class TlsSession final : public Session<TlsSession>,
   std::shared_ptr<ssl::context> ctx_;  // the key pair this connection started with
   beast::ssl_stream<beast::tcp_stream> stream_;
 };
+
+// Answers are written whole; Nagle would hold back a segment until the client ACKs the previous
+// one, which it delays (request/response traffic on keep-alive connections).
+void SetNoDelay(tcp::socket& s) {
+  error_code ec;
+  s.set_option(tcp::no_delay(true), ec);
+}
 
 class Server final : public HttpServer {
  public:
@@ -343,6 +426,7 @@ class Server final : public HttpServer {
     // other threads) even after the acceptor is closed by Stop(); released once those are done.
     work_.emplace(state_->ioc.get_executor());
     DoAccept();
+    State::ArmSweep(state_);
     int n = std::max(1, state_->options.threads);
     for (int i = 0; i < n; ++i) threads_.emplace_back([s = state_] { s->ioc.run(); });
     return OkStatus();
@@ -370,6 +454,7 @@ class Server final : public HttpServer {
     // acceptor's work and polling lets each finish with an error.
     error_code ec;
     acceptor_.close(ec);
+    state_->sweep.cancel();
     state_->CloseAll();
     state_->ioc.restart();
     state_->ioc.poll();
@@ -377,16 +462,23 @@ class Server final : public HttpServer {
 
  private:
   void DoAccept() {
-    acceptor_.async_accept(asio::make_strand(state_->ioc), [this](error_code ec, tcp::socket s) {
+    // A session's handlers must not run concurrently: a strand each, unless one thread runs them
+    // all (a strand then only adds a queue hop per completion).
+    asio::any_io_executor ex = state_->options.threads <= 1
+                                   ? asio::any_io_executor(state_->ioc.get_executor())
+                                   : asio::any_io_executor(asio::make_strand(state_->ioc));
+    acceptor_.async_accept(ex, [this](error_code ec, tcp::socket s) {
       if (ec) {
         if (ec == asio::error::operation_aborted || state_->stopping) return;
         log::Warn("accept failed", {{"error", ec.message()}});
       } else if (state_->options.tls) {
+        SetNoDelay(s);
         auto ctx = state_->CurrentTls();
         auto session = std::make_shared<TlsSession>(std::move(s), std::move(ctx), state_);
         state_->Track(session);
         session->Start();
       } else {
+        SetNoDelay(s);
         auto session = std::make_shared<PlainSession>(std::move(s), state_);
         state_->Track(session);
         session->Start();
@@ -419,8 +511,7 @@ std::string ServerRequest::Query(std::string_view name) const {
 }
 
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(Options options, Handler handler) {
-  auto state = std::make_shared<State>();
-  state->options = std::move(options);
+  auto state = std::make_shared<State>(std::move(options));
   state->handler = std::move(handler);
   if (state->options.tls) {
     std::lock_guard lock(state->tls_mu);
