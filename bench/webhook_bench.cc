@@ -8,7 +8,8 @@
 //                 [--fixed-connections=8] [--connections=32] [--io-threads=1]
 //                 [--server-cpus=0] [--client-cpus=1]
 //   webhook_bench --serve --tls-cert-file=F --tls-key-file=F [--io-threads=1]   (the server alone,
-//                 prints "port N"; for profilers: valgrind --tool=callgrind webhook_bench --serve ...)
+//                 prints "port N"; for profilers: valgrind --tool=callgrind webhook_bench --serve
+//                 ...)
 //   webhook_bench --print-review   (the AdmissionReview body)
 //
 // Both servers run as child processes pinned to the same CPU set (--server-cpus; sched_setaffinity
@@ -199,12 +200,16 @@ void StopChild(const Child& c) {
   waitpid(c.pid, nullptr, 0);
 }
 
-// user+sys CPU seconds of a process, all threads.
-double CpuSeconds(pid_t pid) {
+struct CpuTime {
+  double user = 0, sys = 0;  // seconds
+};
+
+// user and sys CPU time of a process, all threads.
+CpuTime CpuSeconds(pid_t pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
   std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   size_t close_paren = stat.rfind(')');
-  if (close_paren == std::string::npos) return 0;
+  if (close_paren == std::string::npos) return {};
   std::istringstream rest(stat.substr(close_paren + 2));
   std::string field;
   unsigned long long utime = 0, stime = 0;
@@ -213,7 +218,8 @@ double CpuSeconds(pid_t pid) {
     if (i == 14) utime = std::stoull(field);
     if (i == 15) stime = std::stoull(field);
   }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  auto hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return {static_cast<double>(utime) / hz, static_cast<double>(stime) / hz};
 }
 
 // --- load generators -----------------------------------------------------------------------------
@@ -223,7 +229,14 @@ struct Figures {
   long completed = 0;
   double p50_ms = 0, p99_ms = 0, p999_ms = 0, max_ms = 0;
   long errors = 0;
-  double cpu_us_per_admission = 0;
+  double cpu_us_per_admission = 0;  // user+sys
+  double sys_us_per_admission = 0;
+  void SetCpu(const CpuTime& before, const CpuTime& after) {
+    if (completed == 0) return;
+    cpu_us_per_admission =
+        (after.user + after.sys - before.user - before.sys) * 1e6 / static_cast<double>(completed);
+    sys_us_per_admission = (after.sys - before.sys) * 1e6 / static_cast<double>(completed);
+  }
 };
 
 double Percentile(std::vector<double>& v, double p) {
@@ -344,9 +357,9 @@ Figures MaxThroughputWrk(uint16_t port, const std::string& script, int connectio
 void Print(const char* server, const std::string& what, const Figures& f) {
   std::printf(
       "  %-10s %-11s %7.0f req/s  p50 %6.3f  p99 %7.3f  p99.9 %7.3f  max %8.3f ms  errors %ld  "
-      "cpu %6.1f us/admission\n",
+      "cpu %6.1f us/admission (sys %5.1f)\n",
       server, what.c_str(), f.rate, f.p50_ms, f.p99_ms, f.p999_ms, f.max_ms, f.errors,
-      f.cpu_us_per_admission);
+      f.cpu_us_per_admission, f.sys_us_per_admission);
   std::fflush(stdout);
 }
 
@@ -491,19 +504,17 @@ int main(int argc, char** argv) {
   for (int round = 1; round <= flags.rounds; ++round) {
     std::printf("round %d (load average %s)\n", round, LoadAverage().c_str());
     for (size_t i = 0; i < servers.size(); ++i) {
-      double cpu0 = CpuSeconds(servers[i].child.pid);
+      CpuTime cpu0 = CpuSeconds(servers[i].child.pid);
       Figures f = FixedRate(servers[i].child.port, ca->cert_pem, body, flags.rate, flags.seconds,
                             flags.fixed_connections);
-      f.cpu_us_per_admission =
-          f.completed > 0 ? (CpuSeconds(servers[i].child.pid) - cpu0) * 1e6 / f.completed : 0;
+      f.SetCpu(cpu0, CpuSeconds(servers[i].child.pid));
       Print(servers[i].name, "fixed " + std::to_string(flags.rate) + "/s", f);
       fixed[i].push_back(f);
     }
     for (size_t i = 0; i < servers.size(); ++i) {
-      double cpu0 = CpuSeconds(servers[i].child.pid);
+      CpuTime cpu0 = CpuSeconds(servers[i].child.pid);
       Figures f = MaxThroughputWrk(servers[i].child.port, script, flags.connections, flags.seconds);
-      f.cpu_us_per_admission =
-          f.completed > 0 ? (CpuSeconds(servers[i].child.pid) - cpu0) * 1e6 / f.completed : 0;
+      f.SetCpu(cpu0, CpuSeconds(servers[i].child.pid));
       Print(servers[i].name, "max", f);
       max[i].push_back(f);
     }

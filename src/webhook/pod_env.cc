@@ -471,6 +471,17 @@ Decision PodMutation::Run() {
   for (size_t i : targets) {
     const json::object& c = (*containers)[i].get_object();
     const json::array* env = ArrayAt(&c, "env");
+    // Values from envFrom (ConfigMaps, Secrets) are not in the request and an `env` entry wins
+    // over them in the kubelet: say so instead of overriding the user silently.
+    const json::array* env_from = ArrayAt(&c, "envFrom");
+    auto warn_env_from = [&](size_t patch_before) {
+      if (env_from == nullptr || env_from->empty() || patch.size() == patch_before) return;
+      decision_.warnings.push_back(
+          "container " + std::string(StringAt(&c, "name")) +
+          " uses envFrom; the injected TPU_* variables take precedence over any of the same name "
+          "from envFrom: set them under env to keep your own values");
+    };
+    size_t patch_before = patch.size();
     std::string base = "/spec/containers/" + std::to_string(i) + "/env";
     if (env == nullptr) {
       // No env list: one operation adding the whole list.
@@ -481,17 +492,20 @@ Decision PodMutation::Run() {
         env_var(vars_[k]);
       }
       patch += "]}";
+      warn_env_from(patch_before);
       continue;
     }
     for (const EnvVar& v : vars_) {
       bool present = false;  // the user's value wins
-      for (const json::value& e : *env)
+      for (const json::value& e : *env) {
         present = present || StringAt(e.if_object(), "name") == v.name;
+      }
       if (present) continue;
       open_add(base + "/-");
       env_var(v);
       patch += '}';
     }
+    warn_env_from(patch_before);
   }
   if (!patch.empty()) patch += ']';
   return std::move(decision_);

@@ -85,7 +85,9 @@ void AppendJsonString(std::string& out, std::string_view s) {
   size_t plain = 0;  // start of the run of bytes copied as they are
   for (size_t i = 0; i < s.size(); ++i) {
     auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    if (c >= 0x20 && c != '"' && c != '\\') [[likely]] {
+      continue;
+    }
     out.append(s.data() + plain, i - plain);
     plain = i + 1;
     out += '\\';

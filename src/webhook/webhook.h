@@ -17,7 +17,8 @@
 //   annotation hyperslice.dev/tpu-worker-hostnames-port: "8471"   each hostname gets ":8471"
 // A variable a container already sets in `env` is never changed or duplicated, so a second call
 // (reinvocationPolicy: IfNeeded) yields an empty patch. Variables set only through `envFrom`
-// cannot be seen at admission and would be shadowed by the injected value.
+// cannot be seen at admission and are overridden by the injected value (`env` wins over `envFrom`);
+// the response warns for each injected container that uses envFrom.
 //
 // Thread-safety: Server is thread-safe; ObjectSource implementations must be.
 #pragma once

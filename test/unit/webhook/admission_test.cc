@@ -66,6 +66,25 @@ TEST_F(PodInjection, ContainerWithoutEnvListGetsOne) {
               ElementsAre("TPU_WORKER_ID=0", ::testing::StartsWith("TPU_WORKER_HOSTNAMES=")));
 }
 
+TEST_F(PodInjection, ContainerWithEnvFromIsInjectedWithAWarning) {
+  json::object c = Container("main", 4, {{"A", "1"}});
+  c["envFrom"] = json::array{json::object{{"configMapRef", json::object{{"name", "tpu-env"}}}}};
+  json::object pod = StsPod(1, {c, Container("other", 4)});
+  json::object resp = Decide(pod);
+  EXPECT_THAT(EnvAfter(pod, resp), ElementsAre("A=1", "TPU_WORKER_ID=1",
+                                               ::testing::StartsWith("TPU_WORKER_HOSTNAMES=")));
+  ASSERT_EQ(resp.at("warnings").as_array().size(), 1u) << json::serialize(resp);
+  std::string warning(resp.at("warnings").as_array()[0].as_string());
+  EXPECT_THAT(warning, ::testing::HasSubstr("container main uses envFrom"));
+
+  // Nothing injected into it (the user set both in env): no warning.
+  json::object both = Container("main", 4, {{"TPU_WORKER_ID", "7"}, {"TPU_WORKER_HOSTNAMES", "h"}});
+  both["envFrom"] = c["envFrom"];
+  json::object quiet = Decide(StsPod(1, {both}));
+  EXPECT_FALSE(quiet.contains("patch"));
+  EXPECT_FALSE(quiet.contains("warnings")) << json::serialize(quiet);
+}
+
 TEST_F(PodInjection, OnlyTpuContainersUnlessCompatLabel) {
   json::object pod = StsPod(1, {Container("sidecar", 0), Container("tpu", 4)});
   json::object resp = Decide(pod);
