@@ -1,0 +1,241 @@
+// The TPU operator at scale (issue 8): N TPUNodeGroups (1-, 2- and 4-host slices in turn) created
+// at once on the real control plane (test/testenv: kube-apiserver + etcd), `hyperslice operator`
+// as a child process (as deployed), the GCE simulator in this process over HTTP, and a kubelet
+// stand-in registering a Node (providerID, Ready, google.com/tpu) for every VM that turns RUNNING
+// (test/e2e/tpu_chaos/harness.h, FakeKubelets).
+//
+// Figures (printed with how they were measured):
+//   time to all Ready      from the first create until every group's Ready condition is True for
+//                          its generation (groups listed every 250 ms)
+//   operator peak RSS      VmHWM of /proc/<pid>/status, read while it runs
+//   operator CPU           utime+stime of /proc/<pid>/stat (whole lifecycle: create → Ready →
+//                          steady window → delete → gone), per slice
+//   GCE calls per slice    the simulator's per-method counters (/control/counters), create → Ready
+//                          and delete → gone, divided by N
+//   steady-state GCE rate  counter delta over a window after all are Ready, per second, next to
+//                          the documented drift-check budget (3 GETs per group per drift interval)
+//
+// Run: build-<you>/bench/tpu_scale_bench [N=100] [--window S=30] [--drift 10m] [--workers 4]
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#if defined(HS_HYPERSLICE_BIN) && defined(HS_DEPLOY_DIR)
+#include "src/base/log.h"
+#include "test/e2e/tpu_chaos/harness.h"
+
+namespace hyperslice::tpu::chaos {
+namespace {
+
+struct ProcStats {
+  int64_t hwm_kib = 0, rss_kib = 0;
+  double cpu_s = 0;
+};
+
+ProcStats ReadProc(pid_t pid) {
+  ProcStats s;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) s.hwm_kib = std::stoll(line.substr(6));
+    if (line.rfind("VmRSS:", 0) == 0) s.rss_kib = std::stoll(line.substr(6));
+  }
+  std::ifstream statf("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(statf)), std::istreambuf_iterator<char>());
+  // Fields after the command's closing parenthesis; utime and stime are fields 14 and 15.
+  size_t p = stat.rfind(')');
+  if (p != std::string::npos) {
+    std::istringstream in(stat.substr(p + 2));
+    std::string f;
+    std::vector<std::string> fields;
+    while (in >> f) fields.push_back(f);
+    if (fields.size() > 12) {
+      double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+      s.cpu_s = (std::stod(fields[11]) + std::stod(fields[12])) / ticks;
+    }
+  }
+  return s;
+}
+
+std::map<std::string, int64_t> Delta(const std::map<std::string, int64_t>& a,
+                                     const std::map<std::string, int64_t>& b) {
+  std::map<std::string, int64_t> d;
+  for (const auto& [k, n] : b) {
+    auto it = a.find(k);
+    int64_t v = n - (it == a.end() ? 0 : it->second);
+    if (v != 0) d[k] = v;
+  }
+  return d;
+}
+int64_t Sum(const std::map<std::string, int64_t>& m) {
+  int64_t s = 0;
+  for (const auto& [k, n] : m) s += n;
+  return s;
+}
+void PrintCalls(const char* title, const std::map<std::string, int64_t>& d, int n) {
+  std::printf("%s: %lld calls, %.2f per slice\n", title, static_cast<long long>(Sum(d)),
+              static_cast<double>(Sum(d)) / n);
+  for (const auto& [k, v] : d) {
+    std::printf("    %-52s %7lld  (%.2f/slice)\n", k.c_str(), static_cast<long long>(v),
+                static_cast<double>(v) / n);
+  }
+}
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+int Run(int n, int window_s, const std::string& drift, const std::string& workers) {
+  Env& env = Env::Get();
+  if (!env.error.empty()) {
+    std::fprintf(stderr, "environment: %s\n", env.error.c_str());
+    return 1;
+  }
+  auto& c = *env.client;
+  const std::string ns = "tpu-scale-" + std::to_string(getpid());
+  (void)c.Create(
+      kube::resources::Namespaces(), "",
+      kube::Object{
+          {"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", json::object{{"name", ns}}}});
+  FakeKubelets kubelets(env);
+  OperatorProcess op;
+  op.Start(env, (env.dir / "operator.log").string(),
+           {"--drift-check-interval=" + drift, "--orphan-sweep-interval=0"}, workers);
+  ProcStats peak;
+  auto sample = [&] {
+    ProcStats s = ReadProc(op.pid());
+    if (s.hwm_kib > 0) peak = s;
+  };
+  // Ready to serve: it has taken its informers' first lists (an empty log means not started).
+  if (!Eventually([&] { return op.Log().find("operator starting") != std::string::npos; }, 30s)) {
+    std::fprintf(stderr, "operator did not start:\n%s\n", op.Tail().c_str());
+    return 1;
+  }
+  ProcStats idle = ReadProc(op.pid());
+  auto c0 = env.control->Counters();
+  auto t0 = std::chrono::steady_clock::now();
+  int vms = 0;
+  for (int i = 0; i < n; ++i) {
+    int hosts = (i % 3 == 0) ? 1 : (i % 3 == 1) ? 2 : 4;
+    vms += hosts;
+    auto created = c.Create(TPUNodeGroups(), ns, Group(ns, "g" + std::to_string(i), hosts));
+    if (!created.ok()) {
+      std::fprintf(stderr, "create g%d: %s\n", i, created.error().ToString().c_str());
+      return 1;
+    }
+  }
+  double create_s = Seconds(t0);
+  int ready = 0;
+  bool all = Eventually(
+      [&] {
+        sample();
+        auto l = c.List(TPUNodeGroups(), ns);
+        if (!l.ok()) return false;
+        ready = 0;
+        for (const auto& g : l->items) {
+          auto cond = kube::FindCondition(g, kCondReady);
+          ready +=
+              cond && cond->status == "True" && cond->observed_generation == kube::Generation(g);
+        }
+        return ready == n;
+      },
+      std::chrono::minutes(30), 250ms);
+  double ready_s = Seconds(t0);
+  sample();
+  ProcStats at_ready = ReadProc(op.pid());
+  auto c1 = env.control->Counters();
+  if (!all) {
+    std::fprintf(stderr, "only %d of %d groups Ready after 30 min\n%s\n", ready, n,
+                 op.Tail().c_str());
+    return 1;
+  }
+  std::printf("TPUNodeGroups: %d (1/2/4 hosts in turn), VMs and Nodes: %d, operator --workers %s\n",
+              n, vms, workers.c_str());
+  std::printf("created all CRs in %.1f s; all Ready after %.1f s (%.1f slices/s)\n", create_s,
+              ready_s, n / ready_s);
+  PrintCalls("GCE calls, create -> all Ready", Delta(c0, c1), n);
+
+  // Steady state: nothing changes; only the drift budget may reach GCE.
+  auto t1 = std::chrono::steady_clock::now();
+  while (Seconds(t1) < window_s) {
+    sample();
+    std::this_thread::sleep_for(1s);  // the measurement window itself, not a wait for a condition
+  }
+  auto c2 = env.control->Counters();
+  ProcStats after_window = ReadProc(op.pid());
+  double wsec = Seconds(t1);
+  auto steady = Delta(c1, c2);
+  // --drift-check-interval in seconds (the forms this bench accepts: <n>s, <n>m, <n>h).
+  double drift_s = std::stod(drift) * (drift.back() == 'h' ? 3600 : drift.back() == 'm' ? 60 : 1);
+  std::printf(
+      "steady state over %.0f s after all Ready: %lld GCE calls = %.3f calls/s; drift-check "
+      "budget (3 GETs/group/%s) = %.3f calls/s; operator CPU in the window %.3f s\n",
+      wsec, static_cast<long long>(Sum(steady)), Sum(steady) / wsec, drift.c_str(),
+      3.0 * n / drift_s, after_window.cpu_s - at_ready.cpu_s);
+  for (const auto& [k, v] : steady) std::printf("    %-52s %7lld\n", k.c_str(), (long long)v);
+
+  // Teardown.
+  auto t2 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) (void)c.Delete(TPUNodeGroups(), ns, "g" + std::to_string(i));
+  bool gone = Eventually(
+      [&] {
+        sample();
+        auto l = c.List(TPUNodeGroups(), ns);
+        return l.ok() && l->items.empty();
+      },
+      std::chrono::minutes(30), 250ms);
+  double gone_s = Seconds(t2);
+  sample();
+  ProcStats end = ReadProc(op.pid());
+  auto c3 = env.control->Counters();
+  std::printf("all deleted after %.1f s%s; simulator holds %zu resources\n", gone_s,
+              gone ? "" : " (TIMED OUT)", TotalResources(env.control->State()));
+  PrintCalls("GCE calls, delete -> all gone", Delta(c2, c3), n);
+  std::printf(
+      "operator process: peak RSS (VmHWM) %.1f MiB (idle before the first create %.1f MiB); CPU "
+      "(utime+stime) %.2f s to all Ready, %.2f s for the whole lifecycle = %.2f ms per slice "
+      "lifecycle\n",
+      peak.hwm_kib / 1024.0, idle.hwm_kib / 1024.0, at_ready.cpu_s - idle.cpu_s,
+      end.cpu_s - idle.cpu_s, 1000.0 * (end.cpu_s - idle.cpu_s) / n);
+  struct rusage self {};
+  getrusage(RUSAGE_SELF, &self);
+  std::printf(
+      "this process (simulator + kubelet stand-ins + lists): CPU %.2f s, peak RSS %.1f MiB\n",
+      self.ru_utime.tv_sec + self.ru_stime.tv_sec +
+          (self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6,
+      self.ru_maxrss / 1024.0);
+  (void)op.Terminate();
+  return gone ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace hyperslice::tpu::chaos
+
+int main(int argc, char** argv) {
+  int n = 100, window = 30;
+  std::string drift = "10m", workers = "4";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--window" && i + 1 < argc) {
+      window = std::atoi(argv[++i]);
+    } else if (a == "--drift" && i + 1 < argc) {
+      drift = argv[++i];
+    } else if (a == "--workers" && i + 1 < argc) {
+      workers = argv[++i];
+    } else {
+      n = std::max(1, std::atoi(a.c_str()));
+    }
+  }
+  hyperslice::log::SetLevel(hyperslice::log::Level::kWarn);
+  return hyperslice::tpu::chaos::Run(n, window, drift, workers);
+}
+#else
+int main() {
+  std::puts("tpu_scale_bench needs the hyperslice binary target (HS_HYPERSLICE_BIN)");
+  return 0;
+}
+#endif
