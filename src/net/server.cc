@@ -237,7 +237,14 @@ class ResponderImpl final : public Responder {
 template <typename Derived>
 class Session {
  public:
-  explicit Session(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  explicit Session(std::shared_ptr<State> state) : state_(std::move(state)) {
+    // Room for a whole TLS record (16 KiB) per read. Beast sizes each read by the buffer's free
+    // capacity (at least 512 bytes), and the parser consumes as it goes, so a small buffer reads a
+    // 3 KiB body in many pieces; over TLS each piece already decrypted completes "immediately",
+    // which asio's SSL stream turns into a zero-byte socket read and a trip through the scheduler
+    // (7 per admission before this; 1 now).
+    buffer_.reserve(16 * 1024);
+  }
   const std::shared_ptr<State>& state() const { return state_; }
 
   Derived& self() { return static_cast<Derived&>(*this); }
