@@ -568,6 +568,7 @@ class TpuOperatorTest : public ::testing::Test {
 // leaves nothing behind.
 TEST_F(TpuOperatorTest, SeedExampleBecomesAReadySliceAndIsTornDownCompletely) {
   StartInProcessOperator();
+  const json::value calls_before = env_->control->Call("GET", "/control/counters");
   FakeKubelets kubelets(*env_, {kZone});
   std::string file = (env_->dir / "seed.yaml").string();
   std::ofstream(file) << kSeedExample;
@@ -676,6 +677,23 @@ TEST_F(TpuOperatorTest, SeedExampleBecomesAReadySliceAndIsTornDownCompletely) {
                         tpu::internal::kDevicePluginDaemonSetName)
                   .ok());
 
+  // Joined VMs keep no bootstrap token: no Secret, nothing in their metadata.
+  EXPECT_TRUE(Eventually([&] {
+    auto secrets = client_->List(kube::resources::Secrets(), "kube-system",
+                                 {.label_selector = std::string(kSecretLabelGroupUid) + "=" + uid});
+    if (!secrets.ok() || !secrets->items.empty()) return false;
+    for (const auto& n : nodes) {
+      auto vm = env_->compute->GetInstance(kProject, kZone, n);
+      if (!vm.ok()) return false;
+      const auto* md = vm->if_contains("metadata");
+      if (md != nullptr && md->is_object() &&
+          gce::MetadataItemsOf(md->as_object()).count(kMetaJoinToken) > 0) {
+        return false;
+      }
+    }
+    return true;
+  })) << "a bootstrap token outlived the join";
+
   // kubectl shows the columns.
   auto [grc, gout] = Shell(kc + "get tpunodegroups -n default");
   ASSERT_EQ(grc, 0) << gout;
@@ -687,6 +705,24 @@ TEST_F(TpuOperatorTest, SeedExampleBecomesAReadySliceAndIsTornDownCompletely) {
   EXPECT_THAT(gout, HasSubstr("SliceReady"));
 
   DeleteAndExpectNothingLeft("default", "my-tpu-node-group", nodes);
+  // The figure: GCE calls of one 2-host slice's life (create → Ready → delete), by method.
+  const json::value calls_after = env_->control->Call("GET", "/control/counters");
+  int64_t total = 0;
+  std::string by_method;
+  if (calls_after.is_object() && calls_before.is_object()) {
+    for (const auto& [method, n] : calls_after.as_object()) {
+      const auto* b = calls_before.as_object().if_contains(method);
+      int64_t d = n.to_number<int64_t>() - (b ? b->to_number<int64_t>() : 0);
+      // *.list calls are this test's (fake kubelets, inventory), not the operator's.
+      if (d <= 0 || method.ends_with(".list")) continue;
+      total += d;
+      by_method += " " + std::string(method) + "=" + std::to_string(d);
+    }
+  }
+  std::printf(
+      "[ figure ] GCE calls for one 2-host slice lifecycle (lists excluded, instances.get includes "
+      "the test checks): %lld:%s\n",
+      static_cast<long long>(total), by_method.c_str());
   EXPECT_TRUE(Eventually([&] {
     auto ds = client_->Get(kube::resources::DaemonSets(), kDevicePluginNs,
                            tpu::internal::kDevicePluginDaemonSetName);
