@@ -202,12 +202,12 @@ class ResponderImpl final : public Responder {
   }
   void Send(int status, std::string body, Headers headers) override {
     if (sent_.exchange(true)) return;
-    Deliver(status, std::move(body), std::move(headers));
+    Deliver(status, std::move(body), headers);
   }
   bool ClientGone() const override { return session_->state()->stopping.load(); }
 
  private:
-  void Deliver(int status, std::string body, Headers headers) {
+  void Deliver(int status, std::string body, const Headers& headers) {
     auto session = session_;
     auto res = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(status), version_);
@@ -243,7 +243,7 @@ class Session {
     // 3 KiB body in many pieces; over TLS each piece already decrypted completes "immediately",
     // which asio's SSL stream turns into a zero-byte socket read and a trip through the scheduler
     // (7 per admission before this; 1 now).
-    buffer_.reserve(16 * 1024);
+    buffer_.reserve(size_t{16} * 1024);
   }
   const std::shared_ptr<State>& state() const { return state_; }
 
@@ -332,7 +332,7 @@ class Session {
     }
   }
 
-  void Write(std::shared_ptr<http::response<http::string_body>> res) {
+  void Write(const std::shared_ptr<http::response<http::string_body>>& res) {
     ExpiresAfter(state_->options.read_timeout);
     bool close = !res->keep_alive();
     http::async_write(self().Stream(), *res,

@@ -155,7 +155,7 @@ class ServerImpl : public Server {
     HS_ASSIGN_OR_RETURN(
         http_, net::HttpServer::Start(o, [this](const net::ServerRequest& req,
                                                 std::shared_ptr<net::Responder> responder) {
-          Handle(req, std::move(responder));
+          Handle(req, responder);
         }));
     return OkStatus();
   }
@@ -185,7 +185,7 @@ class ServerImpl : public Server {
   }
 
  private:
-  void Handle(const net::ServerRequest& req, std::shared_ptr<net::Responder> responder) {
+  void Handle(const net::ServerRequest& req, const std::shared_ptr<net::Responder>& responder) {
     if (req.path == "/healthz" || req.path == "/readyz") {
       responder->Send(200, "ok\n", {{"Content-Type", "text/plain; charset=utf-8"}});
       return;

@@ -124,7 +124,7 @@ struct ServerOptions {
   int blocking_threads = 4;  // run admissions that need live API reads
   std::string tls_cert_file;
   std::string tls_key_file;
-  size_t max_body_bytes = 3 * 1024 * 1024;  // the apiserver's own request limit is 3 MiB
+  size_t max_body_bytes = size_t{3} * 1024 * 1024;  // the apiserver's own request limit is 3 MiB
   AdmissionOptions admission;
   std::shared_ptr<ObjectSource> source;
 };

@@ -64,7 +64,7 @@ Received SendAndRead(uint16_t port, const std::string& bytes, std::chrono::secon
   return r;
 }
 
-void Echo(const ServerRequest& req, std::shared_ptr<Responder> r) { r->Send(200, req.path); }
+void Echo(const ServerRequest& req, const std::shared_ptr<Responder>& r) { r->Send(200, req.path); }
 
 TEST(HttpDeadlines, IdleKeepAliveConnectionIsClosedAfterTheIdleTimeout) {
   auto server = StartServer(200ms, Echo);
@@ -94,12 +94,13 @@ TEST(HttpDeadlines, RequestThatNeverCompletesIsClosed) {
 TEST(HttpDeadlines, RequestInItsHandlerIsNotCutByTheIdleTimeout) {
   // The handler answers after five idle timeouts have passed (simulated slow work on another
   // thread); the connection must stay open for the answer.
-  auto server = StartServer(100ms, [](const ServerRequest& req, std::shared_ptr<Responder> r) {
-    std::thread([r, path = req.path] {
-      std::this_thread::sleep_for(500ms);
-      r->Send(200, "late " + path);
-    }).detach();
-  });
+  auto server =
+      StartServer(100ms, [](const ServerRequest& req, const std::shared_ptr<Responder>& r) {
+        std::thread([r, path = req.path] {
+          std::this_thread::sleep_for(500ms);
+          r->Send(200, "late " + path);
+        }).detach();
+      });
   Received r = SendAndRead(server->port(),
                            "GET /held HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 10s);
   EXPECT_NE(r.bytes.find("late /held"), std::string::npos) << r.bytes;
