@@ -279,7 +279,9 @@ class Pass {
       t.name = kSecretNamePrefix + id;
       t.instance = KubeLabelValue(inst.name);
       t.provider_id = provider_id;
-      t.token = id + "." + secret;
+      t.token = id;
+      t.token += '.';
+      t.token += secret;
       t.expiration = expiration;
       Object body{
           {"apiVersion", "v1"},
