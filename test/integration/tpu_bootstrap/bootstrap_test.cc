@@ -297,8 +297,8 @@ TEST_F(BootstrapTest, TokenReplacedWhenTheClockNearsItsExpiration) {
   ASSERT_EQ(secrets.size(), 1u);
   // Its expiration is an hour after the test clock's "now" (46 minutes ahead of real time).
   const time_t expiration = ParseUtc(SecretData(secrets[0])["expiration"]);
-  EXPECT_GE(expiration, time(nullptr) + 46 * 60 + 3600 - 5);
-  EXPECT_LE(expiration, time(nullptr) + 46 * 60 + 3600 + 5);
+  EXPECT_GE(expiration, time(nullptr) + time_t{46 * 60 + 3600} - 5);
+  EXPECT_LE(expiration, time(nullptr) + time_t{46 * 60 + 3600} + 5);
 }
 
 TEST_F(BootstrapTest, CleanupDeletesEveryTokenOfTheGroupOnly) {

@@ -31,6 +31,7 @@ class Bash {
     for (char** e = environ; *e != nullptr; ++e) envs.emplace_back(*e);
     envs.insert(envs.end(), env.begin(), env.end());
     std::vector<char*> envp;
+    envp.reserve(envs.size() + 1);
     for (auto& e : envs) envp.push_back(e.data());
     envp.push_back(nullptr);
     std::string bash = "/bin/bash", dash_c = "-c", cmd = command;
