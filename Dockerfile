@@ -2,8 +2,8 @@
 # The one hyperslice image: every role (`operator`, `webhook`, `device-plugin`, ...) is a
 # subcommand of /usr/local/bin/hyperslice.
 #
-#   docker build -t gcr.io/$PROJECT_ID/hyperslice:latest .
-#   docker push gcr.io/$PROJECT_ID/hyperslice:latest
+#   docker build -t <your-registry>/hyperslice:latest .
+#   docker push <your-registry>/hyperslice:latest
 # then set newName/newTag in deploy/kustomization.yaml (or image.* in the Helm chart).
 
 # --- build: the Debian packages of scripts/deps.sh, a CMake + Ninja Release build -----------------

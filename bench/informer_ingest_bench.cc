@@ -120,16 +120,16 @@ Object MakeNode(int i) {
                                {"message", message}};
   };
   boost::json::array images;
-  const char* repos[] = {"gke.gcr.io/gke-metrics-agent",
-                         "gke.gcr.io/fluent-bit",
-                         "gke.gcr.io/kube-proxy-amd64",
-                         "gke.gcr.io/pause",
-                         "gke.gcr.io/tpu-device-plugin",
+  const char* repos[] = {"registry.example/gke/gke-metrics-agent",
+                         "registry.example/gke/fluent-bit",
+                         "registry.example/gke/kube-proxy-amd64",
+                         "registry.example/gke/pause",
+                         "registry.example/gke/tpu-device-plugin",
                          "us-docker.pkg.dev/bench/jax/trainer",
-                         "gke.gcr.io/netd",
-                         "gke.gcr.io/gcp-compute-persistent-disk-csi-driver",
-                         "gke.gcr.io/csi-node-driver-registrar",
-                         "gke.gcr.io/prometheus-to-sd"};
+                         "registry.example/gke/netd",
+                         "registry.example/gke/gcp-compute-persistent-disk-csi-driver",
+                         "registry.example/gke/csi-node-driver-registrar",
+                         "registry.example/gke/prometheus-to-sd"};
   for (int k = 0; k < 30; ++k) {
     std::string repo = repos[k % 10];
     std::string tag = "v1." + std::to_string(20 + k) + ".3-gke." + std::to_string(k);

@@ -195,8 +195,13 @@ EOF
   sysctl --system >/dev/null
 }
 
-# containerd (the distribution's package, systemd cgroups) and kubeadm/kubelet/kubectl from the
-# Kubernetes project's package repository for the minor version, held at that version.
+# containerd (the distribution's package, systemd cgroups) and kubeadm/kubelet/kubectl for the
+# minor version, held at that version. Where the Kubernetes packages come from is the user's
+# choice, never ours: an image that already has kubeadm and kubelet is used as is; otherwise the
+# apt repository named by the instance metadata attribute `kubernetes-apt-repository` (a
+# `deb`-style base URL for the minor version, which must also serve `Release.key`; set it in
+# spec.instanceConfig.metadata) is added; otherwise the apt sources the image already has are
+# used. A repository URL may contain @MINOR@, replaced with e.g. v1.31.
 hs_install_packages() {
   local minor pin=""
   if ! minor="$(hs_minor_version "$HS_KUBERNETES_VERSION")"; then
@@ -206,17 +211,34 @@ hs_install_packages() {
   if [[ "${HS_KUBERNETES_VERSION#v}" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
     pin="=${HS_KUBERNETES_VERSION#v}-*"
   fi
-  local repo="https://pkgs.k8s.io/core:/stable:/${minor}/deb/"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
   apt-get install -y -q apt-transport-https ca-certificates curl gpg containerd conntrack
-  install -d -m 755 /etc/apt/keyrings
-  curl -fsSL "${repo}Release.key" | gpg --dearmor --yes -o /etc/apt/keyrings/kubernetes-apt-keyring.gpg
-  echo "deb [signed-by=/etc/apt/keyrings/kubernetes-apt-keyring.gpg] ${repo} /" \
-    >/etc/apt/sources.list.d/kubernetes.list
-  apt-get update -q
-  apt-get install -y -q "kubelet${pin}" "kubeadm${pin}" "kubectl${pin}"
-  apt-mark hold kubelet kubeadm kubectl
+  if command -v kubeadm >/dev/null && command -v kubelet >/dev/null; then
+    hs_log "kubeadm and kubelet are already installed; using them"
+  else
+    local repo=""
+    repo="$(hs_metadata_get instance/attributes/kubernetes-apt-repository || true)"
+    repo="${repo//@MINOR@/${minor}}"
+    if [[ -n "$repo" ]]; then
+      if [[ ! "$repo" =~ ^https://[A-Za-z0-9.:/@_~+-]+/$ ]]; then
+        hs_log "metadata kubernetes-apt-repository must be an https URL ending in /"
+        return 1
+      fi
+      install -d -m 755 /etc/apt/keyrings
+      curl -fsSL "${repo}Release.key" |
+        gpg --dearmor --yes -o /etc/apt/keyrings/kubernetes-apt-keyring.gpg
+      echo "deb [signed-by=/etc/apt/keyrings/kubernetes-apt-keyring.gpg] ${repo} /" \
+        >/etc/apt/sources.list.d/kubernetes.list
+      apt-get update -q
+    fi
+    if ! apt-get install -y -q "kubelet${pin}" "kubeadm${pin}" "kubectl${pin}"; then
+      hs_log "kubeadm/kubelet ${minor} are not installable: use an image that has them or set" \
+        "the instance metadata attribute kubernetes-apt-repository"
+      return 1
+    fi
+    apt-mark hold kubelet kubeadm kubectl
+  fi
 
   mkdir -p /etc/containerd
   containerd config default >/etc/containerd/config.toml

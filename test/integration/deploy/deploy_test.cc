@@ -286,7 +286,7 @@ TEST(Kustomize, EditedImageReachesEveryContainerAndTheDevicePluginImage) {
   std::string k = ReadFile(dir / "deploy/kustomization.yaml");
   auto at = k.find("newName: hyperslice");
   ASSERT_NE(at, std::string::npos);
-  k.replace(at, std::string("newName: hyperslice").size(), "newName: gcr.io/my-proj/hyperslice");
+  k.replace(at, std::string("newName: hyperslice").size(), "newName: registry.example/my-proj/hyperslice");
   at = k.find("newTag: latest");
   ASSERT_NE(at, std::string::npos);
   k.replace(at, std::string("newTag: latest").size(), "newTag: v1.2.3");
@@ -295,7 +295,7 @@ TEST(Kustomize, EditedImageReachesEveryContainerAndTheDevicePluginImage) {
   fs::remove_all(dir);
   ASSERT_EQ(r.exit_code, 0) << r.errors;
   auto docs = Documents(r.output);
-  const std::string want = "gcr.io/my-proj/hyperslice:v1.2.3";
+  const std::string want = "registry.example/my-proj/hyperslice:v1.2.3";
   const YAML::Node* op = Find(docs, "Deployment", "hyperslice-operator");
   const YAML::Node* wh = Find(docs, "Deployment", "hyperslice-webhook");
   ASSERT_NE(op, nullptr);
@@ -737,7 +737,7 @@ TEST(HelmChart, ValuesReachTheObjects) {
   std::string helm = Helm(&why);
   if (helm.empty()) GTEST_SKIP() << why;
   CommandResult h =
-      HelmTemplate(helm, {"image.repository=gcr.io/my-proj/hyperslice", "image.tag=v9",
+      HelmTemplate(helm, {"image.repository=registry.example/my-proj/hyperslice", "image.tag=v9",
                           "operator.replicas=3", "gce.endpoint=http://127.0.0.1:9/compute/v1/",
                           "gce.credentialsSecret=tpu-node-group-credentials",
                           "webhook.mode=cert-manager", "operator.resources.limits.memory=1Gi"});
@@ -747,8 +747,8 @@ TEST(HelmChart, ValuesReachTheObjects) {
   ASSERT_NE(op, nullptr);
   YAML::Node c = Container(*op, "operator");
   EXPECT_EQ((*op)["spec"]["replicas"].as<int>(), 3);
-  EXPECT_EQ(Str(c["image"]), "gcr.io/my-proj/hyperslice:v9");
-  EXPECT_EQ(EnvValue(c, "DEVICE_PLUGIN_IMAGE"), "gcr.io/my-proj/hyperslice:v9");
+  EXPECT_EQ(Str(c["image"]), "registry.example/my-proj/hyperslice:v9");
+  EXPECT_EQ(EnvValue(c, "DEVICE_PLUGIN_IMAGE"), "registry.example/my-proj/hyperslice:v9");
   EXPECT_EQ(EnvValue(c, "GOOGLE_APPLICATION_CREDENTIALS"), "/etc/gcp/key.json");
   EXPECT_THAT(Args(c), ::testing::Contains("--gce-endpoint=http://127.0.0.1:9/compute/v1/"));
   EXPECT_EQ(Str(c["resources"]["limits"]["memory"]), "1Gi");
