@@ -30,6 +30,9 @@ struct OperatorFlags {
   bool leader_elect = true;
   std::string leader_election_namespace;
   std::string leader_election_id = "hyperslice-tpu-operator";
+  std::string lease_duration = "15s";
+  std::string renew_deadline = "10s";
+  std::string retry_period = "2s";
   std::string health_probe_address = "0.0.0.0";
   int health_probe_port = 8081;
   std::string cluster_id;
@@ -142,6 +145,15 @@ void SetupOperator(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--leader-election-id", f.leader_election_id, "name of the leader Lease")
       ->capture_default_str();
+  app.add_option("--leader-election-lease-duration", f.lease_duration,
+                 "how long a standby waits after the last renewal before taking over")
+      ->capture_default_str();
+  app.add_option("--leader-election-renew-deadline", f.renew_deadline,
+                 "how long the leader keeps trying to renew before it gives up leadership")
+      ->capture_default_str();
+  app.add_option("--leader-election-retry-period", f.retry_period,
+                 "how often candidates try to acquire or renew the Lease")
+      ->capture_default_str();
   app.add_option("--health-probe-address", f.health_probe_address,
                  "address of /healthz, /readyz and /metrics")
       ->capture_default_str();
@@ -174,10 +186,14 @@ int RunOperator(CLI::App&) {
   const OperatorFlags& f = Flags();
   auto drift = ParseDuration(f.drift_check_interval);
   auto sweep = ParseDuration(f.orphan_sweep_interval);
-  if (!drift.ok() || !sweep.ok()) {
-    log::Error("bad flag",
-               {{"error", !drift.ok() ? drift.error().message : sweep.error().message}});
-    return 2;
+  auto lease = ParseDuration(f.lease_duration);
+  auto renew = ParseDuration(f.renew_deadline);
+  auto retry = ParseDuration(f.retry_period);
+  for (const auto* d : {&drift, &sweep, &lease, &renew, &retry}) {
+    if (!d->ok()) {
+      log::Error("bad flag", {{"error", d->error().message}});
+      return 2;
+    }
   }
 
   auto config = kube::DefaultConfig(f.kubeconfig);
@@ -229,6 +245,9 @@ int RunOperator(CLI::App&) {
   mo.leader_election = f.leader_elect;
   mo.leader_election_namespace = f.leader_election_namespace;
   mo.leader_election_id = f.leader_election_id;
+  mo.lease_duration = *lease;
+  mo.renew_deadline = *renew;
+  mo.retry_period = *retry;
   mo.health_probe_address = f.health_probe_address;
   mo.health_probe_port = f.health_probe_port;
   mo.handle_signals = true;
