@@ -306,8 +306,16 @@ TEST_F(TpuChaosTest, LeaderFailover) {
   const std::string ns = testenv::TestNamespace();
   FakeKubelets kubelets(*env_);
   InvariantWatch watch(control);
-  const std::vector<std::string> le = {"--leader-elect=true", "--leader-election-namespace",
-                                       kOperatorNs, "--leader-election-id", "chaos-failover"};
+  // Short Lease timings (the defaults are 15 s / 10 s / 2 s): a standby takes over at most
+  // lease-duration + retry-period after the leader's last renewal.
+  const std::vector<std::string> le = {"--leader-elect=true",
+                                       "--leader-election-namespace",
+                                       kOperatorNs,
+                                       "--leader-election-id",
+                                       "chaos-failover",
+                                       "--leader-election-lease-duration=5s",
+                                       "--leader-election-renew-deadline=3s",
+                                       "--leader-election-retry-period=500ms"};
   OperatorProcess a, b;
   a.Start(*env_, LogPath("leader-a"), le);
   b.Start(*env_, LogPath("leader-b"), le);
