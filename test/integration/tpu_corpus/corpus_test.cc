@@ -260,6 +260,7 @@ TEST_P(Corpus, RefusedWithTheExpectedMessageOrAdmitted) {
       status.is_object() ? status.as_object().if_contains("message") : nullptr;
   ASSERT_TRUE(message != nullptr && message->is_string()) << res->body;
   std::string msg(message->as_string());
+  RecordProperty("message", msg);  // in --gtest_output=xml, to review the wording
   EXPECT_GE(res->status, 400) << res->body;
   if (res->status >= 500) {
     EXPECT_EQ(msg.rfind("failed to create typed patch object", 0), 0u) << res->body;
