@@ -44,6 +44,7 @@
 #include "src/gce/compute.h"
 #include "src/kube/client.h"
 #include "src/kube/manager.h"
+#include "src/kube/yaml.h"
 #include "src/localcluster/localcluster.h"
 #include "src/tpu/api.h"
 #include "src/tpu/operator.h"
@@ -160,46 +161,12 @@ Result<std::string> Substitute(const std::string& text,
   return out;
 }
 
-json::value YamlToJson(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Map: {
-      json::object o;
-      for (const auto& kv : n) o[kv.first.as<std::string>()] = YamlToJson(kv.second);
-      return o;
-    }
-    case YAML::NodeType::Sequence: {
-      json::array a;
-      for (const auto& v : n) a.push_back(YamlToJson(v));
-      return a;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string& s = n.Scalar();
-      if (n.Tag() == "!") return json::string(s);  // quoted: always a string
-      if (s == "true") return true;
-      if (s == "false") return false;
-      if (s == "null" || s == "~") return nullptr;
-      if (!s.empty() && s.find_first_not_of("-0123456789") == std::string::npos && s != "-") {
-        try {
-          return std::stoll(s);
-        } catch (...) {
-        }
-      }
-      return json::string(s);
-    }
-    default:
-      return nullptr;
-  }
-}
-
-// Every mapping document of a YAML text, as JSON objects. yaml-cpp throws; this does not.
+// Every mapping document of a YAML text, as JSON objects; `what` names the text in errors.
 Result<std::vector<json::object>> YamlDocuments(const std::string& text, const std::string& what) {
-  std::vector<json::object> docs;
-  try {
-    for (const auto& doc : YAML::LoadAll(text)) {
-      if (doc.IsMap()) docs.push_back(YamlToJson(doc).as_object());
-    }
-  } catch (const YAML::Exception& e) {
-    return Error::Make(Error::Code::kInvalidArgument, what + ": " + e.what(), "InvalidYAML");
+  Result<std::vector<json::object>> docs = kube::ObjectsFromYaml(text);
+  if (!docs.ok()) {
+    return Error::Make(Error::Code::kInvalidArgument, what + ": " + docs.error().message,
+                       "InvalidYAML");
   }
   return docs;
 }

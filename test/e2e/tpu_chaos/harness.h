@@ -32,6 +32,7 @@
 #include "sim/gce/simulator.h"
 #include "src/kube/client.h"
 #include "src/kube/object_helpers.h"
+#include "src/kube/yaml.h"
 #include "src/net/http.h"
 #include "src/tpu/api.h"
 #include "test/testenv/testenv.h"
@@ -59,35 +60,7 @@ inline bool Eventually(const std::function<bool()>& cond, std::chrono::milliseco
   return cond();
 }
 
-inline json::value YamlToJson(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Map: {
-      json::object o;
-      for (const auto& kv : n) o[kv.first.as<std::string>()] = YamlToJson(kv.second);
-      return o;
-    }
-    case YAML::NodeType::Sequence: {
-      json::array a;
-      for (const auto& v : n) a.push_back(YamlToJson(v));
-      return a;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string& s = n.Scalar();
-      if (n.Tag() == "!") return json::string(s);
-      if (s == "true") return true;
-      if (s == "false") return false;
-      if (!s.empty() && s.find_first_not_of("-0123456789") == std::string::npos && s != "-") {
-        try {
-          return std::stoll(s);
-        } catch (...) {
-        }
-      }
-      return json::string(s);
-    }
-    default:
-      return nullptr;
-  }
-}
+using kube::YamlToJson;
 
 // The simulator's control endpoint. Never subject to injected faults.
 class Control {

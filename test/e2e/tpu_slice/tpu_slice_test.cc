@@ -31,6 +31,7 @@
 #include "src/kube/client.h"
 #include "src/kube/manager.h"
 #include "src/kube/object_helpers.h"
+#include "src/kube/yaml.h"
 #include "src/localcluster/localcluster.h"
 #include "src/net/http.h"
 #include "src/tpu/api.h"
@@ -101,35 +102,7 @@ std::string Str(const json::object& o, std::string_view k) {
   return v && v->is_string() ? std::string(v->as_string()) : std::string();
 }
 
-json::value YamlToJson(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Map: {
-      json::object o;
-      for (const auto& kv : n) o[kv.first.as<std::string>()] = YamlToJson(kv.second);
-      return o;
-    }
-    case YAML::NodeType::Sequence: {
-      json::array a;
-      for (const auto& v : n) a.push_back(YamlToJson(v));
-      return a;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string& s = n.Scalar();
-      if (n.Tag() == "!") return json::string(s);
-      if (s == "true") return true;
-      if (s == "false") return false;
-      if (!s.empty() && s.find_first_not_of("-0123456789") == std::string::npos && s != "-") {
-        try {
-          return std::stoll(s);
-        } catch (...) {
-        }
-      }
-      return json::string(s);
-    }
-    default:
-      return nullptr;
-  }
-}
+using kube::YamlToJson;
 
 // Follows one resource with a watch (re-opened when it ends) and hands every event to `on_event`.
 class Follower {

@@ -32,6 +32,7 @@
 #include "src/kube/client.h"
 #include "src/kube/manager.h"
 #include "src/kube/object_helpers.h"
+#include "src/kube/yaml.h"
 #include "src/net/http.h"
 #include "src/net/pki.h"
 #include "src/tpu/api.h"
@@ -82,35 +83,7 @@ spec:
     controlPlaneIP: 10.128.0.2
 )";
 
-json::value YamlToJson(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Map: {
-      json::object o;
-      for (const auto& kv : n) o[kv.first.as<std::string>()] = YamlToJson(kv.second);
-      return o;
-    }
-    case YAML::NodeType::Sequence: {
-      json::array a;
-      for (const auto& v : n) a.push_back(YamlToJson(v));
-      return a;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string& s = n.Scalar();
-      if (n.Tag() == "!") return json::string(s);
-      if (s == "true") return true;
-      if (s == "false") return false;
-      if (!s.empty() && s.find_first_not_of("-0123456789") == std::string::npos && s != "-") {
-        try {
-          return std::stoll(s);
-        } catch (...) {
-        }
-      }
-      return json::string(s);
-    }
-    default:
-      return nullptr;
-  }
-}
+using kube::YamlToJson;
 
 std::vector<json::object> LoadYamlDocs(const std::string& path) {
   std::vector<json::object> out;

@@ -18,6 +18,7 @@
 #include "src/kube/client.h"
 #include "src/kube/manager.h"
 #include "src/kube/metrics.h"
+#include "src/kube/yaml.h"
 #include "src/tpu/api.h"
 #include "src/tpu/internal/orphans.h"
 #include "test/integration/gce/sim_fixture.h"
@@ -38,35 +39,7 @@ constexpr char kZoneB[] = "us-central1-b";
 constexpr char kCluster[] = "cluster-a";
 constexpr char kOtherCluster[] = "cluster-b";
 
-json::value YamlToJson(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Map: {
-      json::object o;
-      for (const auto& kv : n) o[kv.first.as<std::string>()] = YamlToJson(kv.second);
-      return o;
-    }
-    case YAML::NodeType::Sequence: {
-      json::array a;
-      for (const auto& v : n) a.push_back(YamlToJson(v));
-      return a;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string& s = n.Scalar();
-      if (n.Tag() == "!") return json::string(s);
-      if (s == "true") return true;
-      if (s == "false") return false;
-      if (!s.empty() && s.find_first_not_of("-0123456789") == std::string::npos && s != "-") {
-        try {
-          return std::stoll(s);
-        } catch (...) {
-        }
-      }
-      return json::string(s);
-    }
-    default:
-      return nullptr;
-  }
-}
+using kube::YamlToJson;
 
 Status InstallCrd(kube::Client& client) {
   json::object crd =

@@ -14,6 +14,7 @@
 #include <boost/json.hpp>
 
 #include "src/kube/client.h"
+#include "src/kube/yaml.h"
 #include "src/net/pki.h"
 #include "src/webhook/webhook.h"
 #include "test/testenv/testenv.h"
@@ -26,36 +27,7 @@ using namespace std::chrono_literals;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-json::value YamlToJson(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Map: {
-      json::object o;
-      for (const auto& kv : n) o[kv.first.as<std::string>()] = YamlToJson(kv.second);
-      return o;
-    }
-    case YAML::NodeType::Sequence: {
-      json::array a;
-      for (const auto& v : n) a.push_back(YamlToJson(v));
-      return a;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string& s = n.Scalar();
-      if (n.Tag() == "!") return json::string(s);  // quoted: always a string
-      if (s == "true") return true;
-      if (s == "false") return false;
-      if (s == "null" || s == "~") return nullptr;
-      if (!s.empty() && s.find_first_not_of("-0123456789") == std::string::npos && s != "-") {
-        try {
-          return std::stoll(s);
-        } catch (...) {
-        }
-      }
-      return json::string(s);
-    }
-    default:
-      return nullptr;
-  }
-}
+using kube::YamlToJson;
 
 std::vector<json::object> LoadYamlDocs(const std::string& path) {
   std::vector<json::object> out;
