@@ -9,6 +9,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
+#include "src/tpu/validation.h"
 #include "src/webhook/webhook.h"
 
 namespace hyperslice::webhook::internal {
@@ -34,9 +35,8 @@ Decision ValidateNodeGroup(const boost::json::object& request);
 // What is wrong with a TPUNodeGroup spec, one sentence per problem; empty when it is valid.
 std::vector<std::string> NodeGroupSpecProblems(const boost::json::object& spec);
 
-// The project a GCE instance template URI names ("" when it names none:
-// "global/instanceTemplates/x").
-std::string ProjectOfTemplateUri(std::string_view uri);
+// The project a GCE instance template URI names ("" when it names none).
+using tpu::ProjectOfTemplateUri;
 
 std::string Base64(std::string_view in);
 // Appends the base64 (RFC 4648, padded) of `in` to `out`.
