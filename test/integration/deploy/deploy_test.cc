@@ -286,7 +286,8 @@ TEST(Kustomize, EditedImageReachesEveryContainerAndTheDevicePluginImage) {
   std::string k = ReadFile(dir / "deploy/kustomization.yaml");
   auto at = k.find("newName: hyperslice");
   ASSERT_NE(at, std::string::npos);
-  k.replace(at, std::string("newName: hyperslice").size(), "newName: registry.example/my-proj/hyperslice");
+  k.replace(at, std::string("newName: hyperslice").size(),
+            "newName: registry.example/my-proj/hyperslice");
   at = k.find("newTag: latest");
   ASSERT_NE(at, std::string::npos);
   k.replace(at, std::string("newTag: latest").size(), "newTag: v1.2.3");
