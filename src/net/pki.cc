@@ -10,6 +10,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <ctime>
 #include <memory>
 
 namespace hyperslice::net::pki {
@@ -93,7 +94,7 @@ bool AddExt(X509* cert, X509* issuer, int nid, const std::string& value) {
 }
 
 Result<Cert> NewCert(EVP_PKEY* key, const std::string& cn, const std::vector<std::string>& orgs,
-                     std::chrono::hours validity) {
+                     std::chrono::seconds validity) {
   Cert cert(X509_new());
   X509_set_version(cert.get(), 2);
   unsigned char serial[16];
@@ -104,7 +105,7 @@ Result<Cert> NewCert(EVP_PKEY* key, const std::string& cn, const std::vector<std
   BN_free(bn);
   X509_gmtime_adj(X509_getm_notBefore(cert.get()), -3600);  // tolerate small clock skew
   X509_gmtime_adj(X509_getm_notAfter(cert.get()),
-                  static_cast<long>(validity.count()) * 3600);  // NOLINT(google-runtime-int)
+                  static_cast<long>(validity.count()));  // NOLINT(google-runtime-int)
   X509_set_pubkey(cert.get(), key);
   X509_NAME* name = X509_get_subject_name(cert.get());
   for (const auto& o : orgs) {
@@ -132,7 +133,7 @@ Result<KeyPair> MakeRsaKey() {
   return KeyPair{PubToPem(key.get()), KeyToPem(key.get())};
 }
 
-Result<KeyPair> MakeCa(const std::string& common_name, std::chrono::hours validity) {
+Result<KeyPair> MakeCa(const std::string& common_name, std::chrono::seconds validity) {
   HS_ASSIGN_OR_RETURN(auto key, NewKey());
   HS_ASSIGN_OR_RETURN(auto cert, NewCert(key.get(), common_name, {}, validity));
   X509_set_issuer_name(cert.get(), X509_get_subject_name(cert.get()));
@@ -174,6 +175,46 @@ Result<KeyPair> Issue(const KeyPair& ca, const CertRequest& req) {
     return SslError("signing certificate for " + req.common_name);
   }
   return KeyPair{ToPem(cert.get()), KeyToPem(key.get())};
+}
+
+namespace {
+
+Result<Cert> ParseCert(const std::string& pem) {
+  Bio b(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  Cert cert(PEM_read_bio_X509(b.get(), nullptr, nullptr, nullptr));
+  if (!cert) return SslError("cannot parse PEM certificate");
+  return cert;
+}
+
+Result<std::chrono::system_clock::time_point> ToTimePoint(const ASN1_TIME* t) {
+  std::tm tm{};
+  if (ASN1_TIME_to_tm(t, &tm) != 1) return SslError("certificate time");
+  return std::chrono::system_clock::from_time_t(timegm(&tm));
+}
+
+}  // namespace
+
+Result<CertInfo> Inspect(const std::string& cert_pem) {
+  HS_ASSIGN_OR_RETURN(Cert cert, ParseCert(cert_pem));
+  CertInfo info;
+  HS_ASSIGN_OR_RETURN(info.not_before, ToTimePoint(X509_get0_notBefore(cert.get())));
+  HS_ASSIGN_OR_RETURN(info.not_after, ToTimePoint(X509_get0_notAfter(cert.get())));
+  char cn[256] = {};
+  if (X509_NAME_get_text_by_NID(X509_get_subject_name(cert.get()), NID_commonName, cn, sizeof(cn)) >
+      0) {
+    info.common_name = cn;
+  }
+  return info;
+}
+
+Result<bool> SignedBy(const std::string& cert_pem, const std::string& ca_cert_pem) {
+  HS_ASSIGN_OR_RETURN(Cert cert, ParseCert(cert_pem));
+  HS_ASSIGN_OR_RETURN(Cert ca, ParseCert(ca_cert_pem));
+  EVP_PKEY* ca_key = X509_get0_pubkey(ca.get());
+  if (ca_key == nullptr) return SslError("CA certificate without a public key");
+  bool ok = X509_verify(cert.get(), ca_key) == 1;
+  ERR_clear_error();
+  return ok;
 }
 
 }  // namespace hyperslice::net::pki

@@ -24,12 +24,21 @@ struct CertRequest {
   std::vector<std::string> ip_addresses;   // subjectAltName IP entries
   bool server = false;                     // extendedKeyUsage serverAuth
   bool client = false;                     // extendedKeyUsage clientAuth
-  std::chrono::hours validity{24 * 365};
+  std::chrono::seconds validity{std::chrono::hours(24 * 365)};
 };
 
 Result<KeyPair> MakeCa(const std::string& common_name,
-                       std::chrono::hours validity = std::chrono::hours(24 * 3650));
+                       std::chrono::seconds validity = std::chrono::hours(24 * 3650));
 Result<KeyPair> Issue(const KeyPair& ca, const CertRequest& req);
+// What a certificate says about itself (the first certificate of a PEM bundle).
+struct CertInfo {
+  std::string common_name;
+  std::chrono::system_clock::time_point not_before;
+  std::chrono::system_clock::time_point not_after;
+};
+Result<CertInfo> Inspect(const std::string& cert_pem);
+// True when `cert_pem` carries a valid signature by the key of CA certificate `ca_cert_pem`.
+Result<bool> SignedBy(const std::string& cert_pem, const std::string& ca_cert_pem);
 // A new RSA-2048 key: cert_pem holds the public key (SubjectPublicKeyInfo PEM), key_pem the
 // private key (PKCS#8 PEM).
 Result<KeyPair> MakeRsaKey();

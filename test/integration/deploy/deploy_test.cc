@@ -647,6 +647,10 @@ TEST_F(DeployOnApiserver, WebhookServiceAccountReadsOwnersAndWritesOnlyItsCa) {
     EXPECT_FALSE(CanI(kWebhookSa, {"create", r, "-n", "default"})) << r;
   }
   EXPECT_TRUE(CanI(kWebhookSa, {"get", "secrets/hyperslice-webhook-tls", "-n", "tpu-node-group"}));
+  // Renewal rewrites the Secret (resourceVersion-preconditioned updates).
+  EXPECT_TRUE(
+      CanI(kWebhookSa, {"update", "secrets/hyperslice-webhook-tls", "-n", "tpu-node-group"}));
+  EXPECT_FALSE(CanI(kWebhookSa, {"update", "secrets/other", "-n", "tpu-node-group"}));
   EXPECT_FALSE(CanI(kWebhookSa, {"get", "secrets/other", "-n", "tpu-node-group"}));
   EXPECT_TRUE(CanI(kWebhookSa, {"patch",
                                 "mutatingwebhookconfigurations.admissionregistration.k8s.io/"

@@ -1,0 +1,391 @@
+// `hyperslice webhook --self-signed` renews its own certificates while the apiserver keeps calling
+// it: two replicas share a Secret written by an older version (no ca.key) with lifetimes of
+// seconds; they replace the CA with an overlap, renew the serving certificate, replace the CA again
+// when it nears its end, and every admission the apiserver sends after the first one succeeds.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include "src/kube/client.h"
+#include "src/net/pki.h"
+#include "test/testenv/testenv.h"
+
+namespace hyperslice {
+namespace {
+
+namespace json = boost::json;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+const kube::Resource& MutatingConfigs() {
+  static const kube::Resource r{"admissionregistration.k8s.io", "v1",
+                                "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
+                                false};
+  return r;
+}
+const kube::Resource& ValidatingConfigs() {
+  static const kube::Resource r{"admissionregistration.k8s.io", "v1",
+                                "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
+                                false};
+  return r;
+}
+
+std::string Base64(const std::string& in) {
+  static constexpr char kA[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 3 <= in.size(); i += 3) {
+    uint32_t n = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) |
+                 static_cast<uint8_t>(in[i + 2]);
+    out += {kA[(n >> 18) & 63], kA[(n >> 12) & 63], kA[(n >> 6) & 63], kA[n & 63]};
+  }
+  if (size_t rest = in.size() - i; rest > 0) {
+    uint32_t n = static_cast<uint8_t>(in[i]) << 16;
+    if (rest == 2) n |= static_cast<uint8_t>(in[i + 1]) << 8;
+    out += {kA[(n >> 18) & 63], kA[(n >> 12) & 63], rest == 2 ? kA[(n >> 6) & 63] : '=', '='};
+  }
+  return out;
+}
+
+std::string Unbase64(std::string_view in) {
+  std::string out;
+  int bits = 0;
+  uint32_t acc = 0;
+  for (char c : in) {
+    int x = c >= 'A' && c <= 'Z'   ? c - 'A'
+            : c >= 'a' && c <= 'z' ? c - 'a' + 26
+            : c >= '0' && c <= '9' ? c - '0' + 52
+            : c == '+'             ? 62
+            : c == '/'             ? 63
+                                   : -1;
+    if (x < 0) continue;
+    acc = (acc << 6) | static_cast<uint32_t>(x);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xff);
+    }
+  }
+  return out;
+}
+
+// The certificates of a PEM bundle, each as its base64 body (comparable).
+std::vector<std::string> Certs(const std::string& pem) {
+  std::vector<std::string> out;
+  const std::string begin = "-----BEGIN CERTIFICATE-----", end = "-----END CERTIFICATE-----";
+  for (size_t pos = pem.find(begin); pos != std::string::npos; pos = pem.find(begin, pos)) {
+    size_t e = pem.find(end, pos);
+    std::string body;
+    for (size_t i = pos + begin.size(); i < e; ++i) {
+      if (!std::isspace(static_cast<unsigned char>(pem[i]))) body += pem[i];
+    }
+    out.push_back(body);
+    pos = e;
+  }
+  return out;
+}
+
+std::string ReadFile(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+json::object WebhookConfig(const std::string& kind, const std::string& name, const std::string& url,
+                           const std::string& ns, const std::string& hook,
+                           const json::array& rules) {
+  json::object selector{
+      {"matchExpressions", json::array{json::object{{"key", "kubernetes.io/metadata.name"},
+                                                    {"operator", "In"},
+                                                    {"values", json::array{json::string(ns)}}}}}};
+  return json::object{
+      {"apiVersion", "admissionregistration.k8s.io/v1"},
+      {"kind", kind},
+      {"metadata", json::object{{"name", name}}},
+      {"webhooks", json::array{json::object{{"name", hook},
+                                            {"admissionReviewVersions", json::array{"v1"}},
+                                            {"sideEffects", "None"},
+                                            {"failurePolicy", "Fail"},
+                                            {"timeoutSeconds", 5},
+                                            {"clientConfig", json::object{{"url", url}}},
+                                            {"namespaceSelector", selector},
+                                            {"rules", rules}}}}};
+}
+
+pid_t Spawn(const std::vector<std::string>& args) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// waitpid with a deadline; -1 when the process is still running.
+int WaitExit(pid_t pid, std::chrono::seconds timeout) {
+  for (auto deadline = Clock::now() + timeout; Clock::now() < deadline;
+       std::this_thread::sleep_for(50ms)) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  }
+  return -1;
+}
+
+std::vector<std::string> RoleArgs(const std::string& ns, const std::string& secret, int port,
+                                  const std::filesystem::path& dir, const std::string& mname,
+                                  const std::string& vname) {
+  return {HS_HYPERSLICE_BIN, "webhook", "--kubeconfig=" + testenv::Cluster().kubeconfig_path(),
+          "--self-signed", "--self-signed-extra-sans=127.0.0.1", "--namespace=" + ns,
+          "--ca-secret=" + secret, "--bind-address=127.0.0.1", "--port=" + std::to_string(port),
+          "--tls-cert-file=" + (dir / "tls.crt").string(),
+          "--tls-key-file=" + (dir / "tls.key").string(),
+          "--mutating-webhook-configuration=" + mname,
+          "--validating-webhook-configuration=" + vname, "--cluster-domain=rot.test",
+          // Serve at once (the informers would wait for the TPUNodeGroup CRD this test lacks).
+          "--owner-cache=none",
+          // Seconds instead of years: the CA is replaced at 20 s, the serving pair renewed every
+          // ~6 s.
+          "--self-signed-ca-lifetime=30s", "--self-signed-cert-lifetime=9s",
+          "--self-signed-check-interval=1s", "--self-signed-propagation-delay=2s"};
+}
+
+TEST(WebhookRotation, SelfSignedCertificatesRenewWithCaOverlapWhileTheApiserverKeepsCalling) {
+  auto client = testenv::AdminClient();
+  ASSERT_TRUE(client);
+  std::string ns = testenv::TestNamespace();
+  int port = FreePort();
+  std::string url = "https://127.0.0.1:" + std::to_string(port);
+  // Sorted first among mutating configurations: the first webhook to set a variable decides it.
+  std::string mname = "0-hs-rot-" + std::to_string(getpid());
+  std::string vname = "0-hs-rot-v-" + std::to_string(getpid());
+  std::string secret_name = "hs-rotation-tls";
+  ASSERT_TRUE(
+      client
+          ->Create(MutatingConfigs(), "",
+                   WebhookConfig("MutatingWebhookConfiguration", mname, url + "/mutate-pods", ns,
+                                 "tpu-env.rot.hyperslice.dev",
+                                 json::array{json::object{{"apiGroups", json::array{""}},
+                                                          {"apiVersions", json::array{"v1"}},
+                                                          {"operations", json::array{"CREATE"}},
+                                                          {"resources", json::array{"pods"}}}}))
+          .ok());
+  ASSERT_TRUE(
+      client
+          ->Create(ValidatingConfigs(), "",
+                   WebhookConfig(
+                       "ValidatingWebhookConfiguration", vname, url + "/validate-tpunodegroups", ns,
+                       "tpunodegroups.rot.hyperslice.dev",
+                       json::array{json::object{{"apiGroups", json::array{"tpu.google.com"}},
+                                                {"apiVersions", json::array{"v1alpha1"}},
+                                                {"operations", json::array{"CREATE", "UPDATE"}},
+                                                {"resources", json::array{"tpunodegroups"}}}}))
+          .ok());
+
+  // A Secret as an older hyperslice wrote it: CA certificate and serving pair, no ca.key.
+  auto legacy_ca = net::pki::MakeCa("legacy-webhook-ca", std::chrono::hours(1));
+  ASSERT_TRUE(legacy_ca.ok());
+  net::pki::CertRequest req;
+  req.common_name = "hyperslice-webhook." + ns + ".svc";
+  req.ip_addresses = {"127.0.0.1"};
+  req.server = true;
+  auto legacy_serving = net::pki::Issue(*legacy_ca, req);
+  ASSERT_TRUE(legacy_serving.ok());
+  json::object secret{{"apiVersion", "v1"},
+                      {"kind", "Secret"},
+                      {"metadata", json::object{{"name", secret_name}}},
+                      {"type", "kubernetes.io/tls"},
+                      {"data", json::object{{"ca.crt", Base64(legacy_ca->cert_pem)},
+                                            {"tls.crt", Base64(legacy_serving->cert_pem)},
+                                            {"tls.key", Base64(legacy_serving->key_pem)}}}};
+  ASSERT_TRUE(client->Create(kube::resources::Secrets(), ns, secret).ok());
+  std::string legacy_body = Certs(legacy_ca->cert_pem).at(0);
+
+  json::object sts = json::parse(R"({"apiVersion":"apps/v1","kind":"StatefulSet",
+      "metadata":{"name":"rot"},"spec":{"serviceName":"svc","replicas":2,
+      "selector":{"matchLabels":{"app":"rot"}},
+      "template":{"metadata":{"labels":{"app":"rot"}},
+        "spec":{"containers":[{"name":"main","image":"busybox"}]}}}})")
+                         .as_object();
+  auto created = client->Create(kube::resources::StatefulSets(), ns, sts);
+  ASSERT_TRUE(created.ok()) << created.error().ToString();
+  json::object pod{
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       json::object{
+           {"name", "rot-1"},
+           {"labels", json::object{{"app", "rot"},
+                                   {"apps.kubernetes.io/pod-index", "1"},
+                                   {"gke-tpu-env-injector.aaronbatilo.dev/inject", "enabled"}}},
+           {"ownerReferences", json::array{json::object{{"apiVersion", "apps/v1"},
+                                                        {"kind", "StatefulSet"},
+                                                        {"name", "rot"},
+                                                        {"uid", created->at("metadata").at("uid")},
+                                                        {"controller", true}}}}}},
+      {"spec", json::object{{"containers",
+                             json::array{json::object{{"name", "main"}, {"image", "busybox"}}}}}}};
+  const std::string want = "rot-0.svc,rot-1.svc";
+  // One Pod create through the webhook (dry run); true when our webhook answered it.
+  int admitted = 0;
+  std::vector<std::string> failures;
+  auto admit = [&] {
+    auto res = client->Raw("POST", kube::resources::Pods().CollectionPath(ns) + "?dryRun=All",
+                           json::serialize(pod));
+    bool ok = res.ok() && res->status == 201 && res->body.find(want) != std::string::npos;
+    if (ok) {
+      ++admitted;
+    } else if (admitted > 0) {
+      failures.push_back(res.ok() ? std::to_string(res->status) + " " + res->body.substr(0, 300)
+                                  : res.error().ToString());
+    }
+    return ok;
+  };
+  auto bundle = [&]() -> std::vector<std::string> {
+    auto cfg = client->Get(MutatingConfigs(), "", mname);
+    if (!cfg.ok()) return {};
+    const json::object& cc = cfg->at("webhooks").as_array()[0].at("clientConfig").as_object();
+    if (!cc.contains("caBundle")) return {};
+    return Certs(Unbase64(cc.at("caBundle").as_string()));
+  };
+  auto secret_field = [&](const char* key) -> std::string {
+    auto s = client->Get(kube::resources::Secrets(), ns, secret_name);
+    if (!s.ok()) return "";
+    const json::object& d = s->at("data").as_object();
+    return d.contains(key) ? Unbase64(d.at(key).as_string()) : "";
+  };
+  // Polls `done` (admitting a Pod each round) until it holds or `timeout` passes.
+  auto poll = [&](std::chrono::seconds timeout, const std::function<bool()>& done) {
+    for (auto deadline = Clock::now() + timeout; Clock::now() < deadline;
+         std::this_thread::sleep_for(100ms)) {
+      admit();
+      if (done()) return true;
+    }
+    return false;
+  };
+
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("hs-webhook-rot-" + std::to_string(getpid()));
+  std::filesystem::path dir_b = dir / "b";
+  std::filesystem::create_directories(dir_b);
+  // Replica A is the one the configurations call; replica B shares the Secret (and races A).
+  pid_t a = Spawn(RoleArgs(ns, secret_name, port, dir, mname, vname));
+  pid_t b = Spawn(RoleArgs(ns, secret_name, FreePort(), dir_b, mname, vname));
+  ASSERT_GT(a, 0);
+  ASSERT_GT(b, 0);
+
+  // 1. The legacy CA is replaced with an overlap: the bundle holds the new and the legacy CA while
+  //    the legacy serving certificate is still in use, and the apiserver calls the webhook.
+  std::string ca1;
+  EXPECT_TRUE(poll(60s, [&] {
+    std::vector<std::string> b = bundle();
+    ca1 = Certs(secret_field("ca.crt")).empty() ? "" : Certs(secret_field("ca.crt"))[0];
+    return b.size() == 2 && b[1] == legacy_body && b[0] == ca1 && admitted > 0;
+  })) << "no overlap bundle [new CA, legacy CA] observed";
+  EXPECT_FALSE(secret_field("ca.key").empty());
+  // 2. The serving certificate moves to the new CA, then the legacy CA leaves the bundle.
+  EXPECT_TRUE(poll(30s, [&] {
+    auto signed_by = net::pki::SignedBy(secret_field("tls.crt"), secret_field("ca.crt"));
+    return signed_by.ok() && *signed_by && bundle() == std::vector<std::string>{ca1};
+  })) << "legacy CA never left the bundle";
+  int before_renewal = admitted;
+
+  // 3. The serving certificate is renewed by the same CA (1/3 of 9 s before its end), and both
+  //    replicas serve the renewed pair.
+  std::string serving1 = secret_field("tls.crt");
+  EXPECT_TRUE(poll(30s, [&] {
+    std::string now = secret_field("tls.crt");
+    auto signed_by = net::pki::SignedBy(now, secret_field("ca.crt"));
+    return !now.empty() && now != serving1 && signed_by.ok() && *signed_by &&
+           Certs(secret_field("ca.crt"))[0] == ca1;
+  })) << "serving certificate not renewed";
+  EXPECT_TRUE(poll(10s, [&] {
+    std::string s = secret_field("tls.crt");
+    return ReadFile(dir / "tls.crt") == s && ReadFile(dir_b / "tls.crt") == s;
+  })) << "replicas do not serve the Secret's pair";
+  EXPECT_TRUE(poll(10s, [&] { return admitted > before_renewal + 3; }));
+
+  // 4. The CA nears its end (1/3 of 30 s): its successor joins the bundle, signs the serving
+  //    certificate, and the old CA leaves.
+  std::string ca2;
+  EXPECT_TRUE(poll(40s, [&] {
+    std::vector<std::string> b = bundle();
+    if (b.size() == 2 && b[1] == ca1) ca2 = b[0];
+    return !ca2.empty();
+  })) << "no overlap bundle [next CA, CA] observed";
+  EXPECT_TRUE(poll(30s, [&] {
+    auto signed_by = net::pki::SignedBy(secret_field("tls.crt"), secret_field("ca.crt"));
+    return signed_by.ok() && *signed_by && bundle() == std::vector<std::string>{ca2};
+  })) << "old CA never left the bundle";
+  int before_final = admitted;
+  EXPECT_TRUE(poll(10s, [&] { return admitted > before_final + 3; }))
+      << "apiserver cannot call the webhook with only the new CA trusted";
+  EXPECT_THAT(failures, testing::IsEmpty()) << "admissions failed after the first success";
+  EXPECT_GT(admitted, 20);
+
+  for (pid_t p : {a, b}) {
+    ASSERT_EQ(kill(p, SIGTERM), 0);
+    EXPECT_EQ(WaitExit(p, 30s), 0);
+  }
+  (void)client->Delete(MutatingConfigs(), "", mname);
+  (void)client->Delete(ValidatingConfigs(), "", vname);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(WebhookRotation, MalformedSecretIsAClearErrorAndExitCodeAtStartup) {
+  auto client = testenv::AdminClient();
+  ASSERT_TRUE(client);
+  std::string ns = testenv::TestNamespace();
+  std::string mname = "0-hs-bad-" + std::to_string(getpid());
+  std::string vname = "0-hs-bad-v-" + std::to_string(getpid());
+  json::object secret{{"apiVersion", "v1"},
+                      {"kind", "Secret"},
+                      {"metadata", json::object{{"name", "hs-bad-tls"}}},
+                      {"data", json::object{{"ca.crt", Base64("not a certificate")},
+                                            {"tls.crt", Base64("nor this")},
+                                            {"tls.key", Base64("nor this")}}}};
+  ASSERT_TRUE(client->Create(kube::resources::Secrets(), ns, secret).ok());
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("hs-webhook-bad-" + std::to_string(getpid()));
+  pid_t pid = Spawn(RoleArgs(ns, "hs-bad-tls", FreePort(), dir, mname, vname));
+  ASSERT_GT(pid, 0);
+  int code = WaitExit(pid, 30s);
+  if (code == -1) kill(pid, SIGKILL);
+  EXPECT_EQ(code, 1);
+  // The Secret is left as it was for the operator to inspect.
+  auto after = client->Get(kube::resources::Secrets(), ns, "hs-bad-tls");
+  ASSERT_TRUE(after.ok());
+  EXPECT_FALSE(after->at("data").as_object().contains("ca.key"));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hyperslice
