@@ -1,6 +1,12 @@
 // AdmissionReview v1 envelope: parse the request, dispatch by path, wrap the decision.
 #include <array>
+#include <cstdint>
+#include <cstring>
 #include <string>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parser.hpp>
@@ -50,6 +56,13 @@ int64_t IntAt(const json::object* o, std::string_view key, int64_t fallback) {
 void AppendBase64(std::string& out, std::string_view in) {
   static constexpr char kAlphabet[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  // Two output characters per 12 input bits: half the table lookups and stores of a per-character
+  // loop (the patch is the largest string of a response).
+  static const std::array<std::array<char, 2>, 4096> kPairs = [] {
+    std::array<std::array<char, 2>, 4096> t{};
+    for (size_t v = 0; v < t.size(); ++v) t[v] = {kAlphabet[v >> 6], kAlphabet[v & 63]};
+    return t;
+  }();
   size_t at = out.size();
   out.resize(at + (in.size() + 2) / 3 * 4);
   char* o = out.data() + at;
@@ -57,10 +70,9 @@ void AppendBase64(std::string& out, std::string_view in) {
   size_t i = 0;
   for (; i + 3 <= in.size(); i += 3) {
     uint32_t n = (uint32_t{p[i]} << 16) | (uint32_t{p[i + 1]} << 8) | p[i + 2];
-    *o++ = kAlphabet[(n >> 18) & 63];
-    *o++ = kAlphabet[(n >> 12) & 63];
-    *o++ = kAlphabet[(n >> 6) & 63];
-    *o++ = kAlphabet[n & 63];
+    std::memcpy(o, kPairs[n >> 12].data(), 2);
+    std::memcpy(o + 2, kPairs[n & 4095].data(), 2);
+    o += 4;
   }
   size_t rest = in.size() - i;
   if (rest > 0) {
@@ -79,15 +91,38 @@ std::string Base64(std::string_view in) {
   return out;
 }
 
+namespace {
+
+// Index of the first byte at or after `i` that JSON must escape (control, '"', '\\'), or s.size().
+// Sixteen bytes per step where SSE2 is available (every x86-64): most strings need no escape.
+size_t NextEscape(std::string_view s, size_t i) {
+#if defined(__SSE2__)
+  const __m128i quote = _mm_set1_epi8('"');
+  const __m128i backslash = _mm_set1_epi8('\\');
+  const __m128i control_max = _mm_set1_epi8(0x1f);
+  for (; i + 16 <= s.size(); i += 16) {
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data() + i));
+    __m128i control = _mm_cmpeq_epi8(_mm_max_epu8(v, control_max), control_max);  // v <= 0x1f
+    __m128i hit =
+        _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)), control);
+    if (int mask = _mm_movemask_epi8(hit); mask != 0) return i + __builtin_ctz(mask);
+  }
+#endif
+  for (; i < s.size(); ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == '"' || c == '\\') return i;
+  }
+  return s.size();
+}
+
+}  // namespace
+
 void AppendJsonString(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   out += '"';
   size_t plain = 0;  // start of the run of bytes copied as they are
-  for (size_t i = 0; i < s.size(); ++i) {
+  for (size_t i = NextEscape(s, 0); i < s.size(); i = NextEscape(s, i + 1)) {
     auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') [[likely]] {
-      continue;
-    }
     out.append(s.data() + plain, i - plain);
     plain = i + 1;
     out += '\\';

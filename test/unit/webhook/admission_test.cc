@@ -344,6 +344,22 @@ TEST(Base64, MatchesRfc4648Vectors) {
   std::string appended = "x";
   internal::AppendBase64(appended, "fo");
   EXPECT_EQ(appended, "xZm8=");
+  // Every byte value at every offset within a 3-byte group, against a bit-by-bit encoder.
+  std::string all;
+  for (int c = 0; c < 256; ++c) all += static_cast<char>(c);
+  for (size_t skip = 0; skip < 3; ++skip) {
+    std::string in = all.substr(skip), want;
+    static constexpr char kA[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string bits;
+    for (unsigned char c : in) {
+      for (int b = 7; b >= 0; --b) bits += ((c >> b) & 1) != 0 ? '1' : '0';
+    }
+    while (bits.size() % 6 != 0) bits += '0';
+    for (size_t k = 0; k < bits.size(); k += 6)
+      want += kA[std::stoi(bits.substr(k, 6), nullptr, 2)];
+    while (want.size() % 4 != 0) want += '=';
+    EXPECT_EQ(internal::Base64(in), want) << skip;
+  }
 }
 
 // The hot path writes responses and patches by hand; every string must come out exactly as
@@ -359,6 +375,17 @@ TEST(AppendJsonString, EscapesAsBoostJsonSerializes) {
     internal::AppendJsonString(out, s);
     EXPECT_EQ(out, json::serialize(json::string(s))) << out;
     EXPECT_EQ(json::parse(out).as_string(), s);
+  }
+  // Strings longer than one 16-byte scan step, with the byte to escape at every position.
+  for (char special : {'"', '\\', '\n', '\x1f', '\x80'}) {
+    for (size_t at = 0; at < 40; ++at) {
+      std::string s(40, 'a');
+      s[at] = special;
+      if (at + 17 < s.size()) s[at + 17] = '"';
+      std::string out;
+      internal::AppendJsonString(out, s);
+      EXPECT_EQ(out, json::serialize(json::string(s))) << at;
+    }
   }
 }
 
