@@ -213,6 +213,26 @@ bool RemoveFinalizer(Object& object, const std::string& finalizer) {
   return removed;
 }
 
+std::string RemoveFinalizerPatch(const Object& object, const std::string& finalizer) {
+  const auto* m = Sub(object, "metadata");
+  const auto* f = m ? m->if_contains("finalizers") : nullptr;
+  if (f == nullptr || !f->is_array()) return "";
+  boost::json::array rest;
+  bool found = false;
+  for (const auto& v : f->get_array()) {
+    if (v.is_string() && v.get_string() == finalizer) {
+      found = true;
+    } else {
+      rest.push_back(v);
+    }
+  }
+  if (!found) return "";
+  boost::json::array patch{
+      boost::json::object{{"op", "test"}, {"path", "/metadata/finalizers"}, {"value", *f}},
+      boost::json::object{{"op", "replace"}, {"path", "/metadata/finalizers"}, {"value", rest}}};
+  return boost::json::serialize(patch);
+}
+
 int64_t Generation(const Object& object) {
   const auto* m = Sub(object, "metadata");
   const auto* g = m ? m->if_contains("generation") : nullptr;

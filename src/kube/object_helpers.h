@@ -38,6 +38,12 @@ std::optional<std::string> ControllerUid(const Object& object);
 bool HasFinalizer(const Object& object, const std::string& finalizer);
 bool AddFinalizer(Object& object, const std::string& finalizer);     // true when added
 bool RemoveFinalizer(Object& object, const std::string& finalizer);  // true when removed
+// A JSON patch (PatchType::kJson) removing `finalizer` from the object as `object` shows it:
+// it tests that metadata.finalizers is still what `object` holds, so it neither needs the
+// object's resourceVersion (a status write meanwhile does not make it conflict) nor drops a
+// finalizer someone else added meanwhile (the test fails: 422, re-read and try again).
+// "" when `object` does not carry `finalizer`.
+std::string RemoveFinalizerPatch(const Object& object, const std::string& finalizer);
 
 // --- conditions (metav1.Condition) ---------------------------------------------------------
 

@@ -56,6 +56,7 @@ Status RegisterChildControllers(kube::Manager& mgr, const OperatorOptions& optio
     o.client = options.client;
     o.compute = options.compute;
     o.events = events;
+    o.informer = mgr.informers()->For(resource);
     o.cluster_id = cluster_id;
     o.drift_check_interval = options.drift_check_interval;
     o.clock = options.clock;
@@ -66,7 +67,7 @@ Status RegisterChildControllers(kube::Manager& mgr, const OperatorOptions& optio
     co.clock = options.clock;
     auto controller = std::make_shared<kube::Controller>(
         std::move(co), [reconciler](const std::string& key) { return reconciler->Reconcile(key); });
-    controller->Watch(*mgr.informers()->For(resource));
+    controller->Watch(*mgr.informers()->For(resource));  // the same informer as o.informer
     mgr.Add(controller);
   }
   return OkStatus();

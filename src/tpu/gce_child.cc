@@ -180,6 +180,8 @@ struct GceChildReconciler::Ctx {
 GceChildReconciler::GceChildReconciler(GceChildOptions options, std::unique_ptr<GceChildKind> kind)
     : options_(std::move(options)),
       kind_(std::move(kind)),
+      cache_(options_.informer ? std::make_unique<kube::MutationCache>(&options_.informer->store())
+                               : nullptr),
       clock_(options_.clock != nullptr ? *options_.clock : RealClock()),
       rng_(std::random_device{}()) {}
 
@@ -206,6 +208,7 @@ GceOwner GceChildReconciler::OwnerOf(const Object& cr) const {
 
 kube::ReconcileResult GceChildReconciler::Backoff(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
+  next_check_.erase(key);
   int n = attempts_[key]++;
   auto d = options_.backoff_initial;
   for (int i = 0; i < n && d < options_.backoff_max; ++i) d *= 2;
@@ -235,6 +238,24 @@ void GceChildReconciler::Forget(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   attempts_.erase(key);
   not_before_.erase(key);
+  next_check_.erase(key);
+}
+
+std::optional<Clock::Duration> GceChildReconciler::SettledUntil(const Ctx& ctx,
+                                                                int64_t generation) {
+  if (ctx.status.contains("operation") || StringAt(ctx.status, "selfLink").empty()) {
+    return std::nullopt;
+  }
+  auto ready = kube::FindCondition(ctx.cr, kCondReady);
+  if (!ready || ready->status != "True" || ready->observed_generation != generation) {
+    return std::nullopt;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = next_check_.find(ctx.key);
+  if (it == next_check_.end()) return std::nullopt;
+  auto now = clock_.Now();
+  if (now >= it->second) return std::nullopt;
+  return it->second - now;
 }
 
 kube::ReconcileResult GceChildReconciler::DriftRequeue(const std::string& key) {
@@ -244,6 +265,7 @@ kube::ReconcileResult GceChildReconciler::DriftRequeue(const std::string& key) {
   std::uniform_real_distribution<double> jitter(0.8, 1.2);
   auto d =
       std::chrono::duration_cast<Clock::Duration>(options_.drift_check_interval * jitter(rng_));
+  next_check_[key] = clock_.Now() + d;
   return {.requeue = false,
           .requeue_after = std::max<Clock::Duration>(d, std::chrono::milliseconds(1))};
 }
@@ -252,15 +274,24 @@ Result<kube::ReconcileResult> GceChildReconciler::Reconcile(const std::string& k
   Ctx ctx;
   ctx.key = key;
   std::tie(ctx.ns, ctx.name) = kube::Controller::SplitKey(key);
-  auto got = options_.client->Get(kind_->resource(), ctx.ns, ctx.name);
-  if (!got.ok()) {
-    if (got.error().code == Error::Code::kNotFound) {
+  if (cache_) {
+    kube::ObjectPtr cached = cache_->Get(key);
+    if (!cached) {
       Forget(key);
       return kube::ReconcileResult{};
     }
-    return got.error();
+    ctx.cr = kube::DeepCopy(*cached);
+  } else {
+    auto got = options_.client->Get(kind_->resource(), ctx.ns, ctx.name);
+    if (!got.ok()) {
+      if (got.error().code == Error::Code::kNotFound) {
+        Forget(key);
+        return kube::ReconcileResult{};
+      }
+      return got.error();
+    }
+    ctx.cr = std::move(got).value();
   }
-  ctx.cr = std::move(got).value();
   if (const auto* s = ObjectAt(ctx.cr, "spec")) ctx.spec = *s;
   if (const auto* s = ObjectAt(ctx.cr, "status")) ctx.status = *s;
   ctx.written = ctx.status;
@@ -305,19 +336,22 @@ Status GceChildReconciler::WriteStatus(Ctx& ctx) {
       {.field_manager = kChildFieldManager, .subresource = "status"});
   if (!updated.ok()) return updated.error();
   ctx.cr = std::move(updated).value();
+  if (cache_) cache_->Mutated(ctx.cr);
   ctx.written = ctx.status;
   return OkStatus();
 }
 
 Status GceChildReconciler::RemoveFinalizer(Ctx& ctx) {
-  Object obj = ctx.cr;
-  if (!kube::RemoveFinalizer(obj, kGceResourceFinalizer)) return OkStatus();
-  auto updated = options_.client->Update(kind_->resource(), ctx.ns, obj);
+  std::string patch = kube::RemoveFinalizerPatch(ctx.cr, kGceResourceFinalizer);
+  if (patch.empty()) return OkStatus();
+  auto updated =
+      options_.client->Patch(kind_->resource(), ctx.ns, ctx.name, kube::PatchType::kJson, patch);
   if (!updated.ok()) {
     if (updated.error().code == Error::Code::kNotFound) return OkStatus();
     return updated.error();
   }
   ctx.cr = std::move(updated).value();
+  if (cache_) cache_->Mutated(ctx.cr);  // a reconcile before the informer catches up sees it gone
   Forget(ctx.key);
   return OkStatus();
 }
@@ -336,7 +370,10 @@ void GceChildReconciler::SetReady(Ctx& ctx, bool ready, const std::string& reaso
   ctx.status = holder.at("status").as_object();
   bool changed = !before || before->status != c.status || before->reason != reason ||
                  before->message != message;
-  if (options_.events && (warning || changed)) {
+  // An Event per transition (status or reason) and per warning (the recorder aggregates repeats);
+  // a message-only change, such as a progress count, is logged only.
+  const bool transition = !before || before->status != c.status || before->reason != reason;
+  if (options_.events && (warning || transition)) {
     options_.events->Event(ctx.cr, warning ? kube::EventType::kWarning : kube::EventType::kNormal,
                            reason, message);
   }
@@ -366,6 +403,7 @@ Result<kube::ReconcileResult> GceChildReconciler::ReconcileLive(Ctx& ctx) {
     Object obj = ctx.cr;
     kube::AddFinalizer(obj, kGceResourceFinalizer);
     HS_ASSIGN_OR_RETURN(ctx.cr, options_.client->Update(kind_->resource(), ctx.ns, obj));
+    if (cache_) cache_->Mutated(ctx.cr);
   }
   const int64_t generation = kube::Generation(ctx.cr);
   // A spec the controller has not acted on yet: differences from GCE are the change asked for,
@@ -381,6 +419,14 @@ Result<kube::ReconcileResult> GceChildReconciler::ReconcileLive(Ctx& ctx) {
     return kube::ReconcileResult{};  // a spec change wakes us
   }
   const std::string gce_name = StringAt(ctx.spec, "name");
+
+  // A settled child woken before its drift check is due (by our own status write, a relist, a
+  // label change) is not looked at in GCE again: that is the drift check's job, on its schedule.
+  if (!spec_changed) {
+    if (auto wait = SettledUntil(ctx, generation)) {
+      return kube::ReconcileResult{.requeue_after = *wait};
+    }
+  }
 
   // 2. An operation we started earlier (maybe before a restart): finish waiting for it.
   bool ours = false;  // the resource was (or is being) created by this controller

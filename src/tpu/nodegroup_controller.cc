@@ -46,9 +46,8 @@ constexpr char kReasonApplyFailed[] = "ApplyFailed";
 // Reasons that describe progress, not trouble: their False conditions are Normal events.
 bool IsProgressReason(const std::string& r) {
   static const std::set<std::string> kProgress = {
-      kReasonChildPending,   kReasonWaitingPrereqs, kReasonWaitingInstances,
-      kReasonNodesNotJoined, kReasonDeleting,       "InstancesNotRunning",
-      "Reconciling"};
+      kReasonChildPending, kReasonWaitingPrereqs, kReasonWaitingInstances, kReasonNodesNotJoined,
+      kReasonDeleting,     "InstancesNotRunning", kReasonNodeNotReady,     "Reconciling"};
   return kProgress.count(r) > 0;
 }
 
@@ -104,6 +103,40 @@ std::string NodeNotReadyWhy(const Object& node) {
   return why;
 }
 
+// What the operator reads of a Node, and nothing else: a kubelet's Node carries images, nodeInfo,
+// addresses, volumes and annotations (several KiB, most of it churning) that, cached for
+// thousands of Nodes, would dominate the operator's memory.
+void TrimNode(Object& node) {
+  Object out;
+  if (const auto* meta = ObjectAt(node, "metadata")) {
+    json::object m;
+    for (const char* k : {"name", "uid", "resourceVersion", "labels", "deletionTimestamp"}) {
+      if (const auto* v = meta->if_contains(k)) m[k] = *v;
+    }
+    out["metadata"] = std::move(m);
+  }
+  if (const auto* spec = ObjectAt(node, "spec")) {
+    json::object sp;
+    for (const char* k : {"providerID", "unschedulable", "taints"}) {
+      if (const auto* v = spec->if_contains(k)) sp[k] = *v;
+    }
+    out["spec"] = std::move(sp);
+  }
+  if (const auto* status = ObjectAt(node, "status")) {
+    json::array conditions;
+    if (const auto* list = ArrayAt(*status, "conditions")) {
+      for (const auto& c : *list) {
+        if (!c.is_object() || StringAt(c.as_object(), "type") != "Ready") continue;
+        json::object ready = c.as_object();
+        ready.erase("lastHeartbeatTime");  // changes on every heartbeat; never read
+        conditions.push_back(std::move(ready));
+      }
+    }
+    out["status"] = json::object{{"conditions", std::move(conditions)}};
+  }
+  node = std::move(out);
+}
+
 std::string NodeName(const Object& node) { return std::string(kube::MetaString(node, "name")); }
 
 std::string JoinNames(const std::vector<std::string>& v, size_t max = 5) {
@@ -130,12 +163,33 @@ struct NodeGroupReconciler::Ctx {
 
 NodeGroupReconciler::NodeGroupReconciler(OperatorOptions options, NodeGroupInformers informers,
                                          std::shared_ptr<kube::EventRecorder> events)
-    : options_(std::move(options)), informers_(std::move(informers)), events_(std::move(events)) {}
+    : options_(std::move(options)),
+      informers_(std::move(informers)),
+      groups_(&informers_.groups->store()),
+      events_(std::move(events)) {}
 
 Status NodeGroupReconciler::AddIndexes(const NodeGroupInformers& inf) {
   if (!inf.nodes->store().HasIndex(kNodeProviderIdIndex)) {
     HS_RETURN_IF_ERROR(
         inf.nodes->AddIndex(kNodeProviderIdIndex, kube::FieldIndexFunc("spec.providerID")));
+  }
+  if (!inf.nodes->store().HasIndex(kNodeGroupGuessIndex)) {
+    HS_RETURN_IF_ERROR(inf.nodes->AddIndex(kNodeGroupGuessIndex, [](const Object& n) {
+      std::vector<std::string> out;
+      const auto* meta = ObjectAt(n, "metadata");
+      const auto* labels = meta ? ObjectAt(*meta, "labels") : nullptr;
+      if (std::string v = labels ? StringAt(*labels, kLabelNodeGroup) : ""; !v.empty()) {
+        out.push_back("label:" + v);
+      }
+      const auto* spec = ObjectAt(n, "spec");
+      auto ref = ParseProviderId(spec ? StringAt(*spec, "providerID") : "");
+      if (ref.ok()) {
+        if (size_t dash = ref->name.rfind('-'); dash != std::string::npos && dash > 0) {
+          out.push_back("base:" + ref->project + "/" + ref->zone + "/" + ref->name.substr(0, dash));
+        }
+      }
+      return out;
+    }));
   }
   if (!inf.migs->store().HasIndex(kMigInstanceProviderIdIndex)) {
     HS_RETURN_IF_ERROR(inf.migs->AddIndex(kMigInstanceProviderIdIndex, [](const Object& mig) {
@@ -202,8 +256,16 @@ void NodeGroupReconciler::SetCondition(Ctx& ctx, const std::string& type, bool s
   bool changed = !before || before->status != c.status || before->reason != c.reason ||
                  before->message != c.message;
   if (!changed) return;
-  const bool warning = !status && !IsProgressReason(reason);
-  if (events_) {
+  // Losing readiness is a warning whatever the reason; so is any reason that is not progress.
+  const bool lost = before && before->status == "True" && !status;
+  const bool warning = lost || (!status && !IsProgressReason(reason));
+  // Events for what a user acts on: the Ready condition turning True or False, and a warning's
+  // first appearance (per reason). The steps in between (reasons while creating, progress counts
+  // in messages, the other conditions' normal progress) are in status, in the log and in the
+  // children's own Events.
+  const bool status_changed = !before || before->status != c.status;
+  const bool new_warning = warning && (status_changed || before->reason != c.reason);
+  if (events_ && ((type == kCondReady && status_changed) || new_warning)) {
     events_->Event(ctx.group, warning ? kube::EventType::kWarning : kube::EventType::kNormal,
                    reason, type + "=" + c.status + ": " + c.message);
   }
@@ -222,6 +284,7 @@ Status NodeGroupReconciler::WriteStatus(Ctx& ctx) {
   auto r = options_.client->Patch(TPUNodeGroups(), ctx.ns, ctx.name, kube::PatchType::kMerge,
                                   json::serialize(patch), {.subresource = "status"});
   if (!r.ok()) return r.error();
+  groups_.Mutated(std::move(r).value());
   ctx.written = ctx.status;
   return OkStatus();
 }
@@ -276,18 +339,15 @@ std::vector<ObjectPtr> NodeGroupReconciler::GroupNodes(Ctx& ctx) const {
       }
     }
   }
-  std::string base = ctx.spec ? BaseInstanceName(*ctx.spec) + "-" : "";
-  for (const ObjectPtr& n : informers_.nodes->store().List()) {
-    const auto* meta = ObjectAt(*n, "metadata");
-    const auto* labels = meta ? ObjectAt(*meta, "labels") : nullptr;
-    bool ours = labels != nullptr && StringAt(*labels, kLabelNodeGroup) == ctx.label_value;
-    if (!ours && ctx.spec) {
-      const auto* spec = ObjectAt(*n, "spec");
-      auto ref = ParseProviderId(spec ? StringAt(*spec, "providerID") : "");
-      ours = ref.ok() && ref->project == ctx.spec->project && ref->zone == ctx.spec->zone &&
-             ref->name.rfind(base, 0) == 0;
-    }
-    if (ours) found[NodeName(*n)] = n;
+  std::vector<std::string> guesses = {"label:" + ctx.label_value};
+  if (ctx.spec) {
+    guesses.push_back("base:" + ctx.spec->project + "/" + ctx.spec->zone + "/" +
+                      BaseInstanceName(*ctx.spec));
+  }
+  for (const std::string& g : guesses) {
+    auto nodes = informers_.nodes->store().ByIndex(kNodeGroupGuessIndex, g);
+    if (!nodes.ok()) continue;
+    for (auto& n : *nodes) found[NodeName(*n)] = n;
   }
   std::vector<ObjectPtr> out;
   for (auto& [_, n] : found) out.push_back(n);
@@ -400,15 +460,12 @@ Result<kube::ReconcileResult> NodeGroupReconciler::Reconcile(const std::string& 
   ctx.key = key;
   std::tie(ctx.ns, ctx.name) = kube::Controller::SplitKey(key);
   ctx.label_value = NodeGroupLabelValue(ctx.ns, ctx.name);
-  auto got = options_.client->Get(TPUNodeGroups(), ctx.ns, ctx.name);
-  if (!got.ok()) {
-    if (got.error().code == Error::Code::kNotFound) {
-      EnsureDevicePlugin(key);
-      return kube::ReconcileResult{};
-    }
-    return got.error();
+  kube::ObjectPtr cached = groups_.Get(key);
+  if (!cached) {
+    EnsureDevicePlugin(key);
+    return kube::ReconcileResult{};
   }
-  ctx.group = std::move(got).value();
+  ctx.group = kube::DeepCopy(*cached);
   ctx.generation = kube::Generation(ctx.group);
   if (const auto* s = ObjectAt(ctx.group, "status")) ctx.status = *s;
   ctx.written = ctx.status;
@@ -425,6 +482,7 @@ Result<kube::ReconcileResult> NodeGroupReconciler::ReconcileLive(Ctx& ctx) {
     Object obj = ctx.group;
     kube::AddFinalizer(obj, kNodeGroupFinalizer);
     HS_ASSIGN_OR_RETURN(ctx.group, options_.client->Update(TPUNodeGroups(), ctx.ns, obj));
+    groups_.Mutated(ctx.group);
   }
   EnsureDevicePlugin("");
 
@@ -651,13 +709,30 @@ Result<kube::ReconcileResult> NodeGroupReconciler::ReconcileDeletion(Ctx& ctx) {
   for (const Step& step : {Step{&ManagedInstanceGroups(), "ManagedInstanceGroup"},
                            Step{&InstanceTemplates(), "InstanceTemplate"},
                            Step{&ResourcePolicies(), "ResourcePolicy"}}) {
-    auto child = options_.client->Get(*step.r, ctx.ns, ctx.name);
+    // The informer's copy while the child exists (no GET per reconcile while its deletion runs);
+    // only "gone" is confirmed live, since the next step must not start before it is.
+    const auto& inf = step.r == &ResourcePolicies()    ? informers_.policies
+                      : step.r == &InstanceTemplates() ? informers_.templates
+                                                       : informers_.migs;
+    const std::string uid = StringAt(ctx.group.at("metadata").as_object(), "uid");
+    const std::string gone_key = uid + "/" + step.r->kind;
+    Result<Object> child = Error::Make(Error::Code::kNotFound, "not cached");
+    if (ObjectPtr cached = inf->store().Get(kube::ObjectKey(ctx.ns, ctx.name))) {
+      child = kube::DeepCopy(*cached);
+    } else {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (gone_confirmed_.count(gone_key) > 0) continue;
+      }
+      child = options_.client->Get(*step.r, ctx.ns, ctx.name);
+    }
     if (!child.ok()) {
-      if (child.error().code == Error::Code::kNotFound) continue;
-      return child.error();
+      if (child.error().code != Error::Code::kNotFound) return child.error();
+      std::lock_guard<std::mutex> lock(mu_);
+      gone_confirmed_.insert(gone_key);
+      continue;
     }
     auto owner = kube::ControllerUid(*child);
-    const std::string uid = StringAt(ctx.group.at("metadata").as_object(), "uid");
     if (owner && *owner != uid) continue;  // another group's child of the same name
     const auto& meta = child->at("metadata").as_object();
     if (!meta.contains("deletionTimestamp")) {
@@ -700,6 +775,13 @@ Result<kube::ReconcileResult> NodeGroupReconciler::ReconcileDeletion(Ctx& ctx) {
   kube::RemoveFinalizer(obj, kNodeGroupFinalizer);
   auto updated = options_.client->Update(TPUNodeGroups(), ctx.ns, obj);
   if (!updated.ok() && updated.error().code != Error::Code::kNotFound) return updated.error();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string uid = StringAt(ctx.group.at("metadata").as_object(), "uid");
+    for (const auto* r : {&ManagedInstanceGroups(), &InstanceTemplates(), &ResourcePolicies()}) {
+      gone_confirmed_.erase(uid + "/" + r->kind);
+    }
+  }
   if (events_) {
     events_->Event(ctx.group, kube::EventType::kNormal, "Deleted",
                    "GCE resources, Nodes and bootstrap tokens removed");
@@ -719,7 +801,9 @@ Status RegisterNodeGroupController(kube::Manager& mgr, const OperatorOptions& op
   inf.policies = mgr.informers()->For(ResourcePolicies());
   inf.templates = mgr.informers()->For(InstanceTemplates());
   inf.migs = mgr.informers()->For(ManagedInstanceGroups());
-  inf.nodes = mgr.informers()->For(kube::resources::Nodes());
+  kube::InformerOptions node_options;
+  node_options.transform = TrimNode;
+  inf.nodes = mgr.informers()->For(kube::resources::Nodes(), &node_options);
   HS_RETURN_IF_ERROR(NodeGroupReconciler::AddIndexes(inf));
 
   kube::EventRecorderOptions eo;

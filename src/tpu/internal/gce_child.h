@@ -33,6 +33,8 @@
 #include "src/kube/client.h"
 #include "src/kube/controller.h"
 #include "src/kube/events.h"
+#include "src/kube/informer.h"
+#include "src/kube/mutation_cache.h"
 #include "src/kube/resource.h"
 
 namespace hyperslice::tpu::internal {
@@ -121,6 +123,9 @@ struct GceChildOptions {
   std::shared_ptr<kube::Client> client;
   std::shared_ptr<gce::Compute> compute;
   std::shared_ptr<kube::EventRecorder> events;
+  // The kind's shared informer: reconciles read the child from its cache (through our own
+  // writes, kube::MutationCache). nullptr = a live GET per reconcile.
+  std::shared_ptr<kube::SharedInformer> informer;
   std::string cluster_id;
   Clock::Duration drift_check_interval = std::chrono::minutes(10);
   // One bounded operations.wait inside a reconcile.
@@ -159,16 +164,21 @@ class GceChildReconciler {
   kube::ReconcileResult Failed(const std::string& key);
   // Time left before a failed key may call GCE again; nullopt when it may now.
   std::optional<Clock::Duration> RetryGate(const std::string& key);
+  // Time left before a Ready, settled child (no operation, this generation observed) is due for
+  // its drift check; nullopt when it is not settled or the check is due.
+  std::optional<Clock::Duration> SettledUntil(const Ctx& ctx, int64_t generation);
   void Forget(const std::string& key);
   kube::ReconcileResult DriftRequeue(const std::string& key);
   GceOwner OwnerOf(const kube::Object& cr) const;
 
   GceChildOptions options_;
   std::unique_ptr<GceChildKind> kind_;
+  std::unique_ptr<kube::MutationCache> cache_;  // when options_.informer is set
   std::mutex mu_;
   Clock& clock_;
   std::map<std::string, int> attempts_;                 // per key, for Backoff
   std::map<std::string, Clock::TimePoint> not_before_;  // per key, set by Failed
+  std::map<std::string, Clock::TimePoint> next_check_;  // per key, set by DriftRequeue
   std::mt19937_64 rng_;
 };
 

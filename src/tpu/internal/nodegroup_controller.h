@@ -4,10 +4,11 @@
 // slice's Nodes, drives the pull-model bootstrap, keeps the device-plugin DaemonSet wanted while
 // a group exists, and runs the ordered teardown behind kNodeGroupFinalizer.
 //
-// Level-based and idempotent: every reconcile reads the group (apiserver), its children and the
-// Nodes (informer caches), makes the next step and reports. It is woken by the group, by its
-// children (owner references) and by Nodes (spec.providerID → the MIG child listing that VM, or
-// the tpu-node-group label); no periodic poll decides readiness.
+// Level-based and idempotent: every reconcile reads the group, its children and the Nodes from
+// the informer caches (the group through our own last write, kube::MutationCache), makes the next
+// step and reports. It is woken by the group, by its children (owner references) and by Nodes
+// (spec.providerID → the MIG child listing that VM, or the tpu-node-group label); no periodic poll
+// decides readiness.
 //
 // Thread-safety: Reconcile may run on several workers at once (never twice for one key).
 #pragma once
@@ -23,6 +24,7 @@
 #include "src/kube/controller.h"
 #include "src/kube/events.h"
 #include "src/kube/informer.h"
+#include "src/kube/mutation_cache.h"
 #include "src/tpu/internal/bootstrap.h"
 #include "src/tpu/internal/nodegroup_spec.h"
 #include "src/tpu/operator.h"
@@ -33,6 +35,10 @@ namespace hyperslice::tpu::internal {
 inline constexpr char kNodeProviderIdIndex[] = "spec.providerID";          // Nodes
 inline constexpr char kMigInstanceProviderIdIndex[] = "status.instances";  // MIG children
 inline constexpr char kGroupNodeLabelIndex[] = "nodeGroupLabel";           // TPUNodeGroups
+// Nodes by "label:<tpu-node-group label>" and "base:<project>/<zone>/<instance name up to its
+// last '-'>" (a MIG names its VMs <baseInstanceName>-<suffix>): a group finds its Nodes without
+// scanning them all.
+inline constexpr char kNodeGroupGuessIndex[] = "nodeGroupGuess";  // Nodes
 
 struct NodeGroupInformers {
   std::shared_ptr<kube::SharedInformer> groups, policies, templates, migs, nodes;
@@ -73,12 +79,18 @@ class NodeGroupReconciler {
 
   OperatorOptions options_;
   NodeGroupInformers informers_;
+  // The groups as the informer has them, through our own writes (finalizer, status).
+  kube::MutationCache groups_;
   std::shared_ptr<kube::EventRecorder> events_;
 
   std::mutex mu_;
   std::optional<bool> device_plugin_applied_;  // last need successfully applied
   std::string ca_hash_;
   std::unique_ptr<Bootstrapper> bootstrapper_;
+  // "<group uid>/<child kind>" whose absence a live GET confirmed during the group's teardown
+  // (the cache alone could miss a child applied just before the deletion); dropped with the
+  // group's finalizer.
+  std::set<std::string> gone_confirmed_;
 };
 
 // Adds the TPUNodeGroup controller (and its informers and Node mapping) to `mgr`.

@@ -508,7 +508,7 @@ class FakeKubelets {
   std::thread worker_;
 };
 
-// Slice shapes: 1 host (v6e 2x2, SPOT), 2 and 4 hosts (tpu7x 2x2x2 / 2x2x4, BULK).
+// Slice shapes: 1 host (v6e 2x2, SPOT), 2, 4 and 8 hosts (tpu7x 2x2x2 / 2x2x4 / 2x4x4, BULK).
 inline json::object Group(const std::string& ns, const std::string& name, int hosts,
                           const std::string& zone_override = "") {
   json::object spec;
@@ -523,7 +523,9 @@ inline json::object Group(const std::string& ns, const std::string& name, int ho
     spec = json::object{{"project", kProject},
                         {"nodeLocation", zone_override.empty() ? kZone : zone_override},
                         {"nodeCount", hosts},
-                        {"topology", hosts == 2 ? "2x2x2" : "2x2x4"},
+                        {"topology", hosts == 2   ? "2x2x2"
+                                     : hosts == 4 ? "2x2x4"
+                                                  : "2x4x4"},
                         {"targetSizePolicyMode", "BULK"},
                         {"instanceConfig", json::object{{"machineType", "tpu7x-standard-4t"},
                                                         {"provisioningModel", "STANDARD"}}}};

@@ -87,6 +87,18 @@ TEST(Finalizers, AddRemoveHas) {
   EXPECT_TRUE(HasFinalizer(o, "other/f"));
 }
 
+TEST(Finalizers, RemovalPatchTestsTheListItRemovesFrom) {
+  Object o = Obj("v1", "X", "ns", "x", "u");
+  EXPECT_EQ(RemoveFinalizerPatch(o, "a/f"), "");  // no finalizers at all
+  AddFinalizer(o, "a/f");
+  AddFinalizer(o, "b/g");
+  EXPECT_EQ(RemoveFinalizerPatch(o, "c/h"), "");  // not ours to remove
+  EXPECT_EQ(
+      boost::json::parse(RemoveFinalizerPatch(o, "a/f")),
+      boost::json::parse(R"([{"op":"test","path":"/metadata/finalizers","value":["a/f","b/g"]},
+                                   {"op":"replace","path":"/metadata/finalizers","value":["b/g"]}])"));
+}
+
 TEST(Conditions, TransitionTimeMovesOnlyWhenStatusChanges) {
   using std::chrono::seconds;
   Object o = Obj("v1", "X", "ns", "x", "u");
