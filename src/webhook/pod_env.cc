@@ -1,5 +1,6 @@
 // TPU env injection into Pods (ARCHITECTURE.md §6): worker identity from the owning StatefulSet or
 // Indexed Job, slice shape from the TPUNodeGroup the Pod selects.
+#include <algorithm>
 #include <charconv>
 #include <functional>
 #include <optional>
@@ -116,15 +117,29 @@ struct HostnameStyle {
   std::string cluster_domain;
 };
 
-std::string Hostname(const std::string& base, int64_t i, const std::string& domain,
-                     const HostnameStyle& style) {
-  std::string h = base + "-" + std::to_string(i);
+// Appends "<base>-<i>[.<domain>[.<ns>.svc.<cluster domain>]][:<port>]" (no temporaries: one
+// admission writes a hostname per replica).
+void AppendHostname(std::string& out, const std::string& base, int64_t i, const std::string& domain,
+                    const HostnameStyle& style) {
+  out += base;
+  out += '-';
+  char digits[24];
+  auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), i);
+  out.append(digits, end);
   if (!domain.empty()) {
-    h += "." + domain;
-    if (style.fqdn) h += "." + style.ns + ".svc." + style.cluster_domain;
+    out += '.';
+    out += domain;
+    if (style.fqdn) {
+      out += '.';
+      out += style.ns;
+      out += ".svc.";
+      out += style.cluster_domain;
+    }
   }
-  if (!style.port.empty()) h += ":" + style.port;
-  return h;
+  if (!style.port.empty()) {
+    out += ':';
+    out += style.port;
+  }
 }
 
 class PodMutation {
@@ -238,7 +253,7 @@ bool PodMutation::AddStatefulSetVars(const Owner& owner) {
   std::string hosts;
   for (int64_t i = start; i < start + replicas; ++i) {
     if (!hosts.empty()) hosts += ',';
-    hosts += Hostname(owner.name, i, service, style_);
+    AppendHostname(hosts, owner.name, i, service, style_);
   }
   vars_.push_back({"TPU_WORKER_HOSTNAMES", std::move(hosts)});
   return true;
@@ -293,7 +308,7 @@ bool PodMutation::AddJobVars(const Owner& owner) {
   std::string hosts;
   for (int64_t i = 0; i < completions; ++i) {
     if (!hosts.empty()) hosts += ',';
-    hosts += Hostname(owner.name, i, subdomain, style_);
+    AppendHostname(hosts, owner.name, i, subdomain, style_);
   }
   vars_.push_back({"TPU_WORKER_HOSTNAMES", std::move(hosts)});
   return true;
@@ -440,6 +455,7 @@ Decision PodMutation::Run() {
     style_.port = std::to_string(*p);
   }
 
+  vars_.reserve(6);  // worker id, hostnames, four topology variables
   if (std::optional<Owner> owner = ControllerOf(metadata_)) {
     if (owner->kind == "StatefulSet" && owner->api_version == "apps/v1") {
       if (!AddStatefulSetVars(*owner)) return std::move(decision_);
@@ -455,6 +471,9 @@ Decision PodMutation::Run() {
 
   // The JSONPatch text, written directly (see Decision::patch).
   std::string& patch = decision_.patch;
+  size_t var_bytes = 0;
+  for (const EnvVar& v : vars_) var_bytes += v.name.size() + v.value.size() + 64;
+  patch.reserve(targets.size() * (var_bytes + 64) + 2);
   auto open_add = [&patch](std::string_view path) {
     patch += patch.empty() ? '[' : ',';
     patch += R"({"op":"add","path":)";
@@ -495,13 +514,15 @@ Decision PodMutation::Run() {
       warn_env_from(patch_before);
       continue;
     }
+    // The names the container sets, looked up once (not once per injected variable).
+    std::vector<std::string_view> names;
+    names.reserve(env->size());
+    for (const json::value& e : *env) names.push_back(StringAt(e.if_object(), "name"));
+    base += "/-";
     for (const EnvVar& v : vars_) {
-      bool present = false;  // the user's value wins
-      for (const json::value& e : *env) {
-        present = present || StringAt(e.if_object(), "name") == v.name;
-      }
-      if (present) continue;
-      open_add(base + "/-");
+      // The user's value wins.
+      if (std::find(names.begin(), names.end(), v.name) != names.end()) continue;
+      open_add(base);
       env_var(v);
       patch += '}';
     }
