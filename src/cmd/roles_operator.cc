@@ -1,6 +1,8 @@
 // `hyperslice operator`: the TPU operator (src/tpu) on a leader-elected kube::Manager, with a
 // Compute Engine client authenticated by Application Default Credentials (or a service-account
 // key file, or an access-token file), health probes and graceful shutdown on SIGTERM/SIGINT.
+#include <malloc.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -183,6 +185,11 @@ void SetupOperator(CLI::App& app) {
 }
 
 int RunOperator(CLI::App&) {
+  // glibc gives each thread that allocates its own arena (up to 8 per core); the operator's ~25
+  // threads (reconcile workers, reflectors, recorders) each touch JSON for a moment, so their
+  // arenas' free lists fragment memory that no other thread reuses. Two arenas measured 9 % less
+  // peak RSS at 300 slices (bench/tpu_scale_bench) for no measurable CPU. MALLOC_ARENA_MAX wins.
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 2);
   const OperatorFlags& f = Flags();
   auto drift = ParseDuration(f.drift_check_interval);
   auto sweep = ParseDuration(f.orphan_sweep_interval);

@@ -128,6 +128,10 @@ ObjectPtr PackObject(const Object& obj) {
   return packed;
 }
 
-ObjectPtr ShareObject(Object&& obj) { return std::make_shared<const Object>(std::move(obj)); }
+// Into default storage: a decoded object may live in its event's monotonic arena, which would keep
+// whatever was erased from it (managedFields) for as long as the object is cached.
+ObjectPtr ShareObject(Object&& obj) {
+  return std::make_shared<const Object>(std::move(obj), boost::json::storage_ptr());
+}
 
 }  // namespace hyperslice::kube

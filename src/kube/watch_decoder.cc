@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parse_options.hpp>
 #include <boost/json/stream_parser.hpp>
 #include <boost/json/value.hpp>
@@ -57,16 +58,25 @@ Result<WatchEvent> WatchEventFromJson(boost::json::value&& v) {
         Error::Code::kInvalidArgument,
         std::string("watch stream: ") + WatchEventTypeName(*t) + " event has no \"object\" object");
   }
-  WatchEvent ev;
-  ev.type = *t;
-  ev.object = std::move(object->get_object());
-  return ev;
+  // Move-constructed, so the object keeps the storage it was parsed into (see NextStorage).
+  return WatchEvent{*t, Object(std::move(object->get_object()))};
 }
 
 WatchDecoder::WatchDecoder(size_t max_event_bytes)
     : max_event_bytes_(max_event_bytes),
       parser_(std::make_unique<boost::json::stream_parser>(boost::json::storage_ptr(),
-                                                           ParseOptions())) {}
+                                                           ParseOptions())) {
+  parser_->reset(NextStorage());
+}
+
+// Each event is parsed into its own monotonic arena: a few blocks instead of one malloc per JSON
+// node, freed at once when the event's object dies. An informer packs (copies) the object and
+// drops it right away; the profile of the operator at scale had malloc/free as a fifth of its CPU,
+// much of it here. The first block is sized after the previous event.
+boost::json::storage_ptr WatchDecoder::NextStorage() const {
+  size_t hint = std::clamp<size_t>(last_event_bytes_ * 2, 1024, 1 << 20);
+  return boost::json::make_shared_resource<boost::json::monotonic_resource>(hint);
+}
 
 WatchDecoder::~WatchDecoder() = default;
 
@@ -129,7 +139,8 @@ Status WatchDecoder::Feed(std::string_view bytes) {
     n -= used;
     if (parser_->done()) {
       boost::json::value v = parser_->release();
-      parser_->reset();
+      last_event_bytes_ = object_bytes_;
+      parser_->reset(NextStorage());
       in_object_ = false;
       HS_RETURN_IF_ERROR(Emit(std::move(v)));
     } else if (object_bytes_ > max_event_bytes_) {

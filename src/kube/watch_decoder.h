@@ -63,7 +63,10 @@ class WatchDecoder {
   Status Emit(boost::json::value&& v);
 
   size_t max_event_bytes_;
+  boost::json::storage_ptr NextStorage() const;
+
   std::unique_ptr<boost::json::stream_parser> parser_;
+  size_t last_event_bytes_ = 0;
   bool in_object_ = false;
   size_t object_bytes_ = 0;  // bytes of the current object fed so far
   uint64_t total_bytes_ = 0;
