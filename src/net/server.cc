@@ -334,6 +334,7 @@ class Session {
     } else {
       req.path = req.target;
     }
+    req.headers.reserve(static_cast<size_t>(std::distance(msg.base().begin(), msg.base().end())));
     for (const auto& f : msg.base()) {
       req.headers.emplace_back(Lower(f.name_string()), std::string(f.value()));
     }

@@ -35,6 +35,8 @@ struct ServerRequest {
 
 // Completes one request. Send() may be called from any thread, once; later calls are ignored.
 // A Responder dropped without Send() answers 500 so no client hangs.
+// Content-Type is application/json unless `headers` set one; Content-Length and Connection are the
+// server's.
 class Responder {
  public:
   virtual ~Responder() = default;
