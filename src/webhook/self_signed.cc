@@ -241,7 +241,10 @@ class SelfSignedImpl : public SelfSignedCertificates {
         PkiState fresh;
         HS_RETURN_IF_ERROR(MintCa(fresh));
         HS_RETURN_IF_ERROR(IssueServing(fresh));
-        fresh.bundle_generation = 1;
+        // Above any generation the configurations carry (a Secret deleted to start over must not
+        // lose to the bundle of the CA it replaces).
+        HS_ASSIGN_OR_RETURN(int64_t published, PublishedGeneration());
+        fresh.bundle_generation = published + 1;
         Result<kube::Object> created =
             client_->Create(kube::resources::Secrets(), o_.namespace_, SecretObject(o_, fresh));
         if (!created.ok() && created.error().code == Error::Code::kAlreadyExists) continue;
@@ -329,6 +332,16 @@ class SelfSignedImpl : public SelfSignedCertificates {
       }
     }
     return true;
+  }
+
+  // The highest bundle generation recorded on the webhook configurations (0 when none).
+  Result<int64_t> PublishedGeneration() {
+    int64_t max = 0;
+    for (const auto& [res, name] : Configs()) {
+      HS_ASSIGN_OR_RETURN(kube::Object cfg, client_->Get(*res, "", name));
+      max = std::max(max, IntAnnotation(cfg, kBundleGenerationAnnotation));
+    }
+    return max;
   }
 
   std::vector<std::pair<const kube::Resource*, std::string>> Configs() const {

@@ -351,6 +351,18 @@ TEST(WebhookRotation, SelfSignedCertificatesRenewWithCaOverlapWhileTheApiserverK
   EXPECT_THAT(failures, testing::IsEmpty()) << "admissions failed after the first success";
   EXPECT_GT(admitted, 20);
 
+  // 5. Deleting the Secret starts over: a replica mints a new CA whose bundle replaces the
+  //    configurations' newer-generation one, and the apiserver calls the webhook again.
+  ASSERT_TRUE(client->Delete(kube::resources::Secrets(), ns, secret_name).ok());
+  EXPECT_TRUE(poll(30s, [&] {
+    std::vector<std::string> ca = Certs(secret_field("ca.crt"));
+    std::vector<std::string> b = bundle();
+    return ca.size() == 1 && ca[0] != ca2 && ca[0] != ca1 && b == ca;
+  })) << "a re-created Secret's CA never reached the caBundle";
+  int before_restart = admitted;
+  EXPECT_TRUE(poll(20s, [&] { return admitted > before_restart + 3; }))
+      << "apiserver cannot call the webhook after the Secret was re-created";
+
   for (pid_t p : {a, b}) {
     ASSERT_EQ(kill(p, SIGTERM), 0);
     EXPECT_EQ(WaitExit(p, 30s), 0);
