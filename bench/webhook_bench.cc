@@ -28,12 +28,11 @@
 // shared machine is, unlike the rates. The summary prints the per-round ratios and their median.
 // Prints the figures; asserts nothing about them.
 //
-// Measured (2-core VM, figures and conditions in src/webhook/README.md): 2026-11-21, with another
-// engineer's scale benchmark running (load average 1.6-3.6): hyperslice 6,675-8,039 admissions/s
-// at max vs Go 4,242-4,577 (median 1.66x); CPU per admission 64-77 µs vs 173-180 µs at max
-// (Go/hyperslice 2.33x) and 161-162 µs vs 281-309 µs at 2,000/s (1.86x); p99 at 2,000/s 4.5-20.5
-// ms. Callgrind: 134K instructions per admission including TLS (160K that morning). Quiet machine,
-// session 2: max 2.31x Go, p99 at 2,000/s 0.84-3.26 ms.
+// Measured (2-core VM, figures and conditions in src/webhook/README.md), 2026-11-21, two runs right
+// after another engineer's scale benchmark stopped (load average 3.4 -> 2.0): max throughput
+// 3.00x and 2.77x Go (medians; per round 1.55-3.39x), CPU per admission 2.95x and 2.35x below Go
+// at max, 1.72x and 1.89x at 2,000/s; p99 at 2,000/s 1.7-17.7 ms (p50 0.36-0.4 ms). Callgrind:
+// 132K instructions per admission including TLS (160K before that day's changes).
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
