@@ -63,7 +63,7 @@ int64_t NowNs() {
 // one buffer: Beast's serializer walks a buffer sequence per write and its SSL stream adapter
 // copies it into one flat buffer first, a measurable share of a small keep-alive answer's cost.
 std::string SerializeResponse(int status, unsigned version, bool keep_alive, const Headers& headers,
-                              std::string body) {
+                              std::string_view body) {
   auto clean = [](std::string_view v, std::string& out) {
     for (char c : v) {
       if (c != '\r' && c != '\n') out += c;
@@ -241,16 +241,16 @@ class ResponderImpl final : public Responder {
   }
   void Send(int status, std::string body, Headers headers) override {
     if (sent_.exchange(true)) return;
-    Deliver(status, std::move(body), headers);
+    Deliver(status, body, headers);
   }
   bool ClientGone() const override { return session_->state()->stopping.load(); }
 
  private:
-  void Deliver(int status, std::string body, const Headers& headers) {
+  void Deliver(int status, std::string_view body, const Headers& headers) {
     auto session = session_;
     bool keep_alive = keep_alive_ && !session->state()->stopping;
     auto out = std::make_shared<std::string>(
-        SerializeResponse(status, version_, keep_alive, headers, std::move(body)));
+        SerializeResponse(status, version_, keep_alive, headers, body));
     // Inline when answered from the handler on the session's own strand (the common case: no
     // queueing, no wake-up of another I/O thread); queued onto the strand from any other thread.
     asio::dispatch(session->Stream().get_executor(), [session, out, keep_alive]() mutable {
