@@ -123,6 +123,14 @@ std::vector<ObjectPtr> Store::List() const {
   return out;
 }
 
+bool Store::AnyOf(const std::function<bool(const Object&)>& pred) const {
+  std::shared_lock lock(mu_);
+  for (const auto& [key, obj] : items_) {
+    if (pred(*obj)) return true;
+  }
+  return false;
+}
+
 std::vector<std::string> Store::ListKeys() const {
   std::shared_lock lock(mu_);
   std::vector<std::string> out;

@@ -67,6 +67,9 @@ class Store {
 
   ObjectPtr Get(const std::string& key) const;  // nullptr when absent
   std::vector<ObjectPtr> List() const;
+  // True when `pred` holds for some cached object; stops at the first. `pred` runs under the
+  // store's read lock: keep it short and never call back into this store.
+  bool AnyOf(const std::function<bool(const Object&)>& pred) const;
   std::vector<std::string> ListKeys() const;
   size_t Size() const;
   // Objects whose index `index` contains `value`; kNotFound when the index does not exist.

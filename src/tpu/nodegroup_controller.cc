@@ -397,12 +397,13 @@ Status NodeGroupReconciler::EnsureNodeLabels(Ctx& ctx, const Object& node) {
 }
 
 void NodeGroupReconciler::EnsureDevicePlugin(const std::string& exclude_key) {
-  bool needed = false;
-  for (const ObjectPtr& g : informers_.groups->store().List()) {
-    if (kube::ObjectKey(*g) == exclude_key) continue;
-    const auto* meta = ObjectAt(*g, "metadata");
-    if (meta != nullptr && !meta->contains("deletionTimestamp")) needed = true;
-  }
+  // Any one live group will do: stop at the first (this runs on every reconcile; a full scan
+  // of a thousand groups each time was quadratic in the number of groups).
+  const bool needed = informers_.groups->store().AnyOf([&](const Object& g) {
+    const auto* meta = ObjectAt(g, "metadata");
+    if (meta == nullptr || meta->contains("deletionTimestamp")) return false;
+    return exclude_key.empty() || kube::ObjectKey(g) != exclude_key;
+  });
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (device_plugin_applied_ && *device_plugin_applied_ == needed) return;

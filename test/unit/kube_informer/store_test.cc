@@ -58,6 +58,22 @@ TEST(StoreTest, UpsertGetRemoveReturnPreviousObject) {
   EXPECT_EQ(s.Size(), 0u);
 }
 
+TEST(StoreTest, AnyOfStopsAtTheFirstMatch) {
+  Store s;
+  EXPECT_FALSE(s.AnyOf([](const Object&) { return true; }));  // empty
+  for (int i = 0; i < 10; ++i) s.Upsert(Pod("ns", "p" + std::to_string(i), "1"));
+  int calls = 0;
+  EXPECT_TRUE(s.AnyOf([&](const Object&) { return ++calls > 0; }));
+  EXPECT_EQ(calls, 1);
+  calls = 0;
+  EXPECT_FALSE(s.AnyOf([&](const Object& o) {
+    ++calls;
+    return ObjectKey(o) == "ns/none";
+  }));
+  EXPECT_EQ(calls, 10);
+  EXPECT_TRUE(s.AnyOf([](const Object& o) { return ObjectKey(o) == "ns/p7"; }));
+}
+
 TEST(StoreTest, NamespaceAndOwnerIndexesFollowUpdatesAndDeletes) {
   Store s;
   s.Upsert(Pod("ns1", "a", "1", "owner-1"));
