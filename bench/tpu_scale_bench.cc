@@ -18,13 +18,19 @@
 // Run: build-<you>/bench/tpu_scale_bench [N=100] [--window S=30] [--drift 10m] [--workers 4]
 //                                         [--mix 124|4k]
 //
-// Measured 2026-11-21 on the shared 2-core CI machine (Release, other builds running), --workers 4:
+// Measured 2026-11-21 (session 2) on the shared 2-core CI machine (Release, other builds running),
+// --workers 4, before the session-3 changes:
 //   N=100 (232 VMs):   Ready 19.5 s, peak RSS 30.3 MiB, CPU 46 ms/slice lifecycle
-//   N=430 (1002 VMs):  Ready 126 s, peak RSS 47.1 MiB, CPU 52 ms/slice lifecycle
 //   N=1000 (2332 VMs): Ready 284 s, delete 272 s, peak RSS 67.2 MiB, CPU 65 ms/slice lifecycle
-//   GCE calls: 15.7 per slice to Ready, 10.7 per slice to deleted; steady state 0 calls in 60 s
-//   with --drift 10m (the first drift check is due after 8-12 min); with --drift 1m, N=100:
-//   3.7 calls/s over 150 s, only GETs, under the 5/s budget.
+//   GCE calls: 15.7 per slice to Ready, 10.7 per slice to deleted; ~94 kube requests per slice
+// Session 3 (cache reads through kube::MutationCache, fewer Events, settled children leave GCE
+// alone, trimmed Nodes; nothing else running):
+//   N=1000 --mix 4k (4000 VMs): Ready 211.8 s, delete 150.5 s, peak RSS 73.2 MiB (17.0 MiB of it
+//   file-backed), CPU 49 ms/slice lifecycle; GCE 12.2 + 13.5 calls per slice; operator ~59 kube
+//   requests per slice; steady state 0 GCE calls in 60 s (--drift 10m), operator CPU 0.03 s.
+//   N=100 (232 VMs): Ready 13-18 s, peak RSS 29.2 MiB, CPU 32-40 ms/slice lifecycle.
+//   With --drift 1m, N=100 (session 2): 3.7 calls/s over 150 s, only GETs, under the 5/s budget.
+// src/tpu/README.md explains the figures and what bounds them.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -42,7 +48,7 @@ namespace hyperslice::tpu::chaos {
 namespace {
 
 struct ProcStats {
-  int64_t hwm_kib = 0, rss_kib = 0;
+  int64_t hwm_kib = 0, rss_kib = 0, anon_kib = 0, file_kib = 0;
   double cpu_s = 0;
 };
 
@@ -53,6 +59,8 @@ ProcStats ReadProc(pid_t pid) {
   while (std::getline(status, line)) {
     if (line.rfind("VmHWM:", 0) == 0) s.hwm_kib = std::stoll(line.substr(6));
     if (line.rfind("VmRSS:", 0) == 0) s.rss_kib = std::stoll(line.substr(6));
+    if (line.rfind("RssAnon:", 0) == 0) s.anon_kib = std::stoll(line.substr(8));
+    if (line.rfind("RssFile:", 0) == 0) s.file_kib = std::stoll(line.substr(8));
   }
   std::ifstream statf("/proc/" + std::to_string(pid) + "/stat");
   std::string stat((std::istreambuf_iterator<char>(statf)), std::istreambuf_iterator<char>());
@@ -232,6 +240,10 @@ int Run(int n, int window_s, const std::string& drift, const std::string& worker
               workers.c_str());
   std::printf("created all CRs in %.1f s; all Ready after %.1f s (%.1f slices/s)\n", create_s,
               ready_s, n / ready_s);
+  std::printf(
+      "operator RSS at all Ready: %.1f MiB = %.1f MiB anonymous (heap: caches, queues, "
+      "buffers) + %.1f MiB file-backed (the binary and its shared libraries)\n",
+      at_ready.rss_kib / 1024.0, at_ready.anon_kib / 1024.0, at_ready.file_kib / 1024.0);
   PrintCalls("GCE calls, create -> all Ready", Delta(c0, c1), n);
   auto a1 = ApiserverRequests(c);
   PrintCalls("kube-apiserver requests (all clients), create -> all Ready", Delta(a0, a1), n);
