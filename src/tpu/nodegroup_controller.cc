@@ -350,6 +350,7 @@ std::vector<ObjectPtr> NodeGroupReconciler::GroupNodes(Ctx& ctx) const {
     for (auto& n : *nodes) found[NodeName(*n)] = n;
   }
   std::vector<ObjectPtr> out;
+  out.reserve(found.size());
   for (auto& [_, n] : found) out.push_back(n);
   return out;
 }
