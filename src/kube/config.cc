@@ -25,6 +25,7 @@
 #include <yaml-cpp/yaml.h>
 #include <boost/json.hpp>
 
+#include "src/base/base64.h"
 #include "src/base/log.h"
 
 extern char** environ;  // NOLINT: POSIX
@@ -40,68 +41,6 @@ Error Invalid(std::string msg) {
 }
 
 // --- small helpers --------------------------------------------------------------------------
-
-Result<std::string> Base64Decode(std::string_view in, const std::string& what) {
-  static const auto kTable = [] {
-    std::array<int8_t, 256> t{};
-    t.fill(-1);
-    const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (int i = 0; i < 64; ++i) t[static_cast<unsigned char>(a[i])] = static_cast<int8_t>(i);
-    return t;
-  }();
-  std::string out;
-  out.reserve(in.size() * 3 / 4);
-  uint32_t acc = 0;
-  int bits = 0;
-  size_t pad = 0;
-  for (char c : in) {
-    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
-    if (c == '=') {
-      ++pad;
-      continue;
-    }
-    int8_t v = kTable[static_cast<unsigned char>(c)];
-    if (v < 0 || pad > 0) return Invalid(what + " is not valid base64");
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  if (pad > 2) return Invalid(what + " is not valid base64");
-  return out;
-}
-
-std::string Base64Encode(std::string_view in) {
-  const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  while (i + 2 < in.size()) {
-    uint32_t v = (static_cast<unsigned char>(in[i]) << 16) |
-                 (static_cast<unsigned char>(in[i + 1]) << 8) |
-                 static_cast<unsigned char>(in[i + 2]);
-    out += a[(v >> 18) & 63];
-    out += a[(v >> 12) & 63];
-    out += a[(v >> 6) & 63];
-    out += a[v & 63];
-    i += 3;
-  }
-  if (i + 1 == in.size()) {
-    uint32_t v = static_cast<unsigned char>(in[i]) << 16;
-    out += a[(v >> 18) & 63];
-    out += a[(v >> 12) & 63];
-    out += "==";
-  } else if (i + 2 == in.size()) {
-    uint32_t v =
-        (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8);
-    out += a[(v >> 18) & 63];
-    out += a[(v >> 12) & 63];
-    out += a[(v >> 6) & 63];
-    out += '=';
-  }
-  return out;
-}
 
 Result<std::string> ReadFile(const std::string& path, const std::string& what) {
   std::ifstream f(path, std::ios::binary);

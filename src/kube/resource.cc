@@ -42,6 +42,16 @@ const Resource& ConfigMaps() {
   static const Resource r{"", "v1", "configmaps", "ConfigMap", true};
   return r;
 }
+const Resource& MutatingWebhookConfigurations() {
+  static const Resource r{"admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+                          "MutatingWebhookConfiguration", false};
+  return r;
+}
+const Resource& ValidatingWebhookConfigurations() {
+  static const Resource r{"admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+                          "ValidatingWebhookConfiguration", false};
+  return r;
+}
 const Resource& Events() {
   static const Resource r{"", "v1", "events", "Event", true};
   return r;

@@ -44,6 +44,8 @@ const Resource& DaemonSets();
 const Resource& StatefulSets();
 const Resource& Jobs();
 const Resource& CertificateSigningRequests();
+const Resource& MutatingWebhookConfigurations();
+const Resource& ValidatingWebhookConfigurations();
 }  // namespace resources
 
 struct ListOptions {

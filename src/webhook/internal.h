@@ -9,6 +9,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
+#include "src/base/base64.h"
 #include "src/tpu/validation.h"
 #include "src/webhook/webhook.h"
 
@@ -38,9 +39,9 @@ std::vector<std::string> NodeGroupSpecProblems(const boost::json::object& spec);
 // The project a GCE instance template URI names ("" when it names none).
 using tpu::ProjectOfTemplateUri;
 
-std::string Base64(std::string_view in);
-// Appends the base64 (RFC 4648, padded) of `in` to `out`.
-void AppendBase64(std::string& out, std::string_view in);
+// Base64 (RFC 4648, padded) of the response's patch: src/base/base64.h.
+using ::hyperslice::AppendBase64;
+inline std::string Base64(std::string_view in) { return Base64Encode(in); }
 // Appends `s` as a JSON string literal (quotes included; '"', '\\' and control characters escaped,
 // as boost::json::serialize does; other bytes as they are, `s` being valid UTF-8 from a parsed
 // document or our own text).

@@ -53,44 +53,6 @@ int64_t IntAt(const json::object* o, std::string_view key, int64_t fallback) {
   return fallback;
 }
 
-void AppendBase64(std::string& out, std::string_view in) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  // Two output characters per 12 input bits: half the table lookups and stores of a per-character
-  // loop (the patch is the largest string of a response).
-  static const std::array<std::array<char, 2>, 4096> kPairs = [] {
-    std::array<std::array<char, 2>, 4096> t{};
-    for (size_t v = 0; v < t.size(); ++v) t[v] = {kAlphabet[v >> 6], kAlphabet[v & 63]};
-    return t;
-  }();
-  size_t at = out.size();
-  out.resize(at + (in.size() + 2) / 3 * 4);
-  char* o = out.data() + at;
-  const auto* p = reinterpret_cast<const unsigned char*>(in.data());
-  size_t i = 0;
-  for (; i + 3 <= in.size(); i += 3) {
-    uint32_t n = (uint32_t{p[i]} << 16) | (uint32_t{p[i + 1]} << 8) | p[i + 2];
-    std::memcpy(o, kPairs[n >> 12].data(), 2);
-    std::memcpy(o + 2, kPairs[n & 4095].data(), 2);
-    o += 4;
-  }
-  size_t rest = in.size() - i;
-  if (rest > 0) {
-    uint32_t n = uint32_t{p[i]} << 16;
-    if (rest == 2) n |= uint32_t{p[i + 1]} << 8;
-    *o++ = kAlphabet[(n >> 18) & 63];
-    *o++ = kAlphabet[(n >> 12) & 63];
-    *o++ = rest == 2 ? kAlphabet[(n >> 6) & 63] : '=';
-    *o++ = '=';
-  }
-}
-
-std::string Base64(std::string_view in) {
-  std::string out;
-  AppendBase64(out, in);
-  return out;
-}
-
 namespace {
 
 // Index of the first byte at or after `i` that JSON must escape (control, '"', '\\'), or s.size().

@@ -12,6 +12,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <boost/json.hpp>
 
+#include "src/base/base64.h"
 #include "src/base/log.h"
 #include "src/kube/client.h"
 #include "src/net/pki.h"
@@ -22,56 +23,10 @@ namespace {
 namespace json = boost::json;
 using SysClock = std::chrono::system_clock;
 
-const kube::Resource& MutatingConfigs() {
-  static const kube::Resource r{"admissionregistration.k8s.io", "v1",
-                                "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
-                                false};
-  return r;
-}
-const kube::Resource& ValidatingConfigs() {
-  static const kube::Resource r{"admissionregistration.k8s.io", "v1",
-                                "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
-                                false};
-  return r;
-}
-
-std::string Base64(const std::string& in) {
-  static constexpr char kA[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 3 <= in.size(); i += 3) {
-    uint32_t n = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) |
-                 static_cast<uint8_t>(in[i + 2]);
-    out += {kA[(n >> 18) & 63], kA[(n >> 12) & 63], kA[(n >> 6) & 63], kA[n & 63]};
-  }
-  if (size_t rest = in.size() - i; rest > 0) {
-    uint32_t n = static_cast<uint8_t>(in[i]) << 16;
-    if (rest == 2) n |= static_cast<uint8_t>(in[i + 1]) << 8;
-    out += {kA[(n >> 18) & 63], kA[(n >> 12) & 63], rest == 2 ? kA[(n >> 6) & 63] : '=', '='};
-  }
-  return out;
-}
-
+// Secret data and caBundle are validated base64 by the apiserver; what does not decode is absent.
 std::string Unbase64(std::string_view in) {
-  std::string out;
-  int bits = 0;
-  uint32_t acc = 0;
-  for (char c : in) {
-    int x = c >= 'A' && c <= 'Z'   ? c - 'A'
-            : c >= 'a' && c <= 'z' ? c - 'a' + 26
-            : c >= '0' && c <= '9' ? c - '0' + 52
-            : c == '+'             ? 62
-            : c == '/'             ? 63
-                                   : -1;
-    if (x < 0) continue;
-    acc = (acc << 6) | static_cast<uint32_t>(x);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  return out;
+  auto decoded = Base64Decode(in);
+  return decoded.ok() ? std::move(decoded).value() : std::string();
 }
 
 int64_t Unix(SysClock::time_point t) {
@@ -144,11 +99,11 @@ Result<PkiState> ParseSecret(const kube::Object& secret, const std::string& name
 }
 
 kube::Object SecretObject(const SelfSignedOptions& o, const PkiState& s) {
-  json::object data{{"ca.crt", Base64(s.ca_crt)},
-                    {"ca.key", Base64(s.ca_key)},
-                    {"tls.crt", Base64(s.tls_crt)},
-                    {"tls.key", Base64(s.tls_key)}};
-  if (!s.previous_ca_crt.empty()) data["ca-previous.crt"] = Base64(s.previous_ca_crt);
+  json::object data{{"ca.crt", Base64Encode(s.ca_crt)},
+                    {"ca.key", Base64Encode(s.ca_key)},
+                    {"tls.crt", Base64Encode(s.tls_crt)},
+                    {"tls.key", Base64Encode(s.tls_key)}};
+  if (!s.previous_ca_crt.empty()) data["ca-previous.crt"] = Base64Encode(s.previous_ca_crt);
   return kube::Object{
       {"apiVersion", "v1"},
       {"kind", "Secret"},
@@ -346,8 +301,10 @@ class SelfSignedImpl : public SelfSignedCertificates {
 
   std::vector<std::pair<const kube::Resource*, std::string>> Configs() const {
     std::vector<std::pair<const kube::Resource*, std::string>> out;
-    if (!o_.mutating_config.empty()) out.emplace_back(&MutatingConfigs(), o_.mutating_config);
-    if (!o_.validating_config.empty()) out.emplace_back(&ValidatingConfigs(), o_.validating_config);
+    if (!o_.mutating_config.empty())
+      out.emplace_back(&kube::resources::MutatingWebhookConfigurations(), o_.mutating_config);
+    if (!o_.validating_config.empty())
+      out.emplace_back(&kube::resources::ValidatingWebhookConfigurations(), o_.validating_config);
     return out;
   }
 
@@ -431,7 +388,7 @@ class SelfSignedImpl : public SelfSignedCertificates {
   // Sets clientConfig.caBundle of every webhook in the configuration, unless it already carries
   // this bundle or a newer generation (written by a replica that read the Secret after us).
   Status PatchBundle(const kube::Resource& r, const std::string& name, const PkiState& s) {
-    std::string bundle = Base64(s.Bundle());
+    std::string bundle = Base64Encode(s.Bundle());
     for (int attempt = 0; attempt < 5; ++attempt) {
       HS_ASSIGN_OR_RETURN(kube::Object cfg, client_->Get(r, "", name));
       int64_t generation = IntAnnotation(cfg, kBundleGenerationAnnotation);

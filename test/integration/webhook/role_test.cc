@@ -36,19 +36,6 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
-const kube::Resource& MutatingConfigs() {
-  static const kube::Resource r{"admissionregistration.k8s.io", "v1",
-                                "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
-                                false};
-  return r;
-}
-const kube::Resource& ValidatingConfigs() {
-  static const kube::Resource r{"admissionregistration.k8s.io", "v1",
-                                "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
-                                false};
-  return r;
-}
-
 TEST(WebhookRole, SelfSignedModeMintsCaSetsCaBundleServesAndDrainsOnSigterm) {
   auto client = testenv::AdminClient();
   ASSERT_TRUE(client);
@@ -95,8 +82,9 @@ TEST(WebhookRole, SelfSignedModeMintsCaSetsCaBundleServesAndDrainsOnSigterm) {
                                               {"apiVersions", json::array{"v1alpha1"}},
                                               {"operations", json::array{"CREATE", "UPDATE"}},
                                               {"resources", json::array{"tpunodegroups"}}}}}}}}};
-  ASSERT_TRUE(client->Create(MutatingConfigs(), "", mutating).ok());
-  ASSERT_TRUE(client->Create(ValidatingConfigs(), "", validating).ok());
+  ASSERT_TRUE(client->Create(kube::resources::MutatingWebhookConfigurations(), "", mutating).ok());
+  ASSERT_TRUE(
+      client->Create(kube::resources::ValidatingWebhookConfigurations(), "", validating).ok());
 
   std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("hs-webhook-role-" + std::to_string(getpid()));
@@ -129,12 +117,12 @@ TEST(WebhookRole, SelfSignedModeMintsCaSetsCaBundleServesAndDrainsOnSigterm) {
   for (auto deadline = std::chrono::steady_clock::now() + 60s;
        !bundled && std::chrono::steady_clock::now() < deadline;
        std::this_thread::sleep_for(100ms)) {
-    auto cfg = client->Get(MutatingConfigs(), "", mname);
+    auto cfg = client->Get(kube::resources::MutatingWebhookConfigurations(), "", mname);
     bundled = cfg.ok() &&
               cfg->at("webhooks").as_array()[0].at("clientConfig").as_object().contains("caBundle");
   }
   ASSERT_TRUE(bundled) << "caBundle never set";
-  auto vcfg = client->Get(ValidatingConfigs(), "", vname);
+  auto vcfg = client->Get(kube::resources::ValidatingWebhookConfigurations(), "", vname);
   ASSERT_TRUE(vcfg.ok());
   EXPECT_TRUE(
       vcfg->at("webhooks").as_array()[0].at("clientConfig").as_object().contains("caBundle"));
@@ -185,8 +173,8 @@ TEST(WebhookRole, SelfSignedModeMintsCaSetsCaBundleServesAndDrainsOnSigterm) {
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  (void)client->Delete(MutatingConfigs(), "", mname);
-  (void)client->Delete(ValidatingConfigs(), "", vname);
+  (void)client->Delete(kube::resources::MutatingWebhookConfigurations(), "", mname);
+  (void)client->Delete(kube::resources::ValidatingWebhookConfigurations(), "", vname);
   std::filesystem::remove_all(dir);
 }
 

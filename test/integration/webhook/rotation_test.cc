@@ -19,6 +19,7 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/base64.h"
 #include "src/kube/client.h"
 #include "src/net/pki.h"
 #include "test/testenv/testenv.h"
@@ -45,56 +46,10 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
-const kube::Resource& MutatingConfigs() {
-  static const kube::Resource r{"admissionregistration.k8s.io", "v1",
-                                "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
-                                false};
-  return r;
-}
-const kube::Resource& ValidatingConfigs() {
-  static const kube::Resource r{"admissionregistration.k8s.io", "v1",
-                                "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
-                                false};
-  return r;
-}
-
-std::string Base64(const std::string& in) {
-  static constexpr char kA[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 3 <= in.size(); i += 3) {
-    uint32_t n = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) |
-                 static_cast<uint8_t>(in[i + 2]);
-    out += {kA[(n >> 18) & 63], kA[(n >> 12) & 63], kA[(n >> 6) & 63], kA[n & 63]};
-  }
-  if (size_t rest = in.size() - i; rest > 0) {
-    uint32_t n = static_cast<uint8_t>(in[i]) << 16;
-    if (rest == 2) n |= static_cast<uint8_t>(in[i + 1]) << 8;
-    out += {kA[(n >> 18) & 63], kA[(n >> 12) & 63], rest == 2 ? kA[(n >> 6) & 63] : '=', '='};
-  }
-  return out;
-}
-
+std::string Base64(const std::string& in) { return Base64Encode(in); }
 std::string Unbase64(std::string_view in) {
-  std::string out;
-  int bits = 0;
-  uint32_t acc = 0;
-  for (char c : in) {
-    int x = c >= 'A' && c <= 'Z'   ? c - 'A'
-            : c >= 'a' && c <= 'z' ? c - 'a' + 26
-            : c >= '0' && c <= '9' ? c - '0' + 52
-            : c == '+'             ? 62
-            : c == '/'             ? 63
-                                   : -1;
-    if (x < 0) continue;
-    acc = (acc << 6) | static_cast<uint32_t>(x);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  return out;
+  auto decoded = Base64Decode(in);
+  return decoded.ok() ? std::move(decoded).value() : std::string();
 }
 
 // The certificates of a PEM bundle, each as its base64 body (comparable).
@@ -195,7 +150,7 @@ TEST(WebhookRotation, SelfSignedCertificatesRenewWithCaOverlapWhileTheApiserverK
   std::string secret_name = "hs-rotation-tls";
   ASSERT_TRUE(
       client
-          ->Create(MutatingConfigs(), "",
+          ->Create(kube::resources::MutatingWebhookConfigurations(), "",
                    WebhookConfig("MutatingWebhookConfiguration", mname, url + "/mutate-pods", ns,
                                  "tpu-env.rot.hyperslice.dev",
                                  json::array{json::object{{"apiGroups", json::array{""}},
@@ -205,7 +160,7 @@ TEST(WebhookRotation, SelfSignedCertificatesRenewWithCaOverlapWhileTheApiserverK
           .ok());
   ASSERT_TRUE(
       client
-          ->Create(ValidatingConfigs(), "",
+          ->Create(kube::resources::ValidatingWebhookConfigurations(), "",
                    WebhookConfig(
                        "ValidatingWebhookConfiguration", vname, url + "/validate-tpunodegroups", ns,
                        "tpunodegroups.rot.hyperslice.dev",
@@ -275,7 +230,7 @@ TEST(WebhookRotation, SelfSignedCertificatesRenewWithCaOverlapWhileTheApiserverK
     return ok;
   };
   auto bundle = [&]() -> std::vector<std::string> {
-    auto cfg = client->Get(MutatingConfigs(), "", mname);
+    auto cfg = client->Get(kube::resources::MutatingWebhookConfigurations(), "", mname);
     if (!cfg.ok()) return {};
     const json::object& cc = cfg->at("webhooks").as_array()[0].at("clientConfig").as_object();
     if (!cc.contains("caBundle")) return {};
@@ -372,8 +327,8 @@ TEST(WebhookRotation, SelfSignedCertificatesRenewWithCaOverlapWhileTheApiserverK
     ASSERT_EQ(kill(p, SIGTERM), 0);
     EXPECT_EQ(WaitExit(p, 30s), 0);
   }
-  (void)client->Delete(MutatingConfigs(), "", mname);
-  (void)client->Delete(ValidatingConfigs(), "", vname);
+  (void)client->Delete(kube::resources::MutatingWebhookConfigurations(), "", mname);
+  (void)client->Delete(kube::resources::ValidatingWebhookConfigurations(), "", vname);
   std::filesystem::remove_all(dir);
 }
 

@@ -52,19 +52,6 @@ std::vector<std::string> EnvOf(const kube::Object& pod, size_t container = 0) {
   return out;
 }
 
-const kube::Resource& MutatingConfigs() {
-  static const kube::Resource r{"admissionregistration.k8s.io", "v1",
-                                "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
-                                false};
-  return r;
-}
-const kube::Resource& ValidatingConfigs() {
-  static const kube::Resource r{"admissionregistration.k8s.io", "v1",
-                                "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
-                                false};
-  return r;
-}
-
 // One webhook server and its registration for the whole binary (the cluster is shared too).
 class WebhookEnv {
  public:
@@ -170,8 +157,8 @@ class WebhookEnv {
         h["clientConfig"] = json::object{{"url", base + path}, {"caBundle", bundle}};
       }
       const kube::Resource& r = cfg["kind"].as_string() == "MutatingWebhookConfiguration"
-                                    ? MutatingConfigs()
-                                    : ValidatingConfigs();
+                                    ? kube::resources::MutatingWebhookConfigurations()
+                                    : kube::resources::ValidatingWebhookConfigurations();
       HS_RETURN_IF_ERROR(client->Create(r, "", cfg));
     }
     return OkStatus();
