@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager and etcd from pinned Go modules into
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler and etcd from pinned Go modules into
 # ${HYPERSLICE_CACHE:-~/.cache/hyperslice}/controlplane-<k8s>-<etcd>/bin. No prebuilt binary is
 # downloaded: the Go toolchain fetches module source and compiles it here. Idempotent: a complete
 # cache folder is reused as is. Prints the bin folder on stdout.
@@ -11,7 +11,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache=${HYPERSLICE_CACHE:-$HOME/.cache/hyperslice}
 dest="$cache/controlplane-k8s${K8S_VERSION}-etcd${ETCD_VERSION}"
 bin="$dest/bin"
-if [[ -x $bin/kube-apiserver && -x $bin/kube-controller-manager && -x $bin/etcd && -f $dest/.complete ]]; then
+if [[ -x $bin/kube-apiserver && -x $bin/kube-controller-manager && -x $bin/kube-scheduler && -x $bin/etcd &&
+  -f $dest/.complete ]]; then
   echo "$bin"; exit 0
 fi
 command -v go >/dev/null || { echo "build-controlplane: go is required" >&2; exit 1; }
@@ -43,15 +44,18 @@ package tools
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 )
 GO
   go mod tidy >&2
 fi
 export CGO_ENABLED=0
-for cmd in kube-apiserver kube-controller-manager; do
+# kube-scheduler is in the same k8s.io/kubernetes module (added after the first caches were made:
+# -mod=mod lets an older go.sum gain what the scheduler needs).
+for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
   if [[ ! -x $bin/$cmd ]]; then
     log "building $cmd (this takes several minutes on 2 cores)"
-    go build -trimpath -ldflags='-s -w' -o "$bin/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" && mv "$bin/$cmd.tmp" "$bin/$cmd"
+    go build -mod=mod -trimpath -ldflags='-s -w' -o "$bin/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" && mv "$bin/$cmd.tmp" "$bin/$cmd"
   fi
 done
 
