@@ -161,7 +161,7 @@ class Client final : public HttpClient, public std::enable_shared_from_this<Clie
   Result<Response> Do(const Request& request) override {
     auto req = Build(request);
     for (int attempt = 0;; ++attempt) {
-      HS_ASSIGN_OR_RETURN(auto conn, Acquire(request.timeout, attempt > 0));
+      HS_ASSIGN_OR_RETURN(auto conn, Acquire(request.timeout, attempt > 0 || request.fresh_connection));
       bool reused = conn->reused;
       error_code ec = conn->Write(req, request.timeout);
       http::response_parser<http::string_body> parser;
@@ -170,7 +170,7 @@ class Client final : public HttpClient, public std::enable_shared_from_this<Clie
       if (!ec) ec = conn->Read(parser, request.timeout);
       if (ec) {
         // A pooled connection the server closed while idle fails on first use; retry on a new one.
-        if (reused && attempt == 0 &&
+        if (reused && attempt == 0 && !request.fresh_connection &&
             (ec == http::error::end_of_stream || ec == asio::error::eof ||
              ec == asio::error::connection_reset || ec == asio::error::broken_pipe)) {
           continue;

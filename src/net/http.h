@@ -37,6 +37,11 @@ struct Request {
   Headers headers;
   std::string body;
   std::chrono::milliseconds timeout{30000};  // whole exchange, connect included
+  // For requests that must not be sent twice (a create without an idempotency key): use a new
+  // connection and never re-send. Without it, a pooled connection that fails on first use is
+  // retried once on a new one — right for a stale keep-alive connection, wrong when the server
+  // took the request and the answer was lost.
+  bool fresh_connection = false;
 };
 
 struct Response {

@@ -243,6 +243,14 @@ class ResponderImpl final : public Responder {
     if (sent_.exchange(true)) return;
     Deliver(status, body, headers);
   }
+  void Abort() override {
+    if (sent_.exchange(true)) return;
+    auto session = session_;
+    asio::dispatch(session->Stream().get_executor(), [session] {
+      session->state()->RequestDone();
+      session->Close();
+    });
+  }
   bool ClientGone() const override { return session_->state()->stopping.load(); }
 
  private:

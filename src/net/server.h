@@ -41,6 +41,10 @@ class Responder {
  public:
   virtual ~Responder() = default;
   virtual void Send(int status, std::string body, Headers headers = {}) = 0;
+  // Closes the connection without any answer (instead of Send). Simulators use it to model a
+  // request that reached the service but whose answer was lost: the client sees a reset, not a
+  // status, and cannot tell whether the request took effect.
+  virtual void Abort() = 0;
   // True once the client has gone away (lets long polls stop early).
   virtual bool ClientGone() const = 0;
 };

@@ -1,0 +1,16 @@
+// Placeholder until the paperspace wire API is written: serves nothing but the control endpoint.
+#include "sim/paperspace/simulator.h"
+
+namespace hyperslice::sim::paperspace {
+
+std::vector<market::Listing> DefaultListings() { return {}; }
+
+Result<std::unique_ptr<market::MarketSimulator>> Start(market::ServerOptions options) {
+  if (options.market.listings.empty()) options.market.listings = DefaultListings();
+  options.market.provider = "paperspace";
+  return market::StartMarketSimulator(std::move(options), [](market::Market&) {
+    return std::unique_ptr<market::ProviderApi>();
+  });
+}
+
+}  // namespace hyperslice::sim::paperspace

@@ -1,0 +1,10 @@
+// Placeholder until the vast client is written.
+#include "src/gpu/providers/clients.h"
+
+namespace hyperslice::gpu::providers {
+
+Result<std::unique_ptr<Provider>> NewVast(const ProviderConfig& config) {
+  return Error::Make(Error::Code::kUnknown, "provider " + config.name + ": not available yet");
+}
+
+}  // namespace hyperslice::gpu::providers
