@@ -31,18 +31,18 @@ using MicroUsd = int64_t;  // US dollars × 1e6
 // One kind of machine for sale in one place. Provider simulators choose the ids and names in their
 // own vocabulary (RunPod gpuTypeId, Lambda instance type, Paperspace machine type, Vast ask id).
 struct Listing {
-  std::string id;         // unique within the market
-  std::string gpu_name;   // the provider's spelling
+  std::string id;        // unique within the market
+  std::string gpu_name;  // the provider's spelling
   int gpu_count = 1;
   double gpu_memory_gb = 24;  // per GPU
   int vcpus = 8;
   double memory_gb = 32;
   double disk_gb = 100;
-  std::string region;  // the provider's spelling
-  MicroUsd price = 0;  // on-demand, whole machine, per hour; 0: not sold on demand
+  std::string region;                  // the provider's spelling
+  MicroUsd price = 0;                  // on-demand, whole machine, per hour; 0: not sold on demand
   std::optional<MicroUsd> spot_price;  // minimum bid / spot price, whole machine; none: no spot
-  int capacity = 1;    // machines of this listing that can run at once
-  bool visible = true; // false: vanished from the market (churn); creates fail with capacity
+  int capacity = 1;                    // machines of this listing that can run at once
+  bool visible = true;  // false: vanished from the market (churn); creates fail with capacity
   std::map<std::string, std::string> attributes;  // provider-specific (host id, reliability...)
 };
 
@@ -116,6 +116,8 @@ struct Options {
 };
 
 // A change of an instance, for simulated machines that boot from the payload.
+// Called outside the market's lock, one call at a time and in order; it may read the market (Get,
+// List, Listings) but must not Create, Tick, Subscribe or Unsubscribe.
 using InstanceObserver = std::function<void(const Instance&)>;
 
 class Market {
@@ -138,7 +140,7 @@ class Market {
   // sleeps the injected latency for that method.
   std::optional<Fault::Kind> Enter(const std::string& method);
 
-  std::vector<Listing> Listings() const;  // visible ones, current prices
+  std::vector<Listing> Listings() const;                            // visible ones, current prices
   std::optional<Listing> FindListing(const std::string& id) const;  // visible or not
   // Machines of a listing that could start now (capacity - running/pending ones).
   int Available(const std::string& listing_id) const;
@@ -161,7 +163,8 @@ class Market {
   CreateResult Create(const CreateSpec& spec, const std::function<std::string()>& make_id);
 
   std::optional<Instance> Get(const std::string& id) const;
-  // Instances of `owner` (all owners when empty); terminated ones are kept for `keep_terminated`.
+  // Instances of `owner` (all owners when empty), in creation order; terminated ones stay listed
+  // (with state kTerminated) so billing and tests can see them.
   std::vector<Instance> List(const std::string& owner) const;
   // Starts termination; false when there is no such instance (of that owner).
   bool Terminate(const std::string& id, const std::string& owner);
@@ -172,14 +175,15 @@ class Market {
 
   // Control-plane operations (the /control endpoint and tests).
   void SetListing(const Listing& l);  // add or replace
+  void SetApiKey(const std::string& key, const std::string& account);
   bool RemoveListing(const std::string& id);
   void SetFault(const std::string& method, const Fault& fault);  // method "*" matches all
   void ClearFaults();
   void SetLatency(const std::string& method, std::chrono::milliseconds latency);  // "*" all
   std::map<std::string, int64_t> Counters() const;
   std::vector<LedgerEntry> Ledger() const;
-  double TotalSpend() const;  // USD
-  boost::json::object State() const;  // listings, instances, ledger, counters (for dumps)
+  double TotalSpend() const;         // USD
+  boost::json::object Dump() const;  // listings, instances, ledger, counters
 
   uint64_t Subscribe(InstanceObserver observer);  // first called for each live instance
   void Unsubscribe(uint64_t id);
@@ -193,7 +197,7 @@ class Market {
 
 // Serves the shared control endpoint over a Market (JSON in and out):
 //   GET    /control/counters             {"<method>": N}
-//   GET    /control/state                Market::State()
+//   GET    /control/state                Market::Dump()
 //   GET    /control/ledger               {"entries":[...],"totalUsd":x}
 //   POST   /control/listings             a Listing as JSON (add or replace)
 //   DELETE /control/listings/{id}

@@ -8,9 +8,8 @@ std::vector<market::Listing> DefaultListings() { return {}; }
 Result<std::unique_ptr<market::MarketSimulator>> Start(market::ServerOptions options) {
   if (options.market.listings.empty()) options.market.listings = DefaultListings();
   options.market.provider = "paperspace";
-  return market::StartMarketSimulator(std::move(options), [](market::Market&) {
-    return std::unique_ptr<market::ProviderApi>();
-  });
+  return market::StartMarketSimulator(
+      std::move(options), [](market::Market&) { return std::unique_ptr<market::ProviderApi>(); });
 }
 
 }  // namespace hyperslice::sim::paperspace

@@ -41,9 +41,8 @@ struct SecretRef {
 inline constexpr char kDefaultCredentialsNamespace[] = "tgp-system";
 
 // Reads `ref` through the apiserver; the value is cached for `ttl`.
-std::shared_ptr<CredentialSource> SecretCredential(std::shared_ptr<kube::Client> client,
-                                                   SecretRef ref, std::string default_namespace,
-                                                   std::chrono::seconds ttl = std::chrono::seconds(60),
-                                                   Clock* clock = &RealClock());
+std::shared_ptr<CredentialSource> SecretCredential(
+    std::shared_ptr<kube::Client> client, SecretRef ref, std::string default_namespace,
+    std::chrono::seconds ttl = std::chrono::seconds(60), Clock* clock = &RealClock());
 
 }  // namespace hyperslice::gpu

@@ -16,7 +16,7 @@ namespace hyperslice::gpu {
 inline constexpr char kTablesVersion[] = "2026-11-24.1";
 
 struct Normalized {
-  std::string name;    // tgp.io value, or the provider's spelling when !known
+  std::string name;  // tgp.io value, or the provider's spelling when !known
   bool known = false;
 };
 

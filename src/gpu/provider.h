@@ -68,9 +68,9 @@ struct Offer {
   int vcpus = 0;
   double memory_gib = 0;
   double disk_gib = 0;
-  std::string region;          // normalised tgp.io/region ("us-west"), else provider's name
-  bool region_known = false;   // false: `region` is the provider's spelling
-  std::string provider_region; // as the provider spells it ("us-west-1", "CA-MTL-1")
+  std::string region;           // normalised tgp.io/region ("us-west"), else provider's name
+  bool region_known = false;    // false: `region` is the provider's spelling
+  std::string provider_region;  // as the provider spells it ("us-west-1", "CA-MTL-1")
   // Price of the whole machine. On-demand is absent when the offer is interruptible only; spot is
   // the provider's current minimum bid (RunPod, Vast) or spot price, absent when it has none.
   std::optional<MicroUsd> on_demand_price;
@@ -107,10 +107,10 @@ struct LaunchRequest {
 };
 
 enum class InstanceState {
-  kPending,      // accepted, not running yet (provisioning, booting)
+  kPending,  // accepted, not running yet (provisioning, booting)
   kRunning,
-  kStopping,     // terminating or being reclaimed
-  kTerminated,   // gone, or stopped and no longer billed
+  kStopping,    // terminating or being reclaimed
+  kTerminated,  // gone, or stopped and no longer billed
   kUnknown,
 };
 const char* StateName(InstanceState state);
@@ -126,7 +126,7 @@ struct Instance {
   std::string offer_id;
   std::string gpu_type;  // normalised when known
   int gpu_count = 0;
-  std::string region;  // normalised when known
+  std::string region;             // normalised when known
   std::optional<MicroUsd> price;  // what the provider bills per hour, when it says
   bool spot = false;
   std::string public_ip;
@@ -162,10 +162,10 @@ const char* KindName(ErrorKind kind);
 
 // What a provider can do; callers use it to pick a join method and to skip impossible offers.
 struct Capabilities {
-  bool spot = false;              // interruptible machines with a bid or spot price
-  bool price_api = true;          // false: prices come from a table (Paperspace)
-  bool tags = true;               // native tags/labels on instances
-  size_t max_user_data_bytes = 0; // 0: no user data
+  bool spot = false;               // interruptible machines with a bid or spot price
+  bool price_api = true;           // false: prices come from a table (Paperspace)
+  bool tags = true;                // native tags/labels on instances
+  size_t max_user_data_bytes = 0;  // 0: no user data
 };
 
 class Provider {

@@ -20,10 +20,10 @@ class Registry;
 namespace hyperslice::gpu {
 
 // Each provider's public API base, used when ProviderConfig::endpoint is empty.
-inline constexpr char kRunPodEndpoint[] = "https://api.runpod.io";  // + /graphql
-inline constexpr char kLambdaEndpoint[] = "https://cloud.lambda.ai";  // + /api/v1/...
+inline constexpr char kRunPodEndpoint[] = "https://api.runpod.io";          // + /graphql
+inline constexpr char kLambdaEndpoint[] = "https://cloud.lambda.ai";        // + /api/v1/...
 inline constexpr char kPaperspaceEndpoint[] = "https://api.paperspace.io";  // + /machines/...
-inline constexpr char kVastEndpoint[] = "https://console.vast.ai";  // + /api/v0/...
+inline constexpr char kVastEndpoint[] = "https://console.vast.ai";          // + /api/v0/...
 
 struct RetryOptions {
   int max_attempts = 5;  // of one logical call, the first included
@@ -50,7 +50,7 @@ struct ProviderConfig {
   std::string price_table_yaml;
   Clock* clock = &RealClock();
   kube::metrics::Registry* metrics = nullptr;  // nullptr: the process-wide registry
-  uint64_t seed = 0;  // jitter RNG seed; 0: random
+  uint64_t seed = 0;                           // jitter RNG seed; 0: random
 };
 
 // Errors: kInvalidArgument for an unknown name, a bad endpoint or a bad price table.

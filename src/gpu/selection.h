@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -68,13 +69,64 @@ class OfferCatalog {
     MicroUsd on_demand, spot;  // -1 when absent
     int available;
   };
-  struct Compiled;
+  // Requirements as flags per interned id, so a row is checked with array lookups.
+  struct Compiled {
+    std::vector<char> gpu_ok, region_ok, provider_ok;
+    std::vector<int> priority;  // by provider id
+    const OfferRequirements* req = nullptr;
+    bool impossible = false;  // a required name no offer has
+  };
   Compiled Compile(const OfferRequirements& req) const;
-  bool Fits(const Row& row, const Compiled& c, bool* spot, MicroUsd* price) const;
+  // The price the offer would be bought at under `c`, or -1 when it does not fit.
+  MicroUsd Fits(const Row& row, const Compiled& c, bool* spot) const {
+    const auto& r = *c.req;
+    if (!c.gpu_ok[row.gpu_type] || !c.region_ok[row.region] || !c.provider_ok[row.provider]) {
+      return -1;
+    }
+    if (row.gpu_count < r.min_gpu_count || row.vcpus < r.min_vcpus ||
+        row.gpu_memory_gib < r.min_gpu_memory_gib || row.memory_gib < r.min_memory_gib ||
+        row.available == 0) {
+      return -1;
+    }
+    MicroUsd best = -1;
+    if (r.on_demand_allowed && row.on_demand >= 0) {
+      best = row.on_demand;
+      *spot = false;
+    }
+    if (r.spot_allowed && row.spot >= 0 && (best < 0 || row.spot < best)) {
+      best = row.spot;
+      *spot = true;
+    }
+    if (best >= 0 && r.max_price && best > *r.max_price) return -1;
+    return best;
+  }
+  // a before b in the order Select() documents.
+  bool Better(size_t a, MicroUsd pa, size_t b, MicroUsd pb, const Compiled& c) const;
 
   std::vector<Offer> offers_;
   std::vector<Row> rows_;
   std::map<std::string, uint32_t> gpu_ids_, region_ids_, provider_ids_;
 };
+
+template <typename Skip>
+std::optional<Choice> OfferCatalog::Select(const OfferRequirements& req, Skip&& skip) const {
+  Compiled c = Compile(req);
+  if (c.impossible) return std::nullopt;
+  size_t best = rows_.size();
+  MicroUsd best_price = -1;
+  bool best_spot = false;
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    bool spot = false;
+    MicroUsd p = Fits(rows_[i], c, &spot);
+    if (p < 0) continue;
+    if (best < rows_.size() && !Better(i, p, best, best_price, c)) continue;
+    if (skip(offers_[i])) continue;
+    best = i;
+    best_price = p;
+    best_spot = spot;
+  }
+  if (best == rows_.size()) return std::nullopt;
+  return Choice{&offers_[best], best_spot, best_price};
+}
 
 }  // namespace hyperslice::gpu

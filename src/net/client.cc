@@ -161,7 +161,8 @@ class Client final : public HttpClient, public std::enable_shared_from_this<Clie
   Result<Response> Do(const Request& request) override {
     auto req = Build(request);
     for (int attempt = 0;; ++attempt) {
-      HS_ASSIGN_OR_RETURN(auto conn, Acquire(request.timeout, attempt > 0 || request.fresh_connection));
+      HS_ASSIGN_OR_RETURN(auto conn,
+                          Acquire(request.timeout, attempt > 0 || request.fresh_connection));
       bool reused = conn->reused;
       error_code ec = conn->Write(req, request.timeout);
       http::response_parser<http::string_body> parser;
@@ -222,12 +223,13 @@ class Client final : public HttpClient, public std::enable_shared_from_this<Clie
                             options_.tls.insecure_skip_verify);
     if (ec) {
       std::string what = "connect to " + host_ + ":" + port_;
-      if (ec.category() == asio::error::get_ssl_category()) {
-        return Error::Make(Error::Code::kUnavailable,
-                           what + ": TLS handshake failed (" + ec.message() +
-                               "); check the server's certificate authority and name");
-      }
-      return TransportError(ec, what);
+      Error err = ec.category() == asio::error::get_ssl_category()
+                      ? Error::Make(Error::Code::kUnavailable,
+                                    what + ": TLS handshake failed (" + ec.message() +
+                                        "); check the server's certificate authority and name")
+                      : TransportError(ec, what);
+      err.reason = kReasonConnectFailed;
+      return err;
     }
     return conn;
   }

@@ -92,6 +92,10 @@ class HttpClient {
   virtual const Options& options() const = 0;
 };
 
+// Error::reason of a transport failure while connecting (TCP or TLS handshake): nothing of the
+// request was sent, so even a request that must not be sent twice can be retried.
+inline constexpr char kReasonConnectFailed[] = "ConnectFailed";
+
 // Percent-encodes a query parameter value or path segment (RFC 3986 unreserved kept).
 std::string UrlEncode(std::string_view s);
 

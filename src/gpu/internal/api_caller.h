@@ -39,8 +39,8 @@ class ApiCaller {
   // `default_rps`/`default_burst`: the provider's documented limit, used unless the config sets
   // one.
   static Result<std::unique_ptr<ApiCaller>> Create(const ProviderConfig& config,
-                                                    std::string_view default_endpoint,
-                                                    double default_rps, int default_burst);
+                                                   std::string_view default_endpoint,
+                                                   double default_rps, int default_burst);
   ~ApiCaller();
 
   struct Call {
