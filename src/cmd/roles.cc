@@ -34,7 +34,7 @@ std::vector<Role>& AllRoles() {
        RunDevicePlugin},
       {"runner-agent", "runs on a linked runner host", nullptr,
        [](CLI::App&) { return NotAvailableYet("runner-agent"); }},
-      {"sim", "cloud simulators (GCE) for tests and the local demo", SetupSim, RunSim},
+      {"sim", "cloud simulators (GCE, GPU marketplaces) for tests and the local demo", SetupSim, RunSim},
       {"dev", "the local default: control plane, simulators, operator and an example slice",
        SetupDev, RunDev},
   };

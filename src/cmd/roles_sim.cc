@@ -74,6 +74,10 @@ std::vector<std::string> SplitSlash(const std::string& s) {
 
 }  // namespace
 
+// The GPU marketplace simulators (roles_sim_market.cc).
+void SetupMarketSims(CLI::App& sim);
+int RunMarketSim();
+
 void SetupSim(CLI::App& app) {
   SimFlags& f = Flags();
   app.require_subcommand(1);
@@ -121,12 +125,15 @@ void SetupSim(CLI::App& app) {
   gce->add_flag("--no-auth", f.no_auth, "accept API calls without an access token");
   gce->add_option("--seed", f.seed, "seed of fault injection and generated names")
       ->capture_default_str();
+  SetupMarketSims(app);
 }
 
 int RunSim(CLI::App&) {
   SimFlags& f = Flags();
+  if (int rc = RunMarketSim(); rc >= 0) return rc;
   if (f.gce == nullptr || !f.gce->parsed()) {
-    std::fprintf(stderr, "hyperslice sim: choose a simulator (gce)\n");
+    std::fprintf(stderr,
+                 "hyperslice sim: choose a simulator (gce, runpod, lambda, paperspace, vast)\n");
     return 2;
   }
   sim::gce::Options o;
