@@ -40,6 +40,13 @@ if [[ -f scripts/gce-schema.sh ]]; then
   export HYPERSLICE_GCE_PROTO_DIR
 fi
 
+# The GPU marketplaces' own clients (runpod SDK, vastai CLI) in cached virtualenvs, for the
+# provider tests that drive our simulators with them; those tests skip with the reason without it.
+if [[ -f scripts/gpu-clients.sh ]]; then
+  HYPERSLICE_GPU_CLIENTS=$(bash scripts/gpu-clients.sh) && export HYPERSLICE_GPU_CLIENTS ||
+    echo "gpu clients install failed; the official-client tests will skip"
+fi
+
 # helm for the chart test (built from its Go module, cached like the control plane); the test
 # skips with the reason when it is missing.
 if [[ -f scripts/build-helm.sh ]]; then
@@ -108,7 +115,7 @@ if [[ ${HS_TEST_QUICK:-0} != 1 ]]; then
   # The runtime's tests (src/base, src/net, src/kube): test/CMakeLists.txt defines the
   # runtime_tests target and lists their ctest names in runtime_tests.txt.
   # ASan+UBSan also covers the GCE client (against the simulator) and the TPU unit tests.
-  for san in "address,undefined:build-asan:^(net|kube.*|base|gce|tpu)\$" \
+  for san in "address,undefined:build-asan:^(net|kube.*|base|gce|tpu|gpu.*|sim_market)\$" \
     "thread:build-tsan:^(net|kube.*|base)\$"; do
     kind=${san%%:*}
     rest=${san#*:}
