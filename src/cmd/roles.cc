@@ -1,5 +1,7 @@
 #include "src/cmd/roles.h"
 
+#include <signal.h>
+
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
@@ -25,6 +27,28 @@ void SetupWebhook(CLI::App&);
 void SetupDevicePlugin(CLI::App&);
 void SetupOperator(CLI::App&);
 
+namespace {
+sigset_t StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
+}
+}  // namespace
+
+void BlockStopSignals() {
+  sigset_t set = StopSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int WaitForStopSignal() {
+  sigset_t set = StopSignals();
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
 std::vector<Role>& AllRoles() {
   static std::vector<Role> roles = {
       {"operator", "all controllers (TPU, GPU, runners), leader-elected", SetupOperator,
@@ -34,7 +58,8 @@ std::vector<Role>& AllRoles() {
        RunDevicePlugin},
       {"runner-agent", "runs on a linked runner host", nullptr,
        [](CLI::App&) { return NotAvailableYet("runner-agent"); }},
-      {"sim", "cloud simulators (GCE, GPU marketplaces) for tests and the local demo", SetupSim, RunSim},
+      {"sim", "cloud simulators (GCE, GPU marketplaces) for tests and the local demo", SetupSim,
+       RunSim},
       {"dev", "the local default: control plane, simulators, operator and an example slice",
        SetupDev, RunDev},
   };

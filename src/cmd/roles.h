@@ -25,4 +25,10 @@ std::vector<Role>& AllRoles();
 // Exit code and message for a role that does not exist yet.
 int NotAvailableYet(const std::string& role);
 
+// Blocks SIGTERM and SIGINT in the calling thread and every thread it starts afterwards, so that
+// only WaitForStopSignal() receives them. Call before starting any thread.
+void BlockStopSignals();
+// Waits for SIGTERM or SIGINT (after BlockStopSignals) and returns it.
+int WaitForStopSignal();
+
 }  // namespace hyperslice::cmd

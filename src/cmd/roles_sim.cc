@@ -1,8 +1,6 @@
 // `hyperslice sim gce`: the Compute Engine simulator (sim/gce) as a process, for tests, the local
 // demo and the real gcloud CLI. Prints its endpoints as one JSON line on stdout, then serves until
 // SIGTERM/SIGINT.
-#include <signal.h>
-
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -195,11 +193,7 @@ int RunSim(CLI::App&) {
   o.require_auth = !f.no_auth;
   o.seed = f.seed;
 
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  BlockStopSignals();
 
   auto sim = sim::gce::Simulator::Start(o);
   if (!sim.ok()) {
@@ -215,8 +209,7 @@ int RunSim(CLI::App&) {
   };
   std::printf("%s\n", boost::json::serialize(out).c_str());
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
+  int sig = WaitForStopSignal();
   log::Info("gce simulator stopping", {{"signal", sig}});
   (*sim)->Stop();
   return 0;

@@ -1,8 +1,6 @@
 // `hyperslice sim runpod|lambda|paperspace|vast`: the GPU marketplace simulators (sim/<name>) as
 // processes, for tests, `hyperslice dev` and the providers' own clients. Each prints
 // {"provider","api","control"} as one JSON line on stdout, then serves until SIGTERM/SIGINT.
-#include <signal.h>
-
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -148,11 +146,7 @@ int RunMarketSim() {
   mo.churn_vanish_rate = f.churn_vanish_rate;
   mo.seed = f.seed;
 
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  BlockStopSignals();
 
   auto sim = chosen->start(std::move(o));
   if (!sim.ok()) {
@@ -165,8 +159,7 @@ int RunMarketSim() {
                           {"control", (*sim)->control_endpoint()}};
   std::printf("%s\n", boost::json::serialize(out).c_str());
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
+  int sig = WaitForStopSignal();
   log::Info("simulator stopping", {{"provider", chosen->provider}, {"signal", sig}});
   (*sim)->Stop();
   return 0;
