@@ -1,4 +1,5 @@
-// The lambda simulator: see simulator.cc for the API it serves.
+// The Lambda Cloud API simulator (`hyperslice sim lambda`): /api/v1 as Lambda's OpenAPI document
+// 1.8.3 defines it, over the shared market core. See sim/lambda/README.md.
 #pragma once
 
 #include <memory>
@@ -8,7 +9,9 @@
 
 namespace hyperslice::sim::lambda {
 
-// The market a fresh simulator sells (provider-style ids, names, regions and prices).
+// The market a fresh simulator sells: Lambda instance types (gpu_1x_a10, gpu_1x_a100_sxm4,
+// gpu_8x_h100_sxm5, ...) at Lambda's list prices in Lambda regions. Listing ids are
+// "<instance type>@<region>".
 std::vector<market::Listing> DefaultListings();
 
 // Starts the simulator; options.market.listings empty means DefaultListings().
