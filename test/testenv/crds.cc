@@ -1,0 +1,38 @@
+#include "test/testenv/crds.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include "src/kube/client.h"
+#include "src/kube/yaml.h"
+#include "test/testenv/eventually.h"
+#include "test/testenv/testenv.h"
+
+namespace hyperslice::testenv {
+
+Status InstallCrds(const std::vector<std::string>& files,
+                   const std::vector<kube::Resource>& served) {
+  auto client = AdminClient();
+  if (!client) return Error::Make(Error::Code::kInternal, "no admin client");
+  for (const std::string& file : files) {
+    boost::json::value crd;
+    try {
+      crd = kube::YamlToJson(YAML::LoadFile(file));
+    } catch (const std::exception& e) {
+      return Error::Make(Error::Code::kInvalidArgument, file + ": " + e.what());
+    }
+    if (!crd.is_object()) return Error::Make(Error::Code::kInvalidArgument, file + ": not a map");
+    auto created =
+        client->Create(kube::resources::CustomResourceDefinitions(), "", crd.as_object());
+    if (!created.ok() && created.error().code != Error::Code::kAlreadyExists) {
+      return Error::Make(created.error().code, file + ": " + created.error().ToString());
+    }
+  }
+  for (const kube::Resource& r : served) {
+    if (!Eventually([&] { return client->List(r, "").ok(); }, std::chrono::seconds(60))) {
+      return Error::Make(Error::Code::kTimeout, r.resource + " not served within 60 s");
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace hyperslice::testenv

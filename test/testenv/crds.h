@@ -1,0 +1,17 @@
+// Installing the project's CRDs (deploy/crds/<file>) into the shared cluster, as `kubectl apply`
+// would, and waiting until the apiserver serves them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "src/base/result.h"
+#include "src/kube/resource.h"
+
+namespace hyperslice::testenv {
+
+// `files` are paths of CRD YAML files; `served` the resources to wait for (a list must succeed).
+Status InstallCrds(const std::vector<std::string>& files,
+                   const std::vector<kube::Resource>& served);
+
+}  // namespace hyperslice::testenv
