@@ -16,8 +16,10 @@
 #include "src/cmd/roles.h"
 #include "src/gce/auth.h"
 #include "src/gce/compute.h"
+#include "src/gpu/class_controller.h"
 #include "src/kube/client.h"
 #include "src/kube/config.h"
+#include "src/kube/events.h"
 #include "src/kube/manager.h"
 #include "src/tpu/operator.h"
 
@@ -44,6 +46,11 @@ struct OperatorFlags {
   std::string drift_check_interval = "10m";
   std::string orphan_sweep_interval = "5m";
   int workers = 4;
+  // Ephemeral GPUs (tgp.io): off unless asked, since its informers need the tgp.io CRDs.
+  bool gpu = false;
+  std::string credentials_namespace = gpu::kDefaultCredentialsNamespace;
+  std::string gpu_offer_refresh_interval = "60s";
+  std::string gpu_credentials_check_interval = "5m";
 };
 
 OperatorFlags& Flags() {
@@ -182,6 +189,18 @@ void SetupOperator(CLI::App& app) {
   app.add_option("--workers", f.workers, "concurrent reconciles per controller")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  app.add_flag("--gpu", f.gpu,
+               "run the ephemeral-GPU controllers (tgp.io GPUNodeClass/GPUNodePool; needs their "
+               "CRDs)");
+  app.add_option("--credentials-namespace", f.credentials_namespace,
+                 "namespace of a GPUNodeClass credentialsRef that names none")
+      ->capture_default_str();
+  app.add_option("--gpu-offer-refresh-interval", f.gpu_offer_refresh_interval,
+                 "how often each provider's offers are re-listed")
+      ->capture_default_str();
+  app.add_option("--gpu-credentials-check-interval", f.gpu_credentials_check_interval,
+                 "how often each provider's credentials are re-checked")
+      ->capture_default_str();
 }
 
 int RunOperator(CLI::App&) {
@@ -196,7 +215,10 @@ int RunOperator(CLI::App&) {
   auto lease = ParseDuration(f.lease_duration);
   auto renew = ParseDuration(f.renew_deadline);
   auto retry = ParseDuration(f.retry_period);
-  for (const auto* d : {&drift, &sweep, &lease, &renew, &retry}) {
+  auto offer_refresh = ParseDuration(f.gpu_offer_refresh_interval);
+  auto credentials_check = ParseDuration(f.gpu_credentials_check_interval);
+  for (const auto* d :
+       {&drift, &sweep, &lease, &renew, &retry, &offer_refresh, &credentials_check}) {
     if (!d->ok()) {
       log::Error("bad flag", {{"error", d->error().message}});
       return 2;
@@ -266,6 +288,22 @@ int RunOperator(CLI::App&) {
   if (Status s = tpu::RegisterOperator(**mgr, options); !s.ok()) {
     log::Error("tpu operator", {{"error", s.error().message}});
     return 1;
+  }
+  if (f.gpu) {
+    gpu::ClassControllerOptions go;
+    go.client = *client;
+    go.cache = std::make_shared<gpu::OfferCache>();
+    go.credentials_namespace = f.credentials_namespace;
+    go.offer_refresh_interval = *offer_refresh;
+    go.credentials_check_interval = *credentials_check;
+    kube::EventRecorderOptions eo;
+    eo.component = "hyperslice-gpu";
+    go.events = std::make_shared<kube::EventRecorder>(*client, eo);
+    go.workers = f.workers;
+    if (Status s = gpu::RegisterClassController(**mgr, std::move(go)); !s.ok()) {
+      log::Error("gpu controllers", {{"error", s.error().message}});
+      return 1;
+    }
   }
   log::Info("operator starting", {{"gce_endpoint", f.gce_endpoint},
                                   {"gce_credentials", (*tokens)->Describe()},

@@ -1,0 +1,63 @@
+// The GPUNodeClass controller (issue "Ephemeral GPUs 2/4", item 2): for each enabled provider of a
+// class it builds the provider client from the class (credentialsRef, endpoint), checks the
+// credentials with one cheap authenticated call every `credentials_check_interval`, refreshes the
+// offers every `offer_refresh_interval` into the shared OfferCache, and reports it all in the
+// class's status:
+//   status.providers[]{name, credentialsValid, lastCheck, error, offerCount, lastRefresh,
+//                      unknownNames}
+//   status.providersReady "<valid>/<enabled>"
+//   conditions ProvidersReady (every enabled provider's credentials work; the message names the
+//   ones that do not) and Ready (at least one does), with observedGeneration.
+// A class is kept (finalizer tgp.io/termination) while a GPUNodePool references it: deletion
+// waits, and the Ready condition says which pools hold it (reason InUse).
+// Events: CredentialsInvalid (Warning) and CredentialsValid when a provider's check turns.
+// Metrics: hyperslice_gpu_offers{class,provider} (offers in the cache) and
+// hyperslice_gpu_offer_cache_refresh_timestamp_seconds{class,provider} (age = time() - it).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "src/base/clock.h"
+#include "src/base/result.h"
+#include "src/gpu/offer_cache.h"
+#include "src/gpu/providers.h"
+
+namespace hyperslice::kube {
+class Client;
+class Manager;
+class EventRecorder;
+namespace metrics {
+class Registry;
+}
+}  // namespace hyperslice::kube
+
+namespace hyperslice::gpu {
+
+inline constexpr char kClassFinalizer[] = "tgp.io/termination";
+
+// Builds a provider client; tests substitute one that wraps NewProvider.
+using ProviderFactory =
+    std::function<Result<std::unique_ptr<Provider>>(const ProviderConfig& config)>;
+
+struct ClassControllerOptions {
+  std::shared_ptr<kube::Client> client;         // required
+  std::shared_ptr<OfferCache> cache;            // required; shared with the provisioner
+  std::shared_ptr<kube::EventRecorder> events;  // optional
+  // Where a credentialsRef without namespace is looked up (the operator's
+  // --credentials-namespace).
+  std::string credentials_namespace = kDefaultCredentialsNamespace;
+  Clock::Duration credentials_check_interval = std::chrono::minutes(5);
+  Clock::Duration offer_refresh_interval = std::chrono::seconds(60);
+  ProviderFactory factory;  // empty: NewProvider
+  int workers = 2;
+  Clock* clock = nullptr;                       // nullptr: RealClock()
+  kube::metrics::Registry* registry = nullptr;  // nullptr: the manager's
+};
+
+// Adds the controller (and the GPUNodeClass and GPUNodePool informers it needs) to `mgr`.
+Status RegisterClassController(kube::Manager& mgr, ClassControllerOptions options);
+
+}  // namespace hyperslice::gpu
