@@ -10,12 +10,6 @@ const kube::Resource& GPUNodeClasses();  // cluster-scoped
 const kube::Resource& GPUNodePools();    // namespaced
 const kube::Resource& GPUNodeClaims();   // cluster-scoped
 
-// Labels on Nodes, claims and in pool requirements (ARCHITECTURE.md §8).
-inline constexpr char kLabelGpuType[] = "tgp.io/gpu-type";
-inline constexpr char kLabelProvider[] = "tgp.io/provider";
-inline constexpr char kLabelRegion[] = "tgp.io/region";
-inline constexpr char kLabelSpot[] = "tgp.io/spot";
-inline constexpr char kLabelNodePool[] = "tgp.io/nodepool";
-inline constexpr char kLabelProvisioned[] = "tgp.io/provisioned";
+// Node labels (tgp.io/gpu-type, ...) are in planner.h, beside the code that decides them.
 
 }  // namespace hyperslice::gpu
