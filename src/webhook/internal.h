@@ -1,6 +1,8 @@
 // Internals of the webhook shared by its .cc files and unit tests; not part of the module's API.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +33,33 @@ struct Decision {
 // Pods on CREATE: the env injection.
 Decision MutatePod(const boost::json::object& request, ObjectSource& source,
                    const AdmissionOptions& options, bool allow_live);
+// StatefulSets on CREATE/UPDATE (upstream's /mutate, seed 001): TPU_WORKER_HOSTNAMES in the pod
+// template's containers. Needs nothing but the StatefulSet itself.
+Decision MutateStatefulSet(const boost::json::object& request, const AdmissionOptions& options);
+
+// Shared by both mutations (worker_env.cc).
+// Which containers of a pod (template) get the variables, from its labels.
+enum class Targets { kNone, kAll, kTpu };
+Targets TargetsOf(const boost::json::object* labels);
+bool RequestsTpu(const boost::json::object& container);
+std::optional<int64_t> ParseNonNegative(std::string_view s);
+// How TPU_WORKER_HOSTNAMES spells each worker.
+struct HostnameStyle {
+  bool fqdn = false;
+  std::string port;  // "" or the port number
+  std::string ns;
+  std::string cluster_domain;
+  // Reads the fqdn/port annotations; returns what is wrong with them ("" when nothing).
+  std::string Parse(const boost::json::object* annotations);
+};
+// Appends "<base>-<i>[.<domain>[.<ns>.svc.<cluster domain>]][:<port>]" (no temporaries: one
+// admission writes a hostname per replica).
+void AppendHostname(std::string& out, std::string_view base, int64_t i, std::string_view domain,
+                    const HostnameStyle& style);
+// JSONPatch text pieces: `{"name":..,"value":..}`, and `[` or `,` then
+// `{"op":..,"path":..,"value":` (the caller writes the value and the closing brace).
+void AppendEnvVar(std::string& patch, std::string_view name, std::string_view value);
+void OpenPatchOp(std::string& patch, std::string_view op, std::string_view path);
 // TPUNodeGroups on CREATE/UPDATE.
 Decision ValidateNodeGroup(const boost::json::object& request);
 // What is wrong with a TPUNodeGroup spec, one sentence per problem; empty when it is valid.

@@ -1,7 +1,6 @@
 // TPU env injection into Pods (ARCHITECTURE.md §6): worker identity from the owning StatefulSet or
 // Indexed Job, slice shape from the TPUNodeGroup the Pod selects.
 #include <algorithm>
-#include <charconv>
 #include <functional>
 #include <optional>
 #include <string>
@@ -23,36 +22,6 @@ struct EnvVar {
   std::string name;
   std::string value;
 };
-
-std::optional<int64_t> ParseNonNegative(std::string_view s) {
-  int64_t v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || v < 0) return std::nullopt;
-  return v;
-}
-
-bool QuantityNonZero(const json::value& q) {
-  if (q.is_string()) {
-    std::string_view s = q.get_string();
-    return !s.empty() && s.find_first_not_of("0.") != std::string_view::npos;
-  }
-  if (q.is_int64()) return q.get_int64() != 0;
-  if (q.is_uint64()) return q.get_uint64() != 0;
-  if (q.is_double()) return q.get_double() != 0;
-  return false;
-}
-
-bool RequestsTpu(const json::object& container) {
-  const json::object* resources = ObjectAt(&container, "resources");
-  for (std::string_view part : {"limits", "requests"}) {
-    const json::object* m = ObjectAt(resources, part);
-    if (m == nullptr) continue;
-    if (const json::value* q = m->if_contains(kTpuResource); q != nullptr && QuantityNonZero(*q)) {
-      return true;
-    }
-  }
-  return false;
-}
 
 // The controller ownerReference (controller: true), if any.
 struct Owner {
@@ -108,38 +77,6 @@ Read ReadFresh(ObjectSource& source, const kube::Resource& r, const std::string&
   out.obj = *live;
   out.accepted = accept(**live);
   return out;
-}
-
-struct HostnameStyle {
-  bool fqdn = false;
-  std::string port;  // "" or the port number
-  std::string ns;
-  std::string cluster_domain;
-};
-
-// Appends "<base>-<i>[.<domain>[.<ns>.svc.<cluster domain>]][:<port>]" (no temporaries: one
-// admission writes a hostname per replica).
-void AppendHostname(std::string& out, const std::string& base, int64_t i, const std::string& domain,
-                    const HostnameStyle& style) {
-  out += base;
-  out += '-';
-  char digits[24];
-  auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), i);
-  out.append(digits, end);
-  if (!domain.empty()) {
-    out += '.';
-    out += domain;
-    if (style.fqdn) {
-      out += '.';
-      out += style.ns;
-      out += ".svc.";
-      out += style.cluster_domain;
-    }
-  }
-  if (!style.port.empty()) {
-    out += ':';
-    out += style.port;
-  }
 }
 
 class PodMutation {
@@ -244,18 +181,20 @@ bool PodMutation::AddStatefulSetVars(const Owner& owner) {
   }
   auto [start, replicas] = range(*read.obj);
   std::string service(StringAt(ObjectAt(read.obj.get(), "spec"), "serviceName"));
-  vars_.push_back({"TPU_WORKER_ID", std::to_string(*ordinal - start)});
+  // Seed 001's order: the hostnames (upstream puts them in the StatefulSet's template), then the
+  // worker id (upstream adds it to the pod).
   if (service.empty()) {
     warnings_.push_back(what + " has no serviceName, so its pods have no DNS names; " +
                         "TPU_WORKER_HOSTNAMES not set");
-    return true;
+  } else {
+    std::string hosts;
+    for (int64_t i = start; i < start + replicas; ++i) {
+      if (!hosts.empty()) hosts += ',';
+      AppendHostname(hosts, owner.name, i, service, style_);
+    }
+    vars_.push_back({"TPU_WORKER_HOSTNAMES", std::move(hosts)});
   }
-  std::string hosts;
-  for (int64_t i = start; i < start + replicas; ++i) {
-    if (!hosts.empty()) hosts += ',';
-    AppendHostname(hosts, owner.name, i, service, style_);
-  }
-  vars_.push_back({"TPU_WORKER_HOSTNAMES", std::move(hosts)});
+  vars_.push_back({"TPU_WORKER_ID", std::to_string(*ordinal - start)});
   return true;
 }
 
@@ -299,18 +238,19 @@ bool PodMutation::AddJobVars(const Owner& owner) {
     return false;
   }
   std::string subdomain(StringAt(ObjectAt(ObjectAt(spec, "template"), "spec"), "subdomain"));
-  vars_.push_back({"TPU_WORKER_ID", std::to_string(*index)});
+  // The same order as for StatefulSets: hostnames, then the worker id.
   if (subdomain.empty()) {
     warnings_.push_back(what + " sets no spec.template.spec.subdomain, so its pods have no DNS " +
                         "names; TPU_WORKER_HOSTNAMES not set");
-    return true;
+  } else {
+    std::string hosts;
+    for (int64_t i = 0; i < completions; ++i) {
+      if (!hosts.empty()) hosts += ',';
+      AppendHostname(hosts, owner.name, i, subdomain, style_);
+    }
+    vars_.push_back({"TPU_WORKER_HOSTNAMES", std::move(hosts)});
   }
-  std::string hosts;
-  for (int64_t i = 0; i < completions; ++i) {
-    if (!hosts.empty()) hosts += ',';
-    AppendHostname(hosts, owner.name, i, subdomain, style_);
-  }
-  vars_.push_back({"TPU_WORKER_HOSTNAMES", std::move(hosts)});
+  vars_.push_back({"TPU_WORKER_ID", std::to_string(*index)});
   return true;
 }
 
@@ -418,10 +358,9 @@ Decision PodMutation::Run() {
     return std::move(decision_);
   }
   metadata_ = ObjectAt(pod_, "metadata");
-  const json::object* labels = ObjectAt(metadata_, "labels");
-  std::string_view mode = StringAt(labels, kInjectLabel);
-  if (mode == "disabled") return std::move(decision_);
-  bool all_containers = mode == "all" || StringAt(labels, kCompatInjectLabel) == "enabled";
+  Targets which = TargetsOf(ObjectAt(metadata_, "labels"));
+  if (which == Targets::kNone) return std::move(decision_);
+  bool all_containers = which == Targets::kAll;
 
   const json::array* containers = ArrayAt(ObjectAt(pod_, "spec"), "containers");
   std::vector<size_t> targets;
@@ -437,25 +376,17 @@ Decision PodMutation::Run() {
   if (ns_.empty()) ns_ = std::string(StringAt(metadata_, "namespace"));
   pod_name_ = std::string(StringAt(metadata_, "name"));
   if (pod_name_.empty()) pod_name_ = std::string(StringAt(&request_, "name"));
-  const json::object* annotations = ObjectAt(metadata_, "annotations");
-  style_.fqdn = StringAt(annotations, kFqdnAnnotation) == "true";
   style_.ns = ns_;
   style_.cluster_domain = options_.cluster_domain;
-  if (std::string_view port = StringAt(annotations, kPortAnnotation); !port.empty()) {
-    std::optional<int64_t> p = ParseNonNegative(port);
-    if (!p || *p < 1 || *p > 65535) {
-      decision_.allowed = false;
-      decision_.code = 400;
-      decision_.reason = "BadRequest";
-      decision_.message = "annotation " + std::string(kPortAnnotation) +
-                          " must be a port number from 1 to 65535; got \"" + std::string(port) +
-                          "\"";
-      return std::move(decision_);
-    }
-    style_.port = std::to_string(*p);
+  if (std::string bad = style_.Parse(ObjectAt(metadata_, "annotations")); !bad.empty()) {
+    decision_.allowed = false;
+    decision_.code = 400;
+    decision_.reason = "BadRequest";
+    decision_.message = std::move(bad);
+    return std::move(decision_);
   }
 
-  vars_.reserve(6);  // worker id, hostnames, four topology variables
+  vars_.reserve(6);  // hostnames, worker id, four topology variables (in this order)
   if (std::optional<Owner> owner = ControllerOf(metadata_)) {
     if (owner->kind == "StatefulSet" && owner->api_version == "apps/v1") {
       if (!AddStatefulSetVars(*owner)) return std::move(decision_);
@@ -474,19 +405,8 @@ Decision PodMutation::Run() {
   size_t var_bytes = 0;
   for (const EnvVar& v : vars_) var_bytes += v.name.size() + v.value.size() + 64;
   patch.reserve(targets.size() * (var_bytes + 64) + 2);
-  auto open_add = [&patch](std::string_view path) {
-    patch += patch.empty() ? '[' : ',';
-    patch += R"({"op":"add","path":)";
-    AppendJsonString(patch, path);
-    patch += R"(,"value":)";
-  };
-  auto env_var = [&patch](const EnvVar& v) {
-    patch += R"({"name":)";
-    AppendJsonString(patch, v.name);
-    patch += R"(,"value":)";
-    AppendJsonString(patch, v.value);
-    patch += '}';
-  };
+  auto open_add = [&patch](std::string_view path) { OpenPatchOp(patch, "add", path); };
+  auto env_var = [&patch](const EnvVar& v) { AppendEnvVar(patch, v.name, v.value); };
   for (size_t i : targets) {
     const json::object& c = (*containers)[i].get_object();
     const json::array* env = ArrayAt(&c, "env");

@@ -11,6 +11,7 @@
 #include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parser.hpp>
 
+#include "src/base/log.h"
 #include "src/kube/client.h"
 #include "src/webhook/internal.h"
 #include "src/webhook/webhook.h"
@@ -171,6 +172,24 @@ class ApiObjectSource : public ObjectSource {
   std::shared_ptr<kube::Client> client_;
 };
 
+// One line per admission, only at debug level (--verbose, as upstream logs each review): the hot
+// path writes no log line otherwise.
+void LogDecision(const std::string& path, const json::object& request,
+                 const internal::Decision& d) {
+  const json::object* object = internal::ObjectAt(&request, "object");
+  std::string_view name = internal::StringAt(&request, "name");
+  if (name.empty()) name = internal::StringAt(internal::ObjectAt(object, "metadata"), "name");
+  log::Debug("admission",
+             {{"path", path},
+              {"kind", internal::StringAt(internal::ObjectAt(&request, "kind"), "kind")},
+              {"operation", internal::StringAt(&request, "operation")},
+              {"namespace", internal::StringAt(&request, "namespace")},
+              {"name", name},
+              {"allowed", json::value(d.allowed)},
+              {"patched", json::value(!d.patch.empty())},
+              {"reason", d.reason}});
+}
+
 ReviewResult PlainError(int status, std::string message) {
   ReviewResult r;
   r.http_status = status;
@@ -210,11 +229,16 @@ ReviewResult Review(const std::string& path, std::string_view body, ObjectSource
   json::value root = parser.release();
   const json::object* review = root.if_object();
   if (review == nullptr) return PlainError(400, "malformed AdmissionReview: not a JSON object");
-  if (internal::StringAt(review, "apiVersion") != "admission.k8s.io/v1" ||
+  // v1beta1 too: the apiserver sends the first version of a configuration's
+  // admissionReviewVersions it knows, and gke-tpu-env-injector's chart lists [v1beta1, v1]
+  // (k8s.io/apiserver pkg/admission/plugin/webhook/request/admissionreview.go,
+  // CreateAdmissionObjects). The answer must be in the version asked; both have the same fields.
+  std::string_view api_version = internal::StringAt(review, "apiVersion");
+  if ((api_version != "admission.k8s.io/v1" && api_version != "admission.k8s.io/v1beta1") ||
       internal::StringAt(review, "kind") != "AdmissionReview") {
     return PlainError(400,
-                      "malformed AdmissionReview: expected apiVersion admission.k8s.io/v1 and "
-                      "kind AdmissionReview (admissionReviewVersions: [v1])");
+                      "malformed AdmissionReview: expected apiVersion admission.k8s.io/v1 (or "
+                      "v1beta1) and kind AdmissionReview");
   }
   const json::object* request = internal::ObjectAt(review, "request");
   std::string_view uid = internal::StringAt(request, "uid");
@@ -225,6 +249,14 @@ ReviewResult Review(const std::string& path, std::string_view body, ObjectSource
   internal::Decision d;
   if (path == kMutatePodsPath) {
     d = internal::MutatePod(*request, source, options, allow_live);
+  } else if (path == kMutatePath) {
+    // Upstream's one path for both kinds (seed 001); anything else is admitted unchanged.
+    std::string_view kind = internal::StringAt(internal::ObjectAt(request, "kind"), "kind");
+    if (kind == "StatefulSet") {
+      d = internal::MutateStatefulSet(*request, options);
+    } else if (kind == "Pod") {
+      d = internal::MutatePod(*request, source, options, allow_live);
+    }
   } else if (path == kValidateNodeGroupsPath) {
     d = internal::ValidateNodeGroup(*request);
   } else {
@@ -235,12 +267,15 @@ ReviewResult Review(const std::string& path, std::string_view body, ObjectSource
     result.needs_live = true;
     return result;
   }
+  if (log::GetLevel() <= log::Level::kDebug) LogDecision(path, *request, d);
 
   // The response has a fixed shape: written directly (strings escaped as boost::json::serialize
   // escapes them) instead of building a tree to serialize.
   std::string& out = result.body;
   out.reserve(192 + uid.size() + d.patch.size() / 3 * 4 + d.message.size());
-  out += R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":)";
+  out += R"({"apiVersion":")";
+  out += api_version;
+  out += R"(","kind":"AdmissionReview","response":{"uid":)";
   internal::AppendJsonString(out, uid);
   if (!d.allowed) {
     out += R"(,"allowed":false,"status":{"code":)";

@@ -274,7 +274,7 @@ class SelfSignedImpl : public SelfSignedCertificates {
     std::vector<std::string> want = CertBodies(ca_pem);
     if (want.empty()) return false;
     for (const auto& [res, name] : Configs()) {
-      HS_ASSIGN_OR_RETURN(kube::Object cfg, client_->Get(*res, "", name));
+      HS_ASSIGN_OR_RETURN(kube::Object cfg, GetConfig(*res, name));
       const json::value* hooks = cfg.if_contains("webhooks");
       if (hooks == nullptr || !hooks->is_array()) continue;
       for (const json::value& h : hooks->get_array()) {
@@ -293,7 +293,7 @@ class SelfSignedImpl : public SelfSignedCertificates {
   Result<int64_t> PublishedGeneration() {
     int64_t max = 0;
     for (const auto& [res, name] : Configs()) {
-      HS_ASSIGN_OR_RETURN(kube::Object cfg, client_->Get(*res, "", name));
+      HS_ASSIGN_OR_RETURN(kube::Object cfg, GetConfig(*res, name));
       max = std::max(max, IntAnnotation(cfg, kBundleGenerationAnnotation));
     }
     return max;
@@ -390,7 +390,7 @@ class SelfSignedImpl : public SelfSignedCertificates {
   Status PatchBundle(const kube::Resource& r, const std::string& name, const PkiState& s) {
     std::string bundle = Base64Encode(s.Bundle());
     for (int attempt = 0; attempt < 5; ++attempt) {
-      HS_ASSIGN_OR_RETURN(kube::Object cfg, client_->Get(r, "", name));
+      HS_ASSIGN_OR_RETURN(kube::Object cfg, GetConfig(r, name));
       int64_t generation = IntAnnotation(cfg, kBundleGenerationAnnotation);
       if (generation > s.bundle_generation) return OkStatus();
       const json::value* hooks = cfg.if_contains("webhooks");
@@ -435,10 +435,28 @@ class SelfSignedImpl : public SelfSignedCertificates {
       // A failed "test" (someone changed the configuration meanwhile) is 422 or 409: re-read.
       if (res.error().code != Error::Code::kConflict &&
           res.error().code != Error::Code::kInvalidArgument) {
-        return res.error();
+        return Named(r, name, "cannot set the caBundle of", res.error());
       }
     }
-    return Error::Make(Error::Code::kConflict, "caBundle of " + name + " kept changing under us");
+    return Error::Make(Error::Code::kConflict,
+                       "caBundle of " + r.kind + " \"" + name + "\" kept changing under us");
+  }
+
+  // A webhook configuration, with an error that says which one was looked up and through which
+  // flag (the apiserver's own text may be as bare as "the server could not find the requested
+  // resource").
+  Result<kube::Object> GetConfig(const kube::Resource& r, const std::string& name) {
+    Result<kube::Object> got = client_->Get(r, "", name);
+    if (!got.ok()) return Named(r, name, "cannot read", got.error());
+    return got;
+  }
+  static Error Named(const kube::Resource& r, const std::string& name, const std::string& what,
+                     Error e) {
+    bool mutating = r.kind == "MutatingWebhookConfiguration";
+    e.message = what + " " + r.kind + " \"" + name + "\" (--" +
+                (mutating ? "mutating" : "validating") +
+                "-webhook-configuration; empty for none): " + e.message;
+    return e;
   }
 
   std::shared_ptr<kube::Client> client_;

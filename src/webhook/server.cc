@@ -69,7 +69,8 @@ class Metrics {
                         .Name("hyperslice_webhook_rejections_total")
                         .Help("Denied admissions and refused requests by webhook path and reason")
                         .Register(*registry_)),
-        mutate_(MakeHook(kMutatePodsPath)),
+        mutate_pods_(MakeHook(kMutatePodsPath)),
+        mutate_(MakeHook(kMutatePath)),
         validate_(MakeHook(kValidateNodeGroupsPath)) {}
 
   // The series every admission touches, resolved once per webhook path: Family::Add hashes its
@@ -83,9 +84,13 @@ class Metrics {
     prometheus::Counter* patched;
     prometheus::Counter* denied;
   };
-  // The series of an admission path (kMutatePodsPath or kValidateNodeGroupsPath).
+  // The series of an admission path (kMutatePodsPath, kMutatePath or kValidateNodeGroupsPath);
+  // nullptr for any other path.
   const Hook* For(const std::string& path) const {
-    return path == kMutatePodsPath ? &mutate_ : &validate_;
+    if (path == kMutatePodsPath) return &mutate_pods_;
+    if (path == kMutatePath) return &mutate_;
+    if (path == kValidateNodeGroupsPath) return &validate_;
+    return nullptr;
   }
 
   static void Begin(const Hook& h) { h.in_flight->Increment(); }
@@ -133,6 +138,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& in_flight_;
   prometheus::Family<prometheus::Counter>& admissions_;
   prometheus::Family<prometheus::Counter>& rejections_;
+  Hook mutate_pods_;
   Hook mutate_;
   Hook validate_;
 };
@@ -195,11 +201,11 @@ class ServerImpl : public Server {
                       {{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}});
       return;
     }
-    if (req.path != kMutatePodsPath && req.path != kValidateNodeGroupsPath) {
+    const Metrics::Hook* hook = metrics_.For(req.path);
+    if (hook == nullptr) {
       responder->Send(404, "not found\n", {{"Content-Type", "text/plain; charset=utf-8"}});
       return;
     }
-    const Metrics::Hook* hook = metrics_.For(req.path);
     Clock::time_point start = Clock::now();
     Metrics::Begin(*hook);
     {

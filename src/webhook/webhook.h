@@ -4,8 +4,16 @@
 //  - validates TPUNodeGroups on CREATE/UPDATE beyond what the CRD schema and CEL can express
 //    (topology x machine type x nodeCount, BULK for multi-host, template project).
 //
-// Paths: POST /mutate-pods, POST /validate-tpunodegroups (AdmissionReview admission.k8s.io/v1,
-// Content-Type application/json), GET /healthz, GET /readyz, GET /metrics (Prometheus text).
+//  - for drop-in use with gke-tpu-env-injector's configuration (seed 001), also mutates
+//    StatefulSets on CREATE/UPDATE, adding TPU_WORKER_HOSTNAMES to their pod template.
+//
+// Paths: POST /mutate-pods, POST /mutate (StatefulSets and Pods), POST /validate-tpunodegroups
+// (AdmissionReview admission.k8s.io/v1 or v1beta1, answered in the version asked; Content-Type
+// application/json), GET /healthz, GET /readyz, GET /metrics (Prometheus text).
+//
+// Order of the injected variables in a container's env: the container's own entries, then
+// TPU_WORKER_HOSTNAMES, TPU_WORKER_ID, TPU_TOPOLOGY, TPU_ACCELERATOR_TYPE,
+// TPU_CHIPS_PER_HOST_BOUNDS, TPU_HOST_BOUNDS (upstream's order for the first two).
 //
 // Opt-in and options, read from the Pod:
 //   label  gke-tpu-env-injector.aaronbatilo.dev/inject: enabled   every container (seed 001)
@@ -16,9 +24,11 @@
 //   annotation hyperslice.dev/tpu-worker-hostnames-fqdn: "true"   <pod>.<svc>.<ns>.svc.<domain>
 //   annotation hyperslice.dev/tpu-worker-hostnames-port: "8471"   each hostname gets ":8471"
 // A variable a container already sets in `env` is never changed or duplicated, so a second call
-// (reinvocationPolicy: IfNeeded) yields an empty patch. Variables set only through `envFrom`
-// cannot be seen at admission and are overridden by the injected value (`env` wins over `envFrom`);
-// the response warns for each injected container that uses envFrom.
+// (reinvocationPolicy: IfNeeded) yields an empty patch (one exception: on a StatefulSet UPDATE, a
+// TPU_WORKER_HOSTNAMES equal to what the previous spec gave follows the new replicas/ordinals).
+// Variables set only through `envFrom` cannot be seen at admission and are overridden by the
+// injected value (`env` wins over `envFrom`); the response warns for each injected container that
+// uses envFrom.
 //
 // Thread-safety: Server is thread-safe; ObjectSource implementations must be.
 #pragma once
@@ -49,6 +59,9 @@ inline constexpr char kNodeGroupLabel[] = "cloud.google.com/tpu-node-group";
 inline constexpr char kTpuResource[] = "google.com/tpu";
 
 inline constexpr char kMutatePodsPath[] = "/mutate-pods";
+// gke-tpu-env-injector's path (seed 001): StatefulSets (TPU_WORKER_HOSTNAMES into the template) and
+// Pods (the Pod injection of kMutatePodsPath) on the one path its chart's configuration names.
+inline constexpr char kMutatePath[] = "/mutate";
 inline constexpr char kValidateNodeGroupsPath[] = "/validate-tpunodegroups";
 
 // tpunodegroups.v1alpha1.tpu.google.com

@@ -36,7 +36,7 @@ class PodInjection : public ::testing::Test {
   AdmissionOptions options_;
 };
 
-TEST_F(PodInjection, StatefulSetPodGetsIdAndHostnamesAfterExistingEnv) {
+TEST_F(PodInjection, StatefulSetPodGetsHostnamesThenIdAfterExistingEnv) {
   json::object pod = StsPod(1, {Container("main", 0, {{"A", "1"}})});
   SetLabel(pod, kCompatInjectLabel, "enabled");
   json::object resp = Decide(pod);
@@ -44,8 +44,8 @@ TEST_F(PodInjection, StatefulSetPodGetsIdAndHostnamesAfterExistingEnv) {
   EXPECT_TRUE(resp.at("allowed").as_bool());
   EXPECT_EQ(resp.at("patchType").as_string(), "JSONPatch");
   EXPECT_THAT(EnvAfter(pod, resp),
-              ElementsAre("A=1", "TPU_WORKER_ID=1",
-                          "TPU_WORKER_HOSTNAMES=web-0.nginx,web-1.nginx,web-2.nginx"));
+              ElementsAre("A=1", "TPU_WORKER_HOSTNAMES=web-0.nginx,web-1.nginx,web-2.nginx",
+                          "TPU_WORKER_ID=1"));
 }
 
 TEST_F(PodInjection, OrdinalFallsBackToNameSuffix) {
@@ -53,7 +53,7 @@ TEST_F(PodInjection, OrdinalFallsBackToNameSuffix) {
   SetOwner(pod, "apps/v1", "StatefulSet", "web", "sts-uid");
   EXPECT_THAT(
       EnvAfter(pod, Decide(pod)),
-      ElementsAre("TPU_WORKER_ID=2", "TPU_WORKER_HOSTNAMES=web-0.nginx,web-1.nginx,web-2.nginx"));
+      ElementsAre("TPU_WORKER_HOSTNAMES=web-0.nginx,web-1.nginx,web-2.nginx", "TPU_WORKER_ID=2"));
 }
 
 TEST_F(PodInjection, ContainerWithoutEnvListGetsOne) {
@@ -63,7 +63,7 @@ TEST_F(PodInjection, ContainerWithoutEnvListGetsOne) {
   EXPECT_NE(patch.find(R"("path":"/spec/containers/0/env")"), std::string::npos) << patch;
   EXPECT_EQ(patch.find("/env/-"), std::string::npos) << patch;
   EXPECT_THAT(EnvAfter(pod, resp),
-              ElementsAre("TPU_WORKER_ID=0", ::testing::StartsWith("TPU_WORKER_HOSTNAMES=")));
+              ElementsAre(::testing::StartsWith("TPU_WORKER_HOSTNAMES="), "TPU_WORKER_ID=0"));
 }
 
 TEST_F(PodInjection, ContainerWithEnvFromIsInjectedWithAWarning) {
@@ -71,8 +71,9 @@ TEST_F(PodInjection, ContainerWithEnvFromIsInjectedWithAWarning) {
   c["envFrom"] = json::array{json::object{{"configMapRef", json::object{{"name", "tpu-env"}}}}};
   json::object pod = StsPod(1, {c, Container("other", 4)});
   json::object resp = Decide(pod);
-  EXPECT_THAT(EnvAfter(pod, resp), ElementsAre("A=1", "TPU_WORKER_ID=1",
-                                               ::testing::StartsWith("TPU_WORKER_HOSTNAMES=")));
+  EXPECT_THAT(
+      EnvAfter(pod, resp),
+      ElementsAre("A=1", ::testing::StartsWith("TPU_WORKER_HOSTNAMES="), "TPU_WORKER_ID=1"));
   ASSERT_EQ(resp.at("warnings").as_array().size(), 1u) << json::serialize(resp);
   std::string warning(resp.at("warnings").as_array()[0].as_string());
   EXPECT_THAT(warning, ::testing::HasSubstr("container main uses envFrom"));
@@ -124,10 +125,10 @@ TEST_F(PodInjection, FqdnAndPortAnnotations) {
   SetAnnotation(pod, kPortAnnotation, "8471");
   options_.cluster_domain = "example.internal";
   EXPECT_THAT(EnvAfter(pod, Decide(pod)),
-              ElementsAre("TPU_WORKER_ID=0",
-                          "TPU_WORKER_HOSTNAMES=web-0.nginx.ns1.svc.example.internal:8471,"
+              ElementsAre("TPU_WORKER_HOSTNAMES=web-0.nginx.ns1.svc.example.internal:8471,"
                           "web-1.nginx.ns1.svc.example.internal:8471,"
-                          "web-2.nginx.ns1.svc.example.internal:8471"));
+                          "web-2.nginx.ns1.svc.example.internal:8471",
+                          "TPU_WORKER_ID=0"));
   SetAnnotation(pod, kPortAnnotation, "http");
   json::object bad = Decide(pod);
   EXPECT_FALSE(bad.at("allowed").as_bool());
@@ -140,9 +141,9 @@ TEST_F(PodInjection, IndexedJobPodGetsCompletionIndexAndHostnames) {
   SetOwner(pod, "batch/v1", "Job", "train", "job-uid");
   SetAnnotation(pod, "batch.kubernetes.io/job-completion-index", "2");
   EXPECT_THAT(EnvAfter(pod, Decide(pod)),
-              ElementsAre("TPU_WORKER_ID=2",
-                          "TPU_WORKER_HOSTNAMES=train-0.workers,train-1.workers,train-2.workers,"
-                          "train-3.workers"));
+              ElementsAre("TPU_WORKER_HOSTNAMES=train-0.workers,train-1.workers,train-2.workers,"
+                          "train-3.workers",
+                          "TPU_WORKER_ID=2"));
 }
 
 TEST_F(PodInjection, NodeGroupSelectionAddsTopologyVariablesUserValueKept) {
@@ -152,10 +153,11 @@ TEST_F(PodInjection, NodeGroupSelectionAddsTopologyVariablesUserValueKept) {
       {Container("tpu-job", 4, {{"TPU_TOPOLOGY", "2x2x2"}, {"TPU_ACCELERATOR_TYPE", "tpu7x-4"}})});
   pod["spec"].as_object()["nodeSelector"] = json::object{
       {kNodeGroupLabel, "ns1-my-group"}, {"cloud.google.com/gke-tpu-topology", "2x2x2"}};
-  EXPECT_THAT(EnvAfter(pod, Decide(pod)),
-              ElementsAre("TPU_TOPOLOGY=2x2x2", "TPU_ACCELERATOR_TYPE=tpu7x-4", "TPU_WORKER_ID=1",
-                          "TPU_WORKER_HOSTNAMES=web-0.nginx,web-1.nginx,web-2.nginx",
-                          "TPU_CHIPS_PER_HOST_BOUNDS=2,2,1", "TPU_HOST_BOUNDS=1,1,2"));
+  EXPECT_THAT(
+      EnvAfter(pod, Decide(pod)),
+      ElementsAre("TPU_TOPOLOGY=2x2x2", "TPU_ACCELERATOR_TYPE=tpu7x-4",
+                  "TPU_WORKER_HOSTNAMES=web-0.nginx,web-1.nginx,web-2.nginx", "TPU_WORKER_ID=1",
+                  "TPU_CHIPS_PER_HOST_BOUNDS=2,2,1", "TPU_HOST_BOUNDS=1,1,2"));
   // Without the user's values the formula's accelerator type is used.
   json::object bare = StsPod(0, {Container("tpu-job", 4)});
   bare["spec"].as_object()["nodeSelector"] = json::object{{kNodeGroupLabel, "ns1-my-group"}};
@@ -248,12 +250,11 @@ TEST_F(PodInjection, CacheMissAsksForLiveReadOffTheIoThread) {
 TEST(Envelope, MalformedReviewsAreBadRequests) {
   StaticObjectSource source;
   AdmissionOptions options;
-  for (
-      const char* body :
-      {"", "{", "[]",
-       R"({"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"u"}})",
-       R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})",
-       R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":""}})"}) {
+  for (const char* body :
+       {"", "{", "[]",
+        R"({"apiVersion":"admission.k8s.io/v2","kind":"AdmissionReview","request":{"uid":"u"}})",
+        R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})",
+        R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":""}})"}) {
     ReviewResult r = Review(kMutatePodsPath, body, source, options, true);
     EXPECT_EQ(r.http_status, 400) << body;
     EXPECT_FALSE(r.body.empty());

@@ -104,7 +104,8 @@ inline void SetAnnotation(json::object& obj, const std::string& k, const std::st
 
 inline std::string Review(const json::object& object, const std::string& uid = "req-uid-1",
                           const std::string& operation = "CREATE",
-                          const json::object* old_object = nullptr) {
+                          const json::object* old_object = nullptr,
+                          const std::string& review_version = "admission.k8s.io/v1") {
   std::string kind = json::value_to<std::string>(object.at("kind"));
   std::string api_version = json::value_to<std::string>(object.at("apiVersion"));
   std::string group, version = api_version;
@@ -112,7 +113,9 @@ inline std::string Review(const json::object& object, const std::string& uid = "
     group = api_version.substr(0, slash);
     version = api_version.substr(slash + 1);
   }
-  std::string resource = kind == "Pod" ? "pods" : "tpunodegroups";
+  std::string resource = kind == "Pod"           ? "pods"
+                         : kind == "StatefulSet" ? "statefulsets"
+                                                 : "tpunodegroups";
   const json::object& meta = object.at("metadata").as_object();
   json::object request{
       {"uid", uid},
@@ -127,7 +130,7 @@ inline std::string Review(const json::object& object, const std::string& uid = "
       {"dryRun", false}};
   if (meta.contains("name")) request["name"] = meta.at("name");
   return json::serialize(json::object{
-      {"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"request", request}});
+      {"apiVersion", review_version}, {"kind", "AdmissionReview"}, {"request", request}});
 }
 
 inline std::string DecodeBase64(std::string_view in) {
@@ -155,12 +158,13 @@ inline std::string DecodeBase64(std::string_view in) {
   return out;
 }
 
-// Applies RFC 6902 "add" operations (the only op the webhook emits); returns false on anything it
-// cannot apply, as the apiserver would refuse it.
+// Applies RFC 6902 "add" and "replace" operations (the ops the webhook emits); returns false on
+// anything it cannot apply, as the apiserver would refuse it.
 inline bool ApplyPatch(json::value& doc, const json::array& patch) {
   for (const json::value& opv : patch) {
     const json::object& op = opv.as_object();
-    if (op.at("op").as_string() != "add") return false;
+    bool replace = op.at("op").as_string() == "replace";
+    if (op.at("op").as_string() != "add" && !replace) return false;
     std::string path(op.at("path").as_string());
     std::vector<std::string> tokens;
     for (size_t p = 1; p <= path.size();) {
@@ -182,7 +186,10 @@ inline bool ApplyPatch(json::value& doc, const json::array& patch) {
       if (cur == nullptr) return false;
     }
     const std::string& last = tokens.back();
-    if (cur->is_object()) {
+    if (replace) {
+      if (!cur->is_object() || !cur->as_object().contains(last)) return false;
+      cur->as_object()[last] = op.at("value");
+    } else if (cur->is_object()) {
       cur->as_object()[last] = op.at("value");
     } else if (cur->is_array()) {
       if (last != "-") return false;
@@ -200,15 +207,23 @@ inline json::object ResponseOf(const std::string& body) {
 }
 
 // Env of container `i` of `pod` after applying the response's patch (as name=value strings).
+// `pod_spec_path`: where the containers are ("spec", or "spec/template/spec" in a StatefulSet).
 inline std::vector<std::string> EnvAfter(const json::object& pod, const json::object& response,
-                                         size_t i = 0) {
+                                         size_t i = 0, const std::string& pod_spec_path = "spec") {
   json::value doc = pod;
   if (response.contains("patch")) {
     json::array patch = json::parse(DecodeBase64(response.at("patch").as_string())).as_array();
     if (!ApplyPatch(doc, patch)) return {"<patch does not apply>"};
   }
   std::vector<std::string> out;
-  const json::value* env = doc.at("spec").at("containers").at(i).as_object().if_contains("env");
+  const json::value* spec = &doc;
+  for (size_t p = 0; p <= pod_spec_path.size();) {
+    size_t q = pod_spec_path.find('/', p);
+    if (q == std::string::npos) q = pod_spec_path.size();
+    spec = &spec->at(pod_spec_path.substr(p, q - p));
+    p = q + 1;
+  }
+  const json::value* env = spec->at("containers").at(i).as_object().if_contains("env");
   if (env == nullptr) return out;
   for (const json::value& e : env->as_array()) {
     const json::object& o = e.as_object();

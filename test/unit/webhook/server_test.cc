@@ -137,8 +137,43 @@ TEST_F(WebhookServer, MutatesPodOverTls) {
   json::object resp = ResponseOf(res->body);
   EXPECT_EQ(resp.at("uid").as_string(), "uid-42");
   EXPECT_THAT(EnvAfter(pod_, resp),
-              ::testing::ElementsAre("TPU_WORKER_ID=1",
+              ::testing::ElementsAre("TPU_WORKER_HOSTNAMES=web-0.nginx,web-1.nginx,web-2.nginx",
+                                     "TPU_WORKER_ID=1"));
+}
+
+TEST_F(WebhookServer, ServesUpstreamPathForStatefulSetsAndPods) {
+  Start();
+  auto client = Client(ca_);
+  json::object sts = StatefulSet("ns1", "web", "sts-uid", 3, "nginx");
+  sts["spec"].as_object()["template"] = json::object{
+      {"metadata", json::object{{"labels", json::object{{kCompatInjectLabel, "enabled"}}}}},
+      {"spec", json::object{{"containers", json::array{Container("nginx", 0, {{"FOO", "BAR"}})}}}}};
+  // gke-tpu-env-injector's chart lists [v1beta1, v1]: the apiserver sends v1beta1.
+  auto res = Post(*client, kMutatePath,
+                  testing::Review(sts, "sts-1", "CREATE", nullptr, "admission.k8s.io/v1beta1"));
+  ASSERT_TRUE(res.ok()) << res.error().ToString();
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body).at("apiVersion").as_string(), "admission.k8s.io/v1beta1");
+  EXPECT_THAT(EnvAfter(sts, ResponseOf(res->body), 0, "spec/template/spec"),
+              ::testing::ElementsAre("FOO=BAR",
                                      "TPU_WORKER_HOSTNAMES=web-0.nginx,web-1.nginx,web-2.nginx"));
+  res = Post(*client, kMutatePath, testing::Review(pod_, "pod-1"));
+  ASSERT_TRUE(res.ok()) << res.error().ToString();
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_THAT(EnvAfter(pod_, ResponseOf(res->body)),
+              ::testing::ElementsAre("TPU_WORKER_HOSTNAMES=web-0.nginx,web-1.nginx,web-2.nginx",
+                                     "TPU_WORKER_ID=1"));
+  res = Post(*client, "/mutate-everything", testing::Review(pod_, "pod-2"));
+  ASSERT_TRUE(res.ok());
+  EXPECT_EQ(res->status, 404);
+
+  net::Request get;
+  get.target = "/metrics";
+  auto m = client->Do(get);
+  ASSERT_TRUE(m.ok());
+  EXPECT_THAT(m->body,
+              ::testing::HasSubstr(
+                  R"(hyperslice_webhook_admissions_total{result="patched",webhook="/mutate"} 2)"));
 }
 
 TEST_F(WebhookServer, MalformedBodyIsBadRequest) {

@@ -1,0 +1,128 @@
+// TPU_WORKER_HOSTNAMES in a StatefulSet's pod template: gke-tpu-env-injector's /mutate for
+// StatefulSets (seed 001), made idempotent. Upstream appends the variable to every container on
+// each CREATE and UPDATE (a second entry per update); here a container that already has it keeps
+// it, except that a value equal to what the previous spec gave (our own, or upstream's, earlier
+// injection) follows a change of replicas or ordinals.
+#include <string>
+#include <vector>
+
+#include "src/webhook/internal.h"
+
+namespace hyperslice::webhook::internal {
+namespace json = boost::json;
+namespace {
+
+constexpr std::string_view kHostnamesVar = "TPU_WORKER_HOSTNAMES";
+
+// The hostnames a StatefulSet's pods get, "" when it has no name or service (no DNS names).
+std::string HostnamesOf(const json::object* sts, HostnameStyle style) {
+  std::string_view name = StringAt(ObjectAt(sts, "metadata"), "name");
+  const json::object* spec = ObjectAt(sts, "spec");
+  std::string_view service = StringAt(spec, "serviceName");
+  if (name.empty() || service.empty()) return "";
+  if (!style.Parse(ObjectAt(ObjectAt(ObjectAt(spec, "template"), "metadata"), "annotations"))
+           .empty()) {
+    return "";
+  }
+  int64_t start = IntAt(ObjectAt(spec, "ordinals"), "start", 0);
+  int64_t replicas = IntAt(spec, "replicas", 1);
+  std::string hosts;
+  for (int64_t i = start; i < start + replicas; ++i) {
+    if (!hosts.empty()) hosts += ',';
+    AppendHostname(hosts, name, i, service, style);
+  }
+  return hosts;
+}
+
+Decision Deny(int code, std::string reason, std::string message) {
+  Decision d;
+  d.allowed = false;
+  d.code = code;
+  d.reason = std::move(reason);
+  d.message = std::move(message);
+  return d;
+}
+
+}  // namespace
+
+Decision MutateStatefulSet(const json::object& request, const AdmissionOptions& options) {
+  Decision d;
+  const json::object* kind = ObjectAt(&request, "kind");
+  std::string_view op = StringAt(&request, "operation");
+  if (StringAt(kind, "group") != "apps" || StringAt(kind, "kind") != "StatefulSet" ||
+      (op != "CREATE" && op != "UPDATE") || !StringAt(&request, "subResource").empty()) {
+    return d;  // not a StatefulSet write: not ours
+  }
+  const json::object* sts = ObjectAt(&request, "object");
+  if (sts == nullptr) return Deny(400, "BadRequest", "AdmissionReview request.object is missing");
+  const json::object* metadata = ObjectAt(sts, "metadata");
+  const json::object* tmpl = ObjectAt(ObjectAt(sts, "spec"), "template");
+  const json::object* tmpl_metadata = ObjectAt(tmpl, "metadata");
+
+  // Upstream's configuration selects on the StatefulSet's own label; its pods carry the template's.
+  Targets on_sts = TargetsOf(ObjectAt(metadata, "labels"));
+  Targets on_pods = TargetsOf(ObjectAt(tmpl_metadata, "labels"));
+  if (on_pods == Targets::kNone || on_sts == Targets::kNone) return d;
+  bool all_containers = on_sts == Targets::kAll || on_pods == Targets::kAll;
+  const json::array* containers = ArrayAt(ObjectAt(tmpl, "spec"), "containers");
+  std::vector<size_t> targets;
+  if (containers != nullptr) {
+    for (size_t i = 0; i < containers->size(); ++i) {
+      const json::object* c = (*containers)[i].if_object();
+      if (c != nullptr && (all_containers || RequestsTpu(*c))) targets.push_back(i);
+    }
+  }
+  if (targets.empty()) return d;
+
+  HostnameStyle style;
+  style.ns = std::string(StringAt(&request, "namespace"));
+  if (style.ns.empty()) style.ns = std::string(StringAt(metadata, "namespace"));
+  style.cluster_domain = options.cluster_domain;
+  if (std::string bad = style.Parse(ObjectAt(tmpl_metadata, "annotations")); !bad.empty()) {
+    return Deny(400, "BadRequest", "spec.template: " + bad);
+  }
+  std::string hosts = HostnamesOf(sts, style);
+  if (hosts.empty()) {
+    d.warnings.push_back("StatefulSet " + std::string(StringAt(metadata, "name")) +
+                         " has no serviceName, so its pods have no DNS names; " +
+                         std::string(kHostnamesVar) + " not set");
+    return d;
+  }
+  // What the previous spec gave: a container holding exactly that was injected for it.
+  std::string old_hosts = op == "UPDATE" ? HostnamesOf(ObjectAt(&request, "oldObject"), style) : "";
+
+  std::string& patch = d.patch;
+  for (size_t i : targets) {
+    const json::object& c = (*containers)[i].get_object();
+    std::string base = "/spec/template/spec/containers/" + std::to_string(i) + "/env";
+    const json::array* env = ArrayAt(&c, "env");
+    if (env == nullptr) {
+      OpenPatchOp(patch, "add", base);
+      patch += '[';
+      AppendEnvVar(patch, kHostnamesVar, hosts);
+      patch += "]}";
+      continue;
+    }
+    bool present = false;
+    for (size_t k = 0; k < env->size(); ++k) {
+      const json::object* e = (*env)[k].if_object();
+      if (StringAt(e, "name") != kHostnamesVar) continue;
+      present = true;
+      const json::value* value = e->if_contains("value");
+      if (!old_hosts.empty() && old_hosts != hosts && value != nullptr && value->is_string() &&
+          value->get_string() == old_hosts && !e->contains("valueFrom")) {
+        OpenPatchOp(patch, "replace", base + "/" + std::to_string(k) + "/value");
+        AppendJsonString(patch, hosts);
+        patch += '}';
+      }
+    }
+    if (present) continue;  // the user's value (or an earlier injection) stays
+    OpenPatchOp(patch, "add", base + "/-");
+    AppendEnvVar(patch, kHostnamesVar, hosts);
+    patch += '}';
+  }
+  if (!patch.empty()) patch += ']';
+  return d;
+}
+
+}  // namespace hyperslice::webhook::internal
