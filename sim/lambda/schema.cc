@@ -72,7 +72,7 @@ std::optional<std::string> Object(const json::value& v, std::string_view path,
   return std::nullopt;
 }
 
-Check String(std::string path, size_t min = 0, size_t max = SIZE_MAX,
+Check String(const std::string& path, size_t min = 0, size_t max = SIZE_MAX,
              const char* pattern = nullptr) {
   std::shared_ptr<std::regex> re;
   if (pattern != nullptr) re = std::make_shared<std::regex>(pattern);
@@ -90,7 +90,7 @@ Check String(std::string path, size_t min = 0, size_t max = SIZE_MAX,
   };
 }
 
-Check Array(std::string path, const std::function<Check(std::string)>& item) {
+Check Array(const std::string& path, const std::function<Check(const std::string&)>& item) {
   return [=](const json::value& v) -> std::optional<std::string> {
     const auto* a = v.if_array();
     if (a == nullptr) return Field(path) + "expected an array";
@@ -101,11 +101,11 @@ Check Array(std::string path, const std::function<Check(std::string)>& item) {
   };
 }
 
-Check StringArray(std::string path) {
-  return Array(std::move(path), [](std::string p) { return String(std::move(p)); });
+Check StringArray(const std::string& path) {
+  return Array(path, [](const std::string& p) { return String(p); });
 }
 
-Check Nested(std::string path, std::map<std::string, Prop> props) {
+Check Nested(const std::string& path, const std::map<std::string, Prop>& props) {
   return [=](const json::value& v) { return Object(v, path, props); };
 }
 
@@ -147,7 +147,7 @@ std::optional<std::string> ValidateLaunch(const json::value& body) {
                           },
                           true};
     p["file_system_names"] = {StringArray("file_system_names")};
-    p["file_system_mounts"] = {Array("file_system_mounts", [](std::string path) {
+    p["file_system_mounts"] = {Array("file_system_mounts", [](const std::string& path) {
       return Nested(
           path,
           {{"mount_point",
@@ -176,11 +176,11 @@ std::optional<std::string> ValidateLaunch(const json::value& body) {
       }
       return std::nullopt;
     }};
-    p["tags"] = {Array("tags", [](std::string path) {
+    p["tags"] = {Array("tags", [](const std::string& path) {
       return Nested(path, {{"key", {String(path + ".key", 1, 55, "^[a-z][a-z0-9-:]+$"), true}},
                            {"value", {String(path + ".value", 0, 128), true}}});
     })};
-    p["firewall_rulesets"] = {Array("firewall_rulesets", [](std::string path) {
+    p["firewall_rulesets"] = {Array("firewall_rulesets", [](const std::string& path) {
       return Nested(path, {{"id", {String(path + ".id", 1), true}}});
     })};
     // Not in 1.8.3; earlier versions of the document had it (default 1) and old clients send it.

@@ -68,7 +68,7 @@ Answer AccountInactive() {
              "Make sure you have verified your email address and have a valid payment method. "
              "Contact Support if problems continue.");
 }
-Answer InvalidParameters(std::string message) {
+Answer InvalidParameters(const std::string& message) {
   return Err(400, "global/invalid-parameters", message);
 }
 Answer InstanceNotFound() {

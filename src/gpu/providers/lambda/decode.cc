@@ -218,6 +218,36 @@ int HexValue(char c) {
 
 bool Plain(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; }
 
+// The kind of a Lambda error: by its code first (OpenAPI 1.8.3's ApiError* codes), by the HTTP
+// status when there is no code Lambda documents.
+ErrorKind KindOfAnswer(int status, std::string_view code) {
+  auto starts = [&](std::string_view prefix) { return code.substr(0, prefix.size()) == prefix; };
+  if (status == 429) return ErrorKind::kRateLimited;
+  if (code == "global/invalid-api-key" || code == "global/account-inactive" ||
+      code == "global/invalid-address") {
+    return ErrorKind::kUnauthorized;
+  }
+  // A quota is an account limit, not a malformed request: like Karpenter's unfulfillable
+  // capacity, this offer cannot be bought now and another provider's may.
+  if (code == "instance-operations/launch/insufficient-capacity" ||
+      code == "global/quota-exceeded") {
+    return ErrorKind::kCapacity;
+  }
+  if (code == "global/object-does-not-exist") return ErrorKind::kNotFound;
+  if (code == "global/invalid-parameters" || code == "global/duplicate" ||
+      starts("instance-operations/")) {
+    return ErrorKind::kInvalid;
+  }
+  if (code == "global/internal-error" || code == "global/unknown" || starts("provider/")) {
+    return ErrorKind::kTransient;
+  }
+  if (status == 401 || status == 403) return ErrorKind::kUnauthorized;
+  if (status == 404) return ErrorKind::kNotFound;
+  if (status == 400 || status == 409 || status == 422) return ErrorKind::kInvalid;
+  if (status >= 500) return ErrorKind::kTransient;
+  return ErrorKind::kInternal;
+}
+
 }  // namespace
 
 Result<std::vector<Offer>> DecodeInstanceTypes(std::string_view body) {
@@ -343,34 +373,7 @@ Error DecodeError(const net::Response& response) {
     text += "HTTP " + std::to_string(status) + (snippet.empty() ? "" : ": " + snippet);
   }
 
-  ErrorKind kind = ErrorKind::kInternal;
-  auto starts = [&](std::string_view prefix) { return code.rfind(prefix, 0) == 0; };
-  if (status == 429) {
-    kind = ErrorKind::kRateLimited;
-  } else if (code == "global/invalid-api-key" || code == "global/account-inactive" ||
-             code == "global/invalid-address") {
-    kind = ErrorKind::kUnauthorized;
-  } else if (code == "instance-operations/launch/insufficient-capacity" ||
-             code == "global/quota-exceeded") {
-    // A quota is an account limit, not a malformed request: like Karpenter's unfulfillable
-    // capacity, this offer cannot be bought now and another provider's may.
-    kind = ErrorKind::kCapacity;
-  } else if (code == "global/object-does-not-exist") {
-    kind = ErrorKind::kNotFound;
-  } else if (code == "global/invalid-parameters" || code == "global/duplicate" ||
-             starts("instance-operations/")) {
-    kind = ErrorKind::kInvalid;
-  } else if (code == "global/internal-error" || code == "global/unknown" || starts("provider/")) {
-    kind = ErrorKind::kTransient;
-  } else if (status == 401 || status == 403) {
-    kind = ErrorKind::kUnauthorized;
-  } else if (status == 404) {
-    kind = ErrorKind::kNotFound;
-  } else if (status == 400 || status == 409 || status == 422) {
-    kind = ErrorKind::kInvalid;
-  } else if (status >= 500) {
-    kind = ErrorKind::kTransient;
-  }
+  ErrorKind kind = KindOfAnswer(status, code);
   // A 5xx is transient whatever code it carries (the ApiCaller's ambiguity rule needs it).
   if (status >= 500 && kind != ErrorKind::kRateLimited) kind = ErrorKind::kTransient;
   return MakeError(kind, std::move(text), status);
