@@ -163,13 +163,16 @@ json::array Validate(const json::value& body, const std::vector<Field>& schema) 
           }
           std::string got =
               v->is_string() ? "'" + std::string(v->get_string()) + "'" : Received(*v);
-          issues.push_back(json::object{
-              {"code", "invalid_enum_value"},
-              {"options", std::move(options)},
-              {"path", path},
-              {"received",
-               v->is_string() ? json::value(v->get_string()) : json::value(Received(*v))},
-              {"message", "Invalid enum value. Expected " + expected + ", received " + got}});
+          std::string message = "Invalid enum value. Expected ";
+          message += expected;
+          message += ", received ";
+          message += got;
+          issues.push_back(json::object{{"code", "invalid_enum_value"},
+                                        {"options", std::move(options)},
+                                        {"path", path},
+                                        {"received", v->is_string() ? json::value(v->get_string())
+                                                                    : json::value(Received(*v))},
+                                        {"message", message}});
         }
         break;
       }

@@ -46,7 +46,7 @@ class PaperspaceTest : public ::testing::Test {
     c.seed = 7;
     return c;
   }
-  std::unique_ptr<Provider> Client(ProviderConfig c) {
+  std::unique_ptr<Provider> Client(const ProviderConfig& c) {
     auto p = NewProvider(c);
     EXPECT_TRUE(p.ok()) << p.error().message;
     return p.ok() ? std::move(*p) : nullptr;

@@ -40,7 +40,7 @@ constexpr int kDefaultBurst = 5;
 // How long an offer whose launch was refused for capacity is reported unavailable.
 constexpr auto kCapacityWindow = std::chrono::minutes(10);
 // Startup scripts: no size limit is published; refuse more than this before any call.
-constexpr size_t kMaxScriptBytes = 64 * 1024;
+constexpr size_t kMaxScriptBytes = size_t{64} * 1024;
 // The OS template when the payload names none: Ubuntu 22.04 (`t0nspur5`).
 constexpr char kDefaultTemplate[] = "t0nspur5";
 constexpr int kPageLimit = 120;  // the v1 list routes' maximum `limit`
