@@ -422,6 +422,27 @@ TEST_F(LambdaTest, SimulatorValidatesRequestsAgainstTheSchema) {
   EXPECT_FALSE(ErrorField(anonymous, "suggestion").empty());
 }
 
+TEST_F(LambdaTest, SimulatorRateLimitIsWaitedOut) {
+  sim::market::ServerOptions o;
+  o.market.rate_limit_rps = 1;
+  o.market.rate_limit_burst = 1;
+  sim_ = sim::lambda::Start(o).value();
+  auto client = Client();  // its own limit lifted: the simulator's 429 paces it
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(client->ListOffers().ok());
+  auto second = client->ListOffers();
+  ASSERT_TRUE(second.ok()) << second.error().ToString();
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, Ms(1000));
+  EXPECT_EQ(Counter(kListTypes), 3);  // the second call was answered 429 once
+  EXPECT_EQ(
+      registry_
+          .GetCounter(
+              "hyperslice_gpu_provider_requests_total", "",
+              {{"provider", "lambdalabs"}, {"method", "instance-types.list"}, {"code", "429"}})
+          .Value(),
+      1);
+}
+
 TEST_F(LambdaTest, DocumentedRateLimitPacesCalls) {
   auto client = Client("sim-key", /*fast=*/false);  // 1 request per second, burst 1
   auto t0 = std::chrono::steady_clock::now();
