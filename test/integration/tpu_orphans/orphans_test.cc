@@ -298,9 +298,14 @@ TEST_F(OrphanSweep, PeriodicSweepRemembersLocationsOfDeletedGroups) {
   EXPECT_EQ(Migs(), (std::set<std::string>{"short-mig"}));
 
   ASSERT_TRUE(client_->Delete(TPUNodeGroups(), ns_, "short-lived").ok());
-  EXPECT_TRUE(
-      Eventually([&] { return Migs().empty() && Templates().empty() && Policies().empty(); }, 30s));
+  // The sweep adds to the counter once its deletions have completed, so the counter is the signal
+  // to wait for; the resources are gone by then. (Waiting for the resources to disappear and then
+  // reading the counter raced the sweep's bookkeeping on a loaded machine.)
+  EXPECT_TRUE(Eventually([&] { return deleted.Value() >= 3; }, 30s)) << deleted.Value();
   EXPECT_EQ(deleted.Value(), 3);
+  EXPECT_TRUE(Migs().empty());
+  EXPECT_TRUE(Templates().empty());
+  EXPECT_TRUE(Policies().empty());
   (*mgr)->Stop();
   run.join();
 }

@@ -103,6 +103,9 @@ TEST(Controller, ErrorsRequeueWithExponentialBackoffOnTheClock) {
     clock.Advance(milliseconds(1));
     ASSERT_TRUE(WaitFor([&] { return count() == before + 1; }));
   }
+  // The error metrics are counted after Reconcile returns, so the 7th call seen above does not
+  // mean its error is counted yet: wait for the counter itself.
+  ASSERT_TRUE(WaitFor([&] { return Total(reg, "failing", "error") >= 7; }));
   std::lock_guard lock(mu);
   std::vector<int64_t> gaps;
   for (size_t i = 1; i < at.size(); ++i) {
@@ -133,7 +136,8 @@ TEST(Controller, RequeueAfterWaitsThatLongAndResetsBackoff) {
   clock.Advance(seconds(1));
   ASSERT_TRUE(WaitFor([&] { return calls.load() == 2; }));
   EXPECT_EQ(c.queue().NumRequeues("k"), 0);
-  EXPECT_GE(Total(reg, "periodic", "requeue_after"), 1);
+  // Counted after the key is re-added (and after Reconcile returns): wait for the counter itself.
+  EXPECT_TRUE(WaitFor([&] { return Total(reg, "periodic", "requeue_after") >= 2; }));
 }
 
 TEST(Controller, ThrowingReconcilerIsAnErrorNotACrash) {
