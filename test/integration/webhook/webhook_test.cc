@@ -245,7 +245,7 @@ class WebhookIntegration : public ::testing::Test {
   std::string ns_;
 };
 
-TEST_F(WebhookIntegration, StatefulSetPodGetsWorkerIdAndHostnamesAfterItsOwnEnv) {
+TEST_F(WebhookIntegration, StatefulSetPodGetsHostnamesThenWorkerIdAfterItsOwnEnv) {
   json::object pod_spec = Parse(R"({"containers":[{"name":"main","image":"busybox",
       "env":[{"name":"A","value":"1"},{"name":"B","value":"2"}]}]})");
   kube::Object sts =
@@ -259,8 +259,8 @@ TEST_F(WebhookIntegration, StatefulSetPodGetsWorkerIdAndHostnamesAfterItsOwnEnv)
   auto stored = client_->Get(kube::resources::Pods(), ns_, "web-1");
   ASSERT_TRUE(stored.ok());
   EXPECT_THAT(EnvOf(*stored),
-              ElementsAre("A=1", "B=2", "TPU_WORKER_ID=1",
-                          "TPU_WORKER_HOSTNAMES=web-0.nginx,web-1.nginx,web-2.nginx"));
+              ElementsAre("A=1", "B=2", "TPU_WORKER_HOSTNAMES=web-0.nginx,web-1.nginx,web-2.nginx",
+                          "TPU_WORKER_ID=1"));
 }
 
 TEST_F(WebhookIntegration, ScaledStatefulSetIsReadFresh) {
@@ -273,7 +273,7 @@ TEST_F(WebhookIntegration, ScaledStatefulSetIsReadFresh) {
   auto first = CreateOnceWebhookActive(kube::resources::Pods(), StatefulSetPod(sts, 0),
                                        [](const auto& r) { return HasEnv(r, "TPU_WORKER_ID"); });
   ASSERT_TRUE(first.ok()) << first.error().ToString();
-  EXPECT_THAT(EnvOf(*first), ElementsAre("TPU_WORKER_ID=0", "TPU_WORKER_HOSTNAMES=grow-0.svc"));
+  EXPECT_THAT(EnvOf(*first), ElementsAre("TPU_WORKER_HOSTNAMES=grow-0.svc", "TPU_WORKER_ID=0"));
   // Scale to 2 and create ordinal 1 at once: a cache that has not seen the update yet must not
   // answer with one hostname (the webhook re-reads the StatefulSet live when its copy is stale).
   auto scaled = client_->Patch(kube::resources::StatefulSets(), ns_, "grow",
@@ -282,7 +282,7 @@ TEST_F(WebhookIntegration, ScaledStatefulSetIsReadFresh) {
   auto second = client_->Create(kube::resources::Pods(), ns_, StatefulSetPod(*scaled, 1));
   ASSERT_TRUE(second.ok()) << second.error().ToString();
   EXPECT_THAT(EnvOf(*second),
-              ElementsAre("TPU_WORKER_ID=1", "TPU_WORKER_HOSTNAMES=grow-0.svc,grow-1.svc"));
+              ElementsAre("TPU_WORKER_HOSTNAMES=grow-0.svc,grow-1.svc", "TPU_WORKER_ID=1"));
 }
 
 TEST_F(WebhookIntegration, IndexedJobPodGetsCompletionIndexAndFourHostnames) {
@@ -318,9 +318,9 @@ TEST_F(WebhookIntegration, IndexedJobPodGetsCompletionIndexAndFourHostnames) {
                                         [](const auto& r) { return HasEnv(r, "TPU_WORKER_ID"); });
   ASSERT_TRUE(stored.ok()) << stored.error().ToString();
   EXPECT_THAT(EnvOf(*stored),
-              ElementsAre("TPU_WORKER_ID=2",
-                          "TPU_WORKER_HOSTNAMES=train-0.workers,train-1.workers,train-2.workers,"
-                          "train-3.workers"));
+              ElementsAre("TPU_WORKER_HOSTNAMES=train-0.workers,train-1.workers,train-2.workers,"
+                          "train-3.workers",
+                          "TPU_WORKER_ID=2"));
 }
 
 // Seed 000's TPUNodeGroup example, verbatim apart from the variables it expands.
@@ -405,9 +405,8 @@ TEST_F(WebhookIntegration, SeedStatefulSetOnTpu7xGroupGetsTopologyVariables) {
       ElementsAre("JAX_PLATFORMS=tpu", "JAX_PROCESS_COUNT=2", "K8S_POD_NAME=<valueFrom>",
                   "NODE_IP=<valueFrom>", "VBAR_CONTROL_SERVICE_URL=127.0.0.1:8353",
                   "TPU_PROCESS_PORT=8470", "TPU_RUNTIME_METRICS_PORTS=8431,8432,8433,8434",
-                  "TPU_WORKER_ID=1",
                   "TPU_WORKER_HOSTNAMES=tpu-worker-v7x-0.tpu-svc-v7x,tpu-worker-v7x-1.tpu-svc-v7x",
-                  "TPU_TOPOLOGY=2x2x2", "TPU_ACCELERATOR_TYPE=tpu7x-16",
+                  "TPU_WORKER_ID=1", "TPU_TOPOLOGY=2x2x2", "TPU_ACCELERATOR_TYPE=tpu7x-16",
                   "TPU_CHIPS_PER_HOST_BOUNDS=2,2,1", "TPU_HOST_BOUNDS=1,1,2"));
 
   // The seed's own env sets TPU_ACCELERATOR_TYPE=tpu7x-4 by hand: kept, not duplicated.

@@ -1,0 +1,317 @@
+// Seed 001's acceptance, as a user migrating from gke-tpu-env-injector would try it: its two sample
+// workloads (headless Service nginx, StatefulSet web of 3, labelled; one with FOO=BAR) applied to a
+// real kube-apiserver whose kube-controller-manager creates the pods, with the webhook
+// configuration upstream's chart ships (path /mutate, StatefulSets and Pods, [v1beta1, v1]) pointed
+// at our server, then with ours (deploy/webhook/base, /mutate-pods). Upstream's integration test
+// reads web-0's env by position; so does this one, and then the whole list.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include "src/base/base64.h"
+#include "src/kube/client.h"
+#include "src/kube/yaml.h"
+#include "src/localcluster/localcluster.h"
+#include "src/net/pki.h"
+#include "src/webhook/webhook.h"
+#include "test/unit/webhook/upstream_samples.h"
+
+namespace hyperslice::webhook {
+namespace {
+
+namespace json = boost::json;
+using namespace std::chrono_literals;
+using ::testing::ElementsAre;
+using Clock = std::chrono::steady_clock;
+
+const kube::Resource& Services() {
+  static const kube::Resource r{"", "v1", "services", "Service", true};
+  return r;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<std::string> EnvOf(const json::object& pod_spec, size_t container = 0) {
+  std::vector<std::string> out;
+  const json::value* env = pod_spec.at("containers").at(container).as_object().if_contains("env");
+  if (env == nullptr) return out;
+  for (const json::value& e : env->as_array()) {
+    const json::object& o = e.as_object();
+    out.push_back(std::string(o.at("name").as_string()) + "=" +
+                  (o.contains("value") ? std::string(o.at("value").as_string()) : "<valueFrom>"));
+  }
+  return out;
+}
+
+// `kubectl get pods web-0 -o jsonpath='{.spec.containers[0].env[i].<field>}'`: "" when absent.
+std::string EnvField(const json::object& pod, size_t i, const char* field) {
+  const json::value* env = pod.at("spec").at("containers").at(0).as_object().if_contains("env");
+  if (env == nullptr || i >= env->as_array().size()) return "";
+  const json::value* v = env->as_array()[i].as_object().if_contains(field);
+  return v != nullptr && v->is_string() ? std::string(v->as_string()) : "";
+}
+
+// One control plane with kube-controller-manager (its StatefulSet controller creates the pods) and
+// our webhook server in-process, for the whole binary.
+class Env {
+ public:
+  static Env& Get() {
+    static Env* env = new Env();  // lives until exit, like the cluster's processes
+    return *env;
+  }
+  std::unique_ptr<localcluster::LocalCluster> cluster;
+  std::shared_ptr<kube::Client> client;
+  std::unique_ptr<Server> server;
+  std::string ca_bundle;  // base64 PEM of the CA that issued the server's certificate
+  std::string error;
+
+ private:
+  Env() {
+    localcluster::Options o;
+    o.controller_manager = true;
+    auto started = localcluster::LocalCluster::Start(o);
+    if (!started.ok()) {
+      error = "control plane: " + started.error().ToString();
+      return;
+    }
+    cluster = std::move(*started);
+    auto c = kube::Client::Create(cluster->AdminConfig());
+    if (!c.ok()) {
+      error = "client: " + c.error().ToString();
+      return;
+    }
+    client = *c;
+    dir_ = std::filesystem::temp_directory_path() / ("hs-upstream-it-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    auto ca = net::pki::MakeCa("upstream-it-ca");
+    net::pki::CertRequest req;
+    req.common_name = "webhook";
+    req.ip_addresses = {"127.0.0.1"};
+    req.server = true;
+    auto kp = net::pki::Issue(*ca, req);
+    std::ofstream(dir_ / "tls.crt") << kp->cert_pem;
+    std::ofstream(dir_ / "tls.key") << kp->key_pem;
+    ca_bundle = Base64Encode(ca->cert_pem);
+    // The TPUNodeGroup CRD, so that the webhook's informers sync (as in a cluster with deploy/).
+    auto crd =
+        kube::ObjectsFromYaml(ReadFile(HS_DEPLOY_DIR "/crds/tpu.google.com_tpunodegroups.yaml"));
+    if (!crd.ok() || crd->empty() ||
+        !client->Create(kube::resources::CustomResourceDefinitions(), "", (*crd)[0]).ok()) {
+      error = "the TPUNodeGroup CRD could not be created";
+      return;
+    }
+    bool served = false;
+    for (auto deadline = Clock::now() + 60s; !served && Clock::now() < deadline;
+         std::this_thread::sleep_for(100ms)) {
+      served = client->List(TPUNodeGroups(), "default").ok();
+    }
+    if (!served) {
+      error = "the TPUNodeGroup CRD was never served";
+      return;
+    }
+    ServerOptions so;
+    so.tls_cert_file = (dir_ / "tls.crt").string();
+    so.tls_key_file = (dir_ / "tls.key").string();
+    so.source = NewInformerObjectSource(client, 20s);
+    auto s = Server::Start(std::move(so));
+    if (!s.ok()) {
+      error = "webhook: " + s.error().ToString();
+      return;
+    }
+    server = std::move(*s);
+  }
+  std::filesystem::path dir_;
+};
+
+class UpstreamAcceptance : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Env& env = Env::Get();
+    ASSERT_TRUE(env.error.empty()) << env.error;
+    client_ = env.client;
+  }
+
+  std::string Url(const std::string& path) const {
+    return "https://127.0.0.1:" + std::to_string(Env::Get().server->port()) + path;
+  }
+
+  // A configuration as shipped, with clientConfig.service replaced by our server's URL (same path).
+  json::object PointedAtUs(json::object cfg) const {
+    for (json::value& hook : cfg["webhooks"].as_array()) {
+      json::object& h = hook.as_object();
+      std::string path(h["clientConfig"].as_object()["service"].as_object()["path"].as_string());
+      h["clientConfig"] = json::object{{"url", Url(path)}, {"caBundle", Env::Get().ca_bundle}};
+    }
+    return cfg;
+  }
+
+  void CreateNamespace(const std::string& ns) {
+    auto created = client_->Create(
+        kube::resources::Namespaces(), "",
+        json::object{
+            {"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", json::object{{"name", ns}}}});
+    ASSERT_TRUE(created.ok()) << created.error().ToString();
+  }
+
+  // Retries a dry-run create until `done` holds for what the apiserver answered: configurations
+  // take effect asynchronously, and the dry run shows what the admission chain does right now.
+  bool DryRunUntil(const kube::Resource& r, const std::string& ns, const json::object& obj,
+                   const std::function<bool(const Result<net::Response>&)>& done) {
+    std::string path = r.CollectionPath(ns) + "?dryRun=All";
+    for (auto deadline = Clock::now() + 60s; Clock::now() < deadline;
+         std::this_thread::sleep_for(100ms)) {
+      if (done(client_->Raw("POST", path, json::serialize(obj)))) return true;
+    }
+    return false;
+  }
+  static bool Created(const Result<net::Response>& r) { return r.ok() && r->status == 201; }
+  static bool Has(const Result<net::Response>& r, std::string_view s) {
+    return Created(r) && r->body.find(s) != std::string::npos;
+  }
+
+  // Applies a sample in its own namespace, as `kubectl apply -f` would, and returns web-0 once the
+  // StatefulSet controller has created it.
+  Result<kube::Object> ApplySampleAndGetWeb0(const std::string& ns, bool with_extra_env) {
+    CreateNamespace(ns);
+    HS_ASSIGN_OR_RETURN(std::vector<kube::Object> objects,
+                        kube::ObjectsFromYaml(upstream::Sample(with_extra_env)));
+    HS_RETURN_IF_ERROR(client_->Create(Services(), ns, objects[0]));
+    HS_RETURN_IF_ERROR(client_->Create(kube::resources::StatefulSets(), ns, objects[1]));
+    Result<kube::Object> pod = Error::Make(Error::Code::kTimeout, "web-0 was never created");
+    for (auto deadline = Clock::now() + 120s; Clock::now() < deadline;
+         std::this_thread::sleep_for(200ms)) {
+      pod = client_->Get(kube::resources::Pods(), ns, "web-0");
+      if (pod.ok()) return pod;
+    }
+    return Error::Make(Error::Code::kTimeout, "the StatefulSet controller never created web-0 in " +
+                                                  ns + ": " + pod.error().ToString());
+  }
+
+  // Upstream's scripts/integration_test.sh, both halves, then the whole list.
+  void ExpectUpstreamAssertions(const std::string& ns_prefix) {
+    auto bare = ApplySampleAndGetWeb0(ns_prefix + "-bare", false);
+    ASSERT_TRUE(bare.ok()) << bare.error().ToString();
+    EXPECT_EQ(EnvField(*bare, 0, "name"), "TPU_WORKER_HOSTNAMES");
+    EXPECT_EQ(EnvField(*bare, 0, "value"), upstream::kHostnames);
+    EXPECT_THAT(EnvOf(bare->at("spec").as_object()),
+                ElementsAre(std::string("TPU_WORKER_HOSTNAMES=") + upstream::kHostnames,
+                            "TPU_WORKER_ID=0"));
+
+    auto foo = ApplySampleAndGetWeb0(ns_prefix + "-foo", true);
+    ASSERT_TRUE(foo.ok()) << foo.error().ToString();
+    EXPECT_EQ(EnvField(*foo, 0, "name"), "FOO");
+    EXPECT_EQ(EnvField(*foo, 1, "name"), "TPU_WORKER_HOSTNAMES");
+    EXPECT_EQ(EnvField(*foo, 1, "value"), upstream::kHostnames);
+    EXPECT_THAT(EnvOf(foo->at("spec").as_object()),
+                ElementsAre("FOO=BAR", std::string("TPU_WORKER_HOSTNAMES=") + upstream::kHostnames,
+                            "TPU_WORKER_ID=0"));
+  }
+
+  std::shared_ptr<kube::Client> client_;
+};
+
+TEST_F(UpstreamAcceptance, UpstreamChartsConfigurationPointedAtUs) {
+  auto docs = kube::ObjectsFromYaml(upstream::WebhookConfiguration());
+  ASSERT_TRUE(docs.ok()) << docs.error().ToString();
+  json::object cfg = PointedAtUs((*docs)[0]);
+  const std::string name(cfg["metadata"].as_object()["name"].as_string());
+  ASSERT_TRUE(client_->Create(kube::resources::MutatingWebhookConfigurations(), "", cfg).ok());
+
+  // Live once a labelled StatefulSet comes back with the variable in its template.
+  const std::string probe_ns = "upstream-probe";
+  CreateNamespace(probe_ns);
+  auto sample = kube::ObjectsFromYaml(upstream::Sample(false));
+  ASSERT_TRUE(sample.ok());
+  json::object probe = (*sample)[1];
+  probe["metadata"].as_object()["name"] = "probe";
+  ASSERT_TRUE(DryRunUntil(kube::resources::StatefulSets(), probe_ns, probe, [](const auto& r) {
+    return Has(r, "TPU_WORKER_HOSTNAMES");
+  })) << "the apiserver never called /mutate for a labelled StatefulSet";
+
+  ExpectUpstreamAssertions("upstream-cfg");
+
+  // UPDATE goes through /mutate too: the template keeps one TPU_WORKER_HOSTNAMES (upstream would
+  // append a second), and a scale through the spec updates it.
+  const std::string ns = "upstream-cfg-foo";
+  auto relabelled =
+      client_->Patch(kube::resources::StatefulSets(), ns, "web", kube::PatchType::kMerge,
+                     R"({"metadata":{"labels":{"team":"ml"}}})");
+  ASSERT_TRUE(relabelled.ok()) << relabelled.error().ToString();
+  const json::object& tmpl_spec = relabelled->at("spec").at("template").at("spec").as_object();
+  EXPECT_THAT(EnvOf(tmpl_spec),
+              ElementsAre("FOO=BAR", std::string("TPU_WORKER_HOSTNAMES=") + upstream::kHostnames));
+  auto scaled = client_->Patch(kube::resources::StatefulSets(), ns, "web", kube::PatchType::kMerge,
+                               R"({"spec":{"replicas":4}})");
+  ASSERT_TRUE(scaled.ok()) << scaled.error().ToString();
+  EXPECT_THAT(EnvOf(scaled->at("spec").at("template").at("spec").as_object()),
+              ElementsAre("FOO=BAR",
+                          "TPU_WORKER_HOSTNAMES=web-0.nginx,web-1.nginx,web-2.nginx,"
+                          "web-3.nginx"));
+
+  // Gone again (for the next test): a labelled StatefulSet is stored as sent.
+  ASSERT_TRUE(client_->Delete(kube::resources::MutatingWebhookConfigurations(), "", name).ok());
+  ASSERT_TRUE(DryRunUntil(kube::resources::StatefulSets(), probe_ns, probe, [](const auto& r) {
+    return Created(r) && !Has(r, "TPU_WORKER_HOSTNAMES");
+  })) << "the deleted configuration kept acting";
+}
+
+TEST_F(UpstreamAcceptance, OurShippedConfiguration) {
+  // deploy/webhook/base's MutatingWebhookConfiguration (Pods only, /mutate-pods).
+  auto docs = kube::ObjectsFromYaml(ReadFile(HS_DEPLOY_DIR "/webhook/base/webhooks.yaml"));
+  ASSERT_TRUE(docs.ok()) << docs.error().ToString();
+  json::object cfg;
+  for (const kube::Object& d : *docs) {
+    if (d.at("kind").as_string() == "MutatingWebhookConfiguration") cfg = PointedAtUs(d);
+  }
+  ASSERT_FALSE(cfg.empty());
+  const std::string name(cfg["metadata"].as_object()["name"].as_string());
+  ASSERT_TRUE(client_->Create(kube::resources::MutatingWebhookConfigurations(), "", cfg).ok());
+
+  // Live once a pod of a StatefulSet comes back with its worker id.
+  const std::string probe_ns = "ours-probe";
+  CreateNamespace(probe_ns);
+  auto sample = kube::ObjectsFromYaml(upstream::Sample(false));
+  ASSERT_TRUE(sample.ok());
+  json::object sts = (*sample)[1];
+  sts["metadata"].as_object()["name"] = "probe";
+  sts["spec"].as_object()["replicas"] = 0;  // the controller creates nothing; the dry run does
+  auto created = client_->Create(kube::resources::StatefulSets(), probe_ns, sts);
+  ASSERT_TRUE(created.ok()) << created.error().ToString();
+  json::object pod{
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", json::object{{"name", "probe-0"},
+                                {"labels", json::object{{kCompatInjectLabel, "enabled"}}},
+                                {"ownerReferences", json::array{json::object{
+                                                        {"apiVersion", "apps/v1"},
+                                                        {"kind", "StatefulSet"},
+                                                        {"name", "probe"},
+                                                        {"uid", created->at("metadata").at("uid")},
+                                                        {"controller", true}}}}}},
+      {"spec",
+       json::object{{"containers", json::array{json::object{{"name", "c"}, {"image", "nginx"}}}}}}};
+  // Ordinal 0 of 0 replicas: the webhook denies with the reason, which proves it answered.
+  ASSERT_TRUE(DryRunUntil(kube::resources::Pods(), probe_ns, pod, [](const auto& r) {
+    return r.ok() && r->body.find("outside StatefulSet") != std::string::npos;
+  })) << "the apiserver never called /mutate-pods";
+
+  ExpectUpstreamAssertions("ours-cfg");
+
+  ASSERT_TRUE(client_->Delete(kube::resources::MutatingWebhookConfigurations(), "", name).ok());
+  ASSERT_TRUE(DryRunUntil(kube::resources::Pods(), probe_ns, pod, [](const auto& r) {
+    return Created(r);
+  })) << "the deleted configuration kept acting";
+}
+
+}  // namespace
+}  // namespace hyperslice::webhook
