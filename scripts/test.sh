@@ -116,7 +116,7 @@ if [[ ${HS_TEST_QUICK:-0} != 1 ]]; then
   # runtime_tests target and lists their ctest names in runtime_tests.txt.
   # ASan+UBSan also covers the GCE client (against the simulator) and the TPU unit tests.
   for san in "address,undefined:build-asan:^(net|kube.*|base|gce|tpu|gpu.*|sim_market)\$" \
-    "thread:build-tsan:^(net|kube.*|base)\$"; do
+    "thread:build-tsan:^(net|kube.*|base|deviceplugin)\$"; do
     kind=${san%%:*}
     rest=${san#*:}
     dir=${rest%%:*}

@@ -8,10 +8,17 @@
 //  - the device folders (`<root>/dev`, `<root>/dev/vfio`): any change re-probes the chips, and a
 //    health change is pushed to every ListAndWatch stream at once; a periodic re-scan
 //    (rescan_interval) is the backstop for what inotify cannot see (e.g. a driver wedging);
-//  - the plugin folder: when kubelet.sock is (re-)created — a kubelet restart — or the plugin's own
-//    socket disappears (kubelet deletes every socket there when it starts), the plugin restarts its
-//    server and registers again. Registration failures are retried with backoff while
-//    kubelet.sock exists.
+//  - the plugin folder, for kubelet restarts. A starting kubelet removes every socket there (the
+//    plugin's included), then listens on kubelet.sock; it must get exactly one Register, and the
+//    ListAndWatch stream it then opens must not be ended by the plugin (kubelet marks every
+//    device Unhealthy when a stream ends, and a second Register can make it drop the good
+//    connection). So the plugin registers once per kubelet instance (identified by the
+//    kubelet.sock file: device, inode, ctime), on a connection proven to reach that file; when
+//    its own socket file is gone it serves the path on a new server and keeps the old one for the
+//    connections it has, until a newer kubelet instance has registered. Folder events are
+//    coalesced (20 ms quiet, 200 ms at most) and the state is looked at as a whole, so the order
+//    of the events does not matter. Failed registrations are retried with backoff (100 ms → 5 s)
+//    while the same kubelet.sock exists, and at once for a new one.
 // Chips once seen stay listed: a chip whose node disappears or cannot be opened is "Unhealthy"
 // (kubelet then stops counting it as allocatable) and "Healthy" again when it is back.
 //
@@ -56,7 +63,7 @@ struct PluginStatus {
   int chips = 0;  // real chips known (healthy or not)
   int healthy = 0;
   int missing = 0;           // placeholders for the expected-count shortfall
-  int serve_generation = 0;  // 1 after Start, +1 on each restart of the server
+  int serve_generation = 0;  // 1 after Start, +1 each time the socket path is served again
   int registrations = 0;     // successful Register calls
   std::string socket_path;
 };

@@ -3,7 +3,9 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,10 +15,13 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
+#include <vector>
 
+#include <grpcpp/create_channel_posix.h>
 #include <grpcpp/grpcpp.h>
 
 #include "src/base/log.h"
@@ -334,6 +339,60 @@ class TpuService final : public v1beta1::DevicePlugin::Service {
   std::atomic<bool> stopping_{false};
 };
 
+// How the plugin follows kubelet restarts (kubelet's devicemanager, plugin/v1beta1/server.go: on
+// start, CleanupPluginDirectory removes every socket in the folder — ours included — and only
+// then listens on kubelet.sock; handler.go: a second Register for the same resource replaces the
+// client, and the replaced client's ListAndWatch end disconnects the resource, marking its devices
+// Unhealthy). So one kubelet instance must see exactly one Register, and the stream it opens must
+// never be ended by us. The watcher therefore acts on state, not on single events:
+//  - a kubelet instance is the identity (device, inode, ctime) of the kubelet.sock file; the
+//    plugin registers once per instance, on a connection it made itself to exactly that file;
+//  - when its own socket file is gone, it serves the path again on a new server and keeps the old
+//    one running (retired) until a later instance has registered, so a stream the kubelet holds is
+//    never cut by this;
+//  - plugin-folder events are coalesced (kSettle after the last one, kSettleMax at most) before
+//    the state is looked at, so one restart's burst (own socket removed, kubelet.sock removed,
+//    kubelet.sock created, in whatever order) is handled in one pass.
+constexpr auto kSettle = std::chrono::milliseconds(20);
+constexpr auto kSettleMax = std::chrono::milliseconds(200);
+constexpr auto kBackoffMin = std::chrono::milliseconds(100);
+constexpr auto kBackoffMax = std::chrono::milliseconds(5000);
+
+// A connected stream socket to a unix socket path, and the identity of the file it reached.
+struct UnixConnection {
+  int fd = -1;
+  FileId file;
+};
+
+// Connects to `path` and proves which file the connection went to: the file's identity is the
+// same just before and just after connect(), so the listener reached is that file's. Errors:
+// nothing there, nothing accepting (ECONNREFUSED: a kubelet that died and left its socket), or the
+// file replaced while connecting (retry at once).
+Result<UnixConnection> ConnectProven(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) {
+    return Error::Make(Error::Code::kInvalidArgument, "socket path too long: " + path);
+  }
+  std::optional<FileId> before = Identify(path);
+  if (!before) return Error::Make(Error::Code::kNotFound, path + " does not exist");
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return Error::Make(Error::Code::kInternal, std::string("socket: ") + std::strerror(errno));
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  // A unix stream connect completes at once or fails (EAGAIN: backlog full); it never blocks.
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    std::string why = std::strerror(errno);
+    ::close(fd);
+    return Error::Make(Error::Code::kUnavailable, "connect " + path + ": " + why);
+  }
+  if (Identify(path) != before) {
+    ::close(fd);
+    return Error::Make(Error::Code::kConflict, path + " was replaced while connecting");
+  }
+  return UnixConnection{fd, *before};
+}
+
 class PluginImpl final : public DevicePlugin {
  public:
   explicit PluginImpl(Options opts)
@@ -384,7 +443,8 @@ class PluginImpl final : public DevicePlugin {
       (void)!::write(stop_fd_, &one, sizeof one);
       loop_.join();
     }
-    StopServer();
+    StopRetired();
+    StopServer(current_);
     if (own_socket_ && Identify(socket_path_) == own_socket_) ::unlink(socket_path_.c_str());
     if (inotify_fd_ >= 0) ::close(inotify_fd_);
     if (stop_fd_ >= 0) ::close(stop_fd_);
@@ -405,6 +465,12 @@ class PluginImpl final : public DevicePlugin {
   static constexpr uint32_t kDevMask =
       IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB;
 
+  // One gRPC server on the plugin socket and its service.
+  struct Serving {
+    std::unique_ptr<TpuService> service;
+    std::unique_ptr<grpc::Server> server;
+  };
+
   void WatchVfio() {
     if (vfio_wd_ >= 0) return;
     std::string vfio = Join(opts_.root, "dev/vfio");
@@ -422,29 +488,56 @@ class PluginImpl final : public DevicePlugin {
       return Error::Make(Error::Code::kUnavailable,
                          "cannot serve the device plugin on unix:" + socket_path_);
     }
-    server_ = std::move(server);
-    service_ = std::move(service);
+    current_ = Serving{std::move(service), std::move(server)};
     own_socket_ = Identify(socket_path_);
     int gen = ++serve_generation_;
     log::Info("device plugin serving", {{"socket", socket_path_}, {"generation", gen}});
     return OkStatus();
   }
 
-  void StopServer() {
-    if (!server_) return;
-    service_->Stop();
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    server_->Wait();
-    server_.reset();
-    service_.reset();
+  static void StopServer(Serving& s) {
+    if (!s.server) return;
+    s.service->Stop();
+    s.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    s.server->Wait();
+    s.server.reset();
+    s.service.reset();
+  }
+
+  // Servers whose socket file was removed serve only connections made before; once a newer
+  // kubelet instance has registered (on the current server), nobody can still use them.
+  void StopRetired() {
+    if (retired_.empty()) return;
+    log::Info("stopping device plugin servers left from before the socket was re-created",
+              {{"servers", static_cast<int64_t>(retired_.size())}});
+    for (Serving& s : retired_) StopServer(s);
+    retired_.clear();
   }
 
   bool OwnSocketIntact() const {
-    return server_ && own_socket_ && Identify(socket_path_) == own_socket_;
+    return current_.server && own_socket_ && Identify(socket_path_) == own_socket_;
   }
 
-  bool Register() {
-    auto channel = grpc::CreateChannel("unix:" + kubelet_path_, grpc::InsecureChannelCredentials());
+  // Serves the socket path again. The old server keeps its connections (the kubelet's
+  // ListAndWatch stream among them): ending them would make kubelet mark every device Unhealthy.
+  void ServeAgain() {
+    log::Info("device plugin socket removed; serving it again", {{"socket", socket_path_}});
+    if (current_.server) retired_.push_back(std::move(current_));
+    current_ = Serving{};
+    own_socket_.reset();
+    Status st = StartServer();
+    if (!st.ok()) {
+      log::Error("device plugin server restart failed", {{"error", st.error().message}});
+    }
+  }
+
+  // Registers with the kubelet instance listening on kubelet.sock; returns that instance's
+  // identity, proven by connecting to it ourselves (see ConnectProven).
+  Result<FileId> Register() {
+    Result<UnixConnection> conn = ConnectProven(kubelet_path_);
+    if (!conn.ok()) return Unexpected(conn.error());
+    // The channel owns the descriptor from here on.
+    auto channel = grpc::CreateInsecureChannelFromFd("unix:" + kubelet_path_, conn->fd);
     auto stub = v1beta1::Registration::NewStub(channel);
     v1beta1::RegisterRequest req;
     req.set_version(kApiVersion);
@@ -457,32 +550,21 @@ class PluginImpl final : public DevicePlugin {
     v1beta1::Empty resp;
     grpc::Status st = stub->Register(&ctx, req, &resp);
     if (!st.ok()) {
-      log::Warn("registration with kubelet failed; will retry",
-                {{"kubelet_socket", kubelet_path_},
-                 {"code", static_cast<int64_t>(st.error_code())},
-                 {"error", st.error_message()}});
-      return false;
+      return Error::Make(Error::Code::kUnavailable,
+                         "Register: code " + std::to_string(static_cast<int>(st.error_code())) +
+                             ": " + st.error_message());
     }
     int n = ++registrations_;
     log::Info(
         "registered with kubelet",
         {{"resource", opts_.resource_name}, {"endpoint", opts_.socket_name}, {"registrations", n}});
-    return true;
-  }
-
-  // Restarts the server; on failure the next backstop tick tries again.
-  void Reserve(std::string_view why) {
-    log::Info("restarting the device plugin server", {{"reason", why}});
-    StopServer();
-    Status st = StartServer();
-    if (!st.ok())
-      log::Error("device plugin server restart failed", {{"error", st.error().message}});
+    return conn->file;
   }
 
   struct Events {
     bool devices = false;
-    bool kubelet_created = false;
-    bool own_socket = false;
+    bool plugin_dir = false;  // kubelet.sock or our socket came or went
+    bool overflow = false;
   };
 
   Events DrainInotify() {
@@ -496,14 +578,14 @@ class PluginImpl final : public DevicePlugin {
         p += sizeof(struct inotify_event) + e->len;
         std::string_view name = e->len > 0 ? std::string_view(e->name) : std::string_view();
         if (e->mask & IN_Q_OVERFLOW) {
-          ev.devices = ev.own_socket = true;
+          ev.devices = ev.overflow = true;
           continue;
         }
         if (e->wd == plugin_wd_) {
-          if (name == opts_.kubelet_socket_name && (e->mask & (IN_CREATE | IN_MOVED_TO))) {
-            ev.kubelet_created = true;
-          }
-          if (name == opts_.socket_name) ev.own_socket = true;
+          // Our own socket's creation is our doing; other plugins' sockets are not our business.
+          bool own_gone =
+              name == opts_.socket_name && (e->mask & (IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO));
+          if (own_gone || name == opts_.kubelet_socket_name) ev.plugin_dir = true;
         } else if (e->wd == dev_wd_) {
           // Any name: a chip node may be a symlink to another node of /dev. /dev changes rarely
           // and a re-scan costs a few stat/open calls.
@@ -517,17 +599,54 @@ class PluginImpl final : public DevicePlugin {
     return ev;
   }
 
+  // Brings serving and registration in line with what the plugin folder holds now. Returns when
+  // to try again (a failed registration), or nullopt when only an event or the backstop can
+  // change anything.
+  std::optional<Clock::time_point> Reconcile() {
+    if (!OwnSocketIntact()) ServeAgain();
+    if (!current_.server) return std::nullopt;  // the backstop retries serving
+    std::optional<FileId> kubelet = Identify(kubelet_path_);
+    if (!kubelet) return std::nullopt;  // kubelet.sock's creation wakes us
+    if (kubelet == registered_kubelet_) return std::nullopt;
+    auto now = Clock::now();
+    if (kubelet != failed_kubelet_) {
+      // A kubelet instance not tried before: at once, with a fresh backoff.
+      failed_kubelet_ = kubelet;
+      backoff_ = kBackoffMin;
+      next_register_ = now;
+    }
+    if (now < next_register_) return next_register_;
+    Result<FileId> registered = Register();
+    if (registered.ok()) {
+      registered_kubelet_ = *registered;
+      failed_kubelet_.reset();
+      StopRetired();
+      return std::nullopt;
+    }
+    log::Warn("registration with kubelet failed; will retry",
+              {{"kubelet_socket", kubelet_path_},
+               {"error", registered.error().message},
+               {"retry_ms", static_cast<int64_t>(backoff_.count())}});
+    if (registered.error().code == Error::Code::kConflict) {
+      failed_kubelet_.reset();  // replaced while connecting: a new instance, try it at once
+      return Clock::now();
+    }
+    next_register_ = Clock::now() + backoff_;
+    backoff_ = std::min(backoff_ * 2, kBackoffMax);
+    return next_register_;
+  }
+
   void Loop() {
+    constexpr Clock::time_point kNever = Clock::time_point::max();
     auto next_rescan = Clock::now() + opts_.rescan_interval;
-    bool need_register = true;
-    auto next_register = Clock::now();
-    auto backoff = std::chrono::milliseconds(100);
-    std::optional<FileId> registered_kubelet;
+    // Plugin-folder events not acted on yet are acted on at settle_at: kSettle after the latest,
+    // at most kSettleMax after the first. kNever: none pending.
+    Clock::time_point settle_at = kNever, settle_limit = kNever;
+    Clock::time_point retry_at = Clock::now();  // the first registration
     for (;;) {
-      auto now = Clock::now();
-      auto wake = next_rescan;
-      if (need_register) wake = std::min(wake, next_register);
-      int64_t wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count();
+      auto wake = std::min({next_rescan, settle_at, retry_at});
+      int64_t wait_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()).count();
       int timeout_ms = static_cast<int>(std::clamp<int64_t>(wait_ms + 1, 0, 60000));
       struct pollfd fds[2] = {{inotify_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
       int r = ::poll(fds, 2, timeout_ms);
@@ -537,7 +656,7 @@ class PluginImpl final : public DevicePlugin {
       }
       if (fds[1].revents & POLLIN) return;
       Events ev = DrainInotify();
-      now = Clock::now();
+      auto now = Clock::now();
       bool backstop = now >= next_rescan;
       if (backstop) next_rescan = now + opts_.rescan_interval;
 
@@ -545,32 +664,15 @@ class PluginImpl final : public DevicePlugin {
         WatchVfio();
         table_.Rescan();
       }
-      std::optional<FileId> kubelet = Identify(kubelet_path_);
-      bool kubelet_new = ev.kubelet_created || (backstop && kubelet && registered_kubelet &&
-                                                kubelet != registered_kubelet);
-      if (kubelet_new) {
-        Reserve("kubelet.sock re-created (kubelet restart)");
-        need_register = true;
-        next_register = now;
-        backoff = std::chrono::milliseconds(100);
-      } else if ((ev.own_socket || backstop) && !OwnSocketIntact()) {
-        Reserve("plugin socket removed");
-        need_register = true;
-        next_register = now;
-        backoff = std::chrono::milliseconds(100);
+      if (ev.plugin_dir) {
+        if (settle_limit == kNever) settle_limit = now + kSettleMax;
+        settle_at = std::min(now + kSettle, settle_limit);
       }
-      if (need_register && Clock::now() >= next_register && server_) {
-        kubelet = Identify(kubelet_path_);
-        if (kubelet && Register()) {
-          need_register = false;
-          registered_kubelet = kubelet;
-        } else {
-          // Without kubelet.sock the next attempt comes from its creation event; the timer is
-          // only the backstop.
-          next_register = Clock::now() + backoff;
-          backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
-        }
-      }
+      bool settled = now >= settle_at;
+      bool retry_due = now >= retry_at && settle_at == kNever;
+      if (!(settled || retry_due || backstop || ev.overflow)) continue;
+      settle_at = settle_limit = kNever;
+      retry_at = Reconcile().value_or(kNever);
     }
   }
 
@@ -586,9 +688,13 @@ class PluginImpl final : public DevicePlugin {
   int vfio_wd_ = -1;
 
   // Owned by the loop thread after Init, and by Stop after the loop has joined.
-  std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<TpuService> service_;
+  Serving current_;
+  std::vector<Serving> retired_;
   std::optional<FileId> own_socket_;
+  std::optional<FileId> registered_kubelet_;  // the kubelet instance we are registered with
+  std::optional<FileId> failed_kubelet_;      // the instance the backoff below applies to
+  Clock::time_point next_register_{};
+  std::chrono::milliseconds backoff_ = kBackoffMin;
 
   std::atomic<int> serve_generation_{0};
   std::atomic<int> registrations_{0};
