@@ -1,15 +1,798 @@
-// Placeholder until the vast wire API is written: serves nothing but the control endpoint.
+// The Vast.ai simulator: Vast's REST API over the shared market (sim/market), the paths, bodies,
+// errors and statuses vast-cli 1.9.1 and our client (src/gpu/providers/vast) use:
+//
+//   POST /api/v0/bundles/            search offers (JSON query; GET with ?q= too)   no auth needed
+//   PUT  /api/v0/asks/{id}/          create instance -> {"success":true,"new_contract":N}
+//   GET  /api/v0/instances/{id}/     show instance -> {"instances":{...}|null}
+//   GET  /api/v1/instances/          show instances, paged (select_filters, order_by, limit,
+//                                    after_token, select_cols) -> {instances,next_token,...}
+//   GET  /api/v0/instances/          legacy list -> {"instances_found":N,"instances":[...]}
+//   DELETE /api/v0/instances/{id}/   destroy instance -> {"success":true}
+//   GET  /api/v0/users/current/      show user (vast-cli also calls it to learn its role)
+//   GET  /api/v0/gpu_names/unique/, /api/v0/gpu_types/   the catalogs vast-cli fetches on start
+//
+// Sources: the Vast.ai docs repository's api-reference/openapi.yaml (create/destroy/show instance
+// bodies and errors, 429 bodies), api-reference/openapi/yaml/auto_get_api_v0_* (bundles, instances
+// list and get), docs page api-reference/rate-limits-and-errors, vast-cli 1.9.1 vastai/api/*.py.
+//
+// Auth: `Authorization: Bearer <key>` (or the older ?api_key=); a bad key gets 401
+// {"success":false,"error":"auth_error","msg":"Invalid user key"}, none at all 401
+// {"detail":"Authentication credentials were not provided."}. Searching needs no key
+// (openapi: `security: []`). Rate limited: 429 {"success":false,"error":"rate_limit_exceeded",
+// "msg":"API requests too frequent endpoint threshold=<s>"} with Retry-After.
+//
+// Instance statuses as Vast reports them: created (actual_status "created", cur_state "stopped")
+// -> loading -> running; an outbid interruptible instance stays listed with intended_status
+// "running", cur_state "stopped", actual_status "exited"; a destroyed one is gone at once
+// ({"instances": null}) while the market bills it until terminated.
 #include "sim/vast/simulator.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <mutex>
+#include <set>
+
+#include "sim/vast/internal.h"
 
 namespace hyperslice::sim::vast {
 
-std::vector<market::Listing> DefaultListings() { return {}; }
+namespace {
+
+using namespace internal;  // NOLINT(google-build-using-namespace): this file is the module
+using market::Fault;
+using market::Market;
+
+constexpr char kBundles[] = "POST /api/v0/bundles/";
+constexpr char kCreate[] = "PUT /api/v0/asks/{id}/";
+constexpr char kGet[] = "GET /api/v0/instances/{id}/";
+constexpr char kListV1[] = "GET /api/v1/instances/";
+constexpr char kListV0[] = "GET /api/v0/instances/";
+constexpr char kDelete[] = "DELETE /api/v0/instances/{id}/";
+constexpr char kUser[] = "GET /api/v0/users/current/";
+
+std::optional<int64_t> ParseId(std::string_view s) {
+  if (s.empty() || s.size() > 15) return std::nullopt;
+  int64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+json::value ParseOr(const std::string& s, bool* ok) {
+  boost::system::error_code ec;
+  json::value v = json::parse(s, ec);
+  *ok = !ec;
+  return v;
+}
+
+// The create body's fields (openapi.yaml createInstance requestBody, plus what vast-cli 1.9.1
+// build_create_instance_payload sends) and what each may hold.
+enum class Kind { kString, kNumber, kBool, kInt, kEnv, kStrings, kObject };
+const std::map<std::string, Kind, std::less<>>& CreateFields() {
+  static const std::map<std::string, Kind, std::less<>> f = {
+      {"client_id", Kind::kString},
+      {"image", Kind::kString},
+      {"env", Kind::kEnv},
+      {"price", Kind::kNumber},
+      {"disk", Kind::kNumber},
+      {"label", Kind::kString},
+      {"extra", Kind::kString},
+      {"onstart", Kind::kString},
+      {"image_login", Kind::kString},
+      {"python_utf8", Kind::kBool},
+      {"lang_utf8", Kind::kBool},
+      {"use_jupyter_lab", Kind::kBool},
+      {"jupyter_dir", Kind::kString},
+      {"force", Kind::kBool},
+      {"cancel_unavail", Kind::kBool},
+      {"template_hash_id", Kind::kString},
+      {"template_id", Kind::kInt},
+      {"user", Kind::kString},
+      {"runtype", Kind::kString},
+      {"args", Kind::kStrings},
+      {"args_str", Kind::kString},
+      {"target_state", Kind::kString},
+      {"vm", Kind::kBool},
+      {"volume_info", Kind::kObject},
+  };
+  return f;
+}
+
+bool TypeOk(Kind k, const json::value& v) {
+  if (v.is_null()) return true;  // vast-cli sends null for every option not given
+  switch (k) {
+    case Kind::kString:
+      return v.is_string();
+    case Kind::kNumber:
+      return v.is_number();
+    case Kind::kInt:
+      return v.is_int64() || v.is_uint64();
+    case Kind::kBool:
+      return v.is_bool();
+    case Kind::kObject:
+      return v.is_object();
+    case Kind::kEnv:
+      if (v.is_string()) return true;  // docker flags ("-e K=V -p 80:80"), openapi's form
+      if (!v.is_object()) return false;
+      for (const auto& [k2, v2] : v.get_object()) {
+        if (!v2.is_string()) return false;
+      }
+      return true;
+    case Kind::kStrings:
+      if (!v.is_array()) return false;
+      for (const auto& e : v.get_array()) {
+        if (!e.is_string()) return false;
+      }
+      return true;
+  }
+  return false;
+}
+
+const char* KindName(Kind k) {
+  switch (k) {
+    case Kind::kString:
+      return "a string";
+    case Kind::kNumber:
+      return "a number";
+    case Kind::kInt:
+      return "an integer";
+    case Kind::kBool:
+      return "a boolean";
+    case Kind::kObject:
+      return "an object";
+    case Kind::kEnv:
+      return "an object of strings or a string of docker flags";
+    case Kind::kStrings:
+      return "a list of strings";
+  }
+  return "valid";
+}
+
+// "-e K=V -e X='y z' -p 8000:8000" -> {"K":"V","X":"y z","-p 8000:8000":"1"} (vast-cli parse_env).
+json::object EnvFromFlags(std::string_view s) {
+  json::object out;
+  std::vector<std::string> words;
+  std::string cur;
+  char quote = 0;
+  for (char c : s) {
+    if (quote) {
+      if (c == quote) {
+        quote = 0;
+      } else {
+        cur.push_back(c);
+      }
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+    } else if (c == ' ') {
+      if (!cur.empty()) words.push_back(std::move(cur));
+      cur.clear();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  if (!cur.empty()) words.push_back(std::move(cur));
+  for (size_t i = 0; i + 1 < words.size(); ++i) {
+    if (words[i] == "-e") {
+      size_t eq = words[i + 1].find('=');
+      if (eq != std::string::npos) out[words[i + 1].substr(0, eq)] = words[i + 1].substr(eq + 1);
+      ++i;
+    } else if (words[i] == "-p") {
+      out["-p " + words[i + 1]] = "1";
+      ++i;
+    }
+  }
+  return out;
+}
+
+bool RuntypeOk(std::string_view r) {
+  // openapi enum, plus the space-separated combinations vast-cli resolve_runtype builds
+  // ("ssh_direc ssh_proxy", "jupyter_direc ssh_direc ssh_proxy").
+  static const std::set<std::string, std::less<>> words = {
+      "ssh",       "jupyter",       "args",           "ssh_proxy",    "ssh_direct",
+      "ssh_direc", "jupyter_proxy", "jupyter_direct", "jupyter_direc"};
+  size_t start = 0;
+  bool any = false;
+  while (start <= r.size()) {
+    size_t end = r.find(' ', start);
+    if (end == std::string_view::npos) end = r.size();
+    if (end > start) {
+      if (!words.count(r.substr(start, end - start))) return false;
+      any = true;
+    }
+    start = end + 1;
+  }
+  return any;
+}
+
+class VastApi final : public market::ProviderApi {
+ public:
+  explicit VastApi(Market& m) : m_(m) {}
+
+  void Handle(const net::ServerRequest& r, std::shared_ptr<net::Responder> out) override {
+    std::string path = r.path;
+    if (path.size() > 1 && path.back() != '/') path.push_back('/');  // Django-style routes
+    // Catalogs vast-cli fetches when it starts (cli/util.py), without a key.
+    if (r.method == "GET" && path == "/api/v0/gpu_names/unique/") return GpuNames(out);
+    if (r.method == "GET" && path == "/api/v0/gpu_types/") return GpuTypes(out);
+    if (path == "/api/v0/bundles/") {
+      if (r.method != "POST" && r.method != "GET") return NotAllowed(out);
+      return Bundles(r, out);
+    }
+    constexpr std::string_view kAsks = "/api/v0/asks/";
+    if (path.rfind(kAsks, 0) == 0 && path.find('/', kAsks.size()) == path.size() - 1) {
+      if (r.method != "PUT") return NotAllowed(out);
+      return Create(r, path.substr(kAsks.size(), path.size() - kAsks.size() - 1), out);
+    }
+    if (path == "/api/v1/instances/") {
+      if (r.method != "GET") return NotAllowed(out);
+      return ListV1(r, out);
+    }
+    if (path == "/api/v0/instances/") {
+      if (r.method != "GET") return NotAllowed(out);
+      return ListV0(r, out);
+    }
+    constexpr std::string_view kInst = "/api/v0/instances/";
+    if (path.rfind(kInst, 0) == 0 && path.find('/', kInst.size()) == path.size() - 1) {
+      std::string id = path.substr(kInst.size(), path.size() - kInst.size() - 1);
+      if (r.method == "GET") return GetOne(r, id, out);
+      if (r.method == "DELETE") return Destroy(r, id, out);
+      return NotAllowed(out);
+    }
+    if (path == "/api/v0/users/current/") {
+      if (r.method != "GET") return NotAllowed(out);
+      return User(r, out);
+    }
+    out->Send(404, ErrorBody("not_found", "No API route for " + r.method + " " + r.path));
+  }
+
+ private:
+  static void NotAllowed(const std::shared_ptr<net::Responder>& out) {
+    out->Send(405, R"({"detail":"Method not allowed."})");
+  }
+
+  // Injected faults that change how a request is carried out rather than answered at once.
+  struct Entered {
+    bool swallow = false;   // perform it, then drop the answer
+    bool capacity = false;  // a create fails with Vast's "no longer available"
+  };
+
+  // Authenticates, rate-limits and applies injected faults for `method`. Returns the account
+  // ("" for an anonymous search), or nullopt when the request has been answered.
+  std::optional<std::string> Enter(const net::ServerRequest& r, const char* method,
+                                   const std::shared_ptr<net::Responder>& out, bool need_auth,
+                                   Entered* entered) {
+    std::string key;
+    std::string auth = r.Header("authorization");
+    if (auth.rfind("Bearer ", 0) == 0) key = auth.substr(7);
+    if (key.empty()) key = r.Query("api_key");
+    std::optional<std::string> account;
+    if (!key.empty()) {
+      account = m_.Authenticate(key);
+      if (!account) {
+        m_.Enter(method);
+        out->Send(401, ErrorBody("auth_error", "Invalid user key"));
+        return std::nullopt;
+      }
+    } else if (need_auth) {
+      m_.Enter(method);
+      out->Send(401, R"({"detail":"Authentication credentials were not provided."})");
+      return std::nullopt;
+    }
+    std::string who = account.value_or("anonymous:" + r.remote_address);
+    if (auto wait = m_.Throttle(who)) {
+      m_.Enter(method);
+      return RateLimited(out, *wait);
+    }
+    auto fault = m_.Enter(method);
+    if (fault) {
+      switch (*fault) {
+        case Fault::Kind::kServerError:
+          out->Send(500, ErrorBody("server_error", "Internal server error, please try again."));
+          return std::nullopt;
+        case Fault::Kind::kUnavailable:
+          // What Vast's nginx front answers while the backend is away.
+          out->Send(503,
+                    "<html>\r\n<head><title>503 Service Temporarily Unavailable</title></head>\r\n"
+                    "<body>\r\n<center><h1>503 Service Temporarily Unavailable</h1></center>\r\n"
+                    "<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n",
+                    {{"Content-Type", "text/html"}});
+          return std::nullopt;
+        case Fault::Kind::kRateLimited:
+          return RateLimited(out, std::chrono::milliseconds(1000));
+        case Fault::Kind::kUnauthorized:
+          out->Send(401, ErrorBody("auth_error", "Invalid user key"));
+          return std::nullopt;
+        case Fault::Kind::kDrop:
+          out->Abort();
+          return std::nullopt;
+        case Fault::Kind::kSwallow:
+          entered->swallow = true;
+          break;
+        case Fault::Kind::kCapacity:
+          entered->capacity = true;  // only a create has capacity to lack; others ignore it
+          break;
+      }
+    }
+    return account.value_or("");
+  }
+
+  std::optional<std::string> RateLimited(const std::shared_ptr<net::Responder>& out,
+                                         std::chrono::milliseconds wait) {
+    double seconds = std::ceil(static_cast<double>(wait.count()) / 1000.0);
+    if (seconds < 1) seconds = 1;
+    char threshold[32];
+    std::snprintf(threshold, sizeof threshold, "%.1f", seconds);
+    out->Send(429,
+              ErrorBody("rate_limit_exceeded",
+                        std::string("API requests too frequent endpoint threshold=") + threshold),
+              {{"Retry-After", std::to_string(static_cast<int64_t>(seconds))}});
+    return std::nullopt;
+  }
+
+  static void Finish(const std::shared_ptr<net::Responder>& out, bool swallow, int status,
+                     std::string body) {
+    if (swallow) {
+      out->Abort();  // acted on, answer lost
+      return;
+    }
+    out->Send(status, std::move(body));
+  }
+
+  void Bundles(const net::ServerRequest& r, const std::shared_ptr<net::Responder>& out) {
+    Entered e;
+    if (!Enter(r, kBundles, out, false, &e)) return;
+    bool swallow = e.swallow;
+    bool ok = false;
+    json::value q =
+        ParseOr(r.method == "GET" ? r.Query("q").empty() ? "{}" : r.Query("q") : r.body, &ok);
+    if (!ok) return out->Send(400, ErrorBody("invalid_args", "Invalid json body"));
+    if (!q.is_object()) {
+      return out->Send(400, ErrorBody("invalid_args", "Invalid query: must be dict of conditions"));
+    }
+    auto query = ParseQuery(q.get_object(), OfferFields(), true);
+    if (!query.ok()) return out->Send(400, ErrorBody("invalid_args", query.error().message));
+    if (query->order.empty()) query->order.emplace_back("score", true);  // vast-cli's default
+    if (!query->limit) query->limit = 64;
+    std::vector<json::object> rows;
+    for (const auto& l : m_.Listings()) {
+      if (query->type == "bid" && !l.spot_price) continue;
+      if (query->type != "bid" && l.price <= 0) continue;
+      json::object o = OfferJson(l, m_.Available(l.id), query->type);
+      if (Matches(query->conditions, o)) rows.push_back(std::move(o));
+    }
+    OrderAndLimit(*query, &rows);
+    json::array offers;
+    for (auto& o : rows) offers.emplace_back(std::move(o));
+    Finish(out, swallow, 200, json::serialize(json::object{{"offers", std::move(offers)}}));
+  }
+
+  void Create(const net::ServerRequest& r, const std::string& ask,
+              const std::shared_ptr<net::Responder>& out) {
+    Entered e;
+    auto account = Enter(r, kCreate, out, true, &e);
+    if (!account) return;
+    bool swallow = e.swallow;
+    auto ask_id = ParseId(ask);
+    if (!ask_id) {
+      return out->Send(400, ErrorBody("invalid_args",
+                                      "error 400/3467: Invalid args: 'id' is "
+                                      "required and must be a valid offer ID"));
+    }
+    json::object extra{{"ask_id", *ask_id}};
+    auto invalid = [&](const std::string& msg) {
+      out->Send(400, ErrorBody("invalid_args", "error 400/3467: Invalid args: " + msg, extra));
+    };
+    bool ok = false;
+    json::value v = ParseOr(r.body, &ok);
+    if (!ok || !v.is_object()) return invalid("request body must be a JSON object");
+    const json::object& b = v.get_object();
+    for (const auto& [k, val] : b) {
+      auto it = CreateFields().find(std::string_view(k));
+      if (it == CreateFields().end()) return invalid("unknown field '" + std::string(k) + "'");
+      if (!TypeOk(it->second, val)) {
+        return invalid("'" + std::string(k) + "' must be " + KindName(it->second));
+      }
+    }
+    auto str = [&](const char* k) {
+      auto it = b.find(k);
+      return it != b.end() && it->value().is_string() ? std::string(it->value().get_string())
+                                                      : std::string();
+    };
+    if (auto it = b.find("template_hash_id"); it != b.end() && !it->value().is_null()) {
+      return invalid("template " + str("template_hash_id") + " does not exist");
+    }
+    if (str("image").empty()) return invalid("'image' is required");
+    if (str("label").size() > 1024) return invalid("'label' is longer than 1024 characters");
+    if (str("onstart").size() > 4048) return invalid("'onstart' is longer than 4048 characters");
+    if (auto rt = str("runtype"); !rt.empty() && !RuntypeOk(rt)) {
+      return invalid("'runtype' " + rt +
+                     " is not one of ssh, jupyter, args, ssh_proxy, "
+                     "ssh_direct, jupyter_proxy, jupyter_direct");
+    }
+    if (auto ts = str("target_state"); !ts.empty() && ts != "running" && ts != "stopped") {
+      return invalid("'target_state' must be running or stopped");
+    }
+    std::optional<double> price;
+    if (auto it = b.find("price"); it != b.end() && !it->value().is_null()) {
+      price = it->value().to_number<double>();
+      if (*price < 0.001 || *price > 128) {
+        return out->Send(400, ErrorBody("invalid_price",
+                                        "error 400/3468: Please set a bid price >= 0.001 and "
+                                        "<= 128.",
+                                        extra));
+      }
+    }
+    if (auto it = b.find("disk"); it != b.end() && it->value().is_number()) {
+      if (it->value().to_number<double>() < 1) return invalid("'disk' must be at least 1 GB");
+    }
+    std::string ask_str = std::to_string(*ask_id);
+    auto listing = m_.FindListing(ask_str);
+    auto gone = [&] {
+      out->Send(410, ErrorBody("no_such_ask",
+                               "error 410/3907: no_such_ask Instance type " + ask_str +
+                                   " is no longer available.",
+                               extra));
+    };
+    if (!listing) {
+      return out->Send(404, ErrorBody("invalid_args",
+                                      "error 404/3603: no_such_ask Instance type by id " + ask_str +
+                                          " is not available.",
+                                      extra));
+    }
+    if (e.capacity) return gone();
+
+    // What the machine boots from, as Vast keeps it with the instance.
+    json::object payload;
+    payload["image"] = str("image");
+    if (auto it = b.find("env"); it != b.end() && it->value().is_object()) {
+      payload["env"] = it->value();
+    } else {
+      payload["env"] = EnvFromFlags(str("env"));
+    }
+    payload["onstart"] = str("onstart");
+    payload["label"] = str("label");
+    payload["runtype"] = str("runtype").empty() ? "ssh" : str("runtype");
+    if (auto it = b.find("args"); it != b.end() && it->value().is_array()) {
+      payload["args"] = it->value();
+    } else {
+      payload["args"] = json::array();
+    }
+    if (auto it = b.find("disk"); it != b.end() && it->value().is_number()) {
+      payload["disk"] = it->value().to_number<double>();
+    } else {
+      payload["disk"] = 10.0;  // vast-cli's --disk default
+    }
+
+    Market::CreateSpec spec;
+    spec.listing_id = ask_str;
+    spec.name = str("label");
+    spec.owner = *account;
+    spec.spot = price.has_value();
+    if (price) spec.bid = static_cast<market::MicroUsd>(std::llround(*price * 1e6));
+    spec.payload = std::move(payload);
+    auto res = m_.Create(spec, [this] { return std::to_string(next_id_++); });
+    switch (res.error) {
+      case Market::CreateError::kNone:
+        break;
+      case Market::CreateError::kNoSuchListing:
+      case Market::CreateError::kCapacity:
+        return gone();
+      case Market::CreateError::kBidTooLow: {
+        char msg[160];
+        std::snprintf(msg, sizeof msg,
+                      "error 400/3470: Your bid of $%.4f/hr is below the minimum bid of "
+                      "$%.4f/hr for offer %s.",
+                      *price, static_cast<double>(listing->spot_price.value_or(0)) / 1e6,
+                      ask_str.c_str());
+        return out->Send(400, ErrorBody("invalid_price", msg, extra));
+      }
+      case Market::CreateError::kNotSold:
+        return invalid(price ? "offer " + ask_str + " is not available as interruptible"
+                             : "offer " + ask_str + " is only available as interruptible");
+    }
+    int64_t id = 0;
+    for (char c : res.instance.id) id = id * 10 + (c - '0');
+    Finish(out, swallow, 200,
+           json::serialize(json::object{{"success", true}, {"new_contract", id}}));
+  }
+
+  bool Visible(const market::Instance& i) {
+    std::lock_guard lock(mu_);
+    if (destroyed_.count(i.id)) return false;
+    return i.state != market::State::kTerminated || i.reclaimed;
+  }
+
+  json::object InstanceJson(const market::Instance& i) {
+    using std::chrono::duration;
+    auto now = m_.clock().Now();
+    double wall = duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    double start = wall - duration<double>(now - i.created).count();
+    json::object o = OfferJson(i.listing, 0, i.spot ? "bid" : "on-demand");
+    for (const char* k : {"ask_contract_id", "bundle_id", "bundled_results", "rentable", "rented",
+                          "score", "storage_total_cost", "duration", "resource_type"}) {
+      o.erase(k);
+    }
+    auto id = ParseId(i.id).value_or(0);
+    o["id"] = id;
+    const char* actual = "created";
+    const char* cur = "stopped";
+    const char* intended = "running";
+    std::string status_msg = "Instance created, waiting for the machine.";
+    switch (i.state) {
+      case market::State::kPending:
+        break;
+      case market::State::kBooting:
+        actual = "loading";
+        cur = "running";
+        status_msg = "Pulling image " + std::string(PayloadStr(i, "image"));
+        break;
+      case market::State::kRunning:
+        actual = "running";
+        cur = "running";
+        status_msg = "success, running " + std::string(PayloadStr(i, "image"));
+        break;
+      case market::State::kStopping:
+      case market::State::kTerminated:
+        actual = "exited";
+        cur = "stopped";
+        intended = i.reclaimed ? "running" : "stopped";
+        status_msg = i.reclaimed ? "Instance outbid: stopped until the bid is raised above the "
+                                   "current minimum."
+                                 : "Instance stopped.";
+        break;
+    }
+    o["actual_status"] = actual;
+    o["intended_status"] = intended;
+    o["cur_state"] = cur;
+    o["next_state"] = intended == std::string_view("running") ? "running" : "stopped";
+    o["status_msg"] = status_msg;
+    o["image_uuid"] = PayloadStr(i, "image");
+    o["image_runtype"] = PayloadStr(i, "runtype");
+    const json::value* args = i.payload.if_contains("args");
+    o["image_args"] = args ? *args : json::value(json::array());
+    o["label"] = i.name.empty() ? json::value(nullptr) : json::value(i.name);
+    o["onstart"] = PayloadStr(i, "onstart");
+    json::array extra_env;
+    if (const json::value* env = i.payload.if_contains("env"); env && env->is_object()) {
+      for (const auto& [k, v] : env->get_object()) {
+        extra_env.push_back(json::array{json::string(k), v});
+      }
+    }
+    o["extra_env"] = std::move(extra_env);
+    o["is_bid"] = i.spot;
+    double price = static_cast<double>(i.price) / 1e6;
+    o["dph_total"] = price;
+    o["dph_base"] = price;
+    o["public_ipaddr"] = i.public_ip;
+    o["ssh_host"] = i.public_ip;
+    o["ssh_port"] = 20000 + id % 10000;
+    o["ssh_idx"] = "0";
+    o["local_ipaddrs"] = "172.17.0.2\n";
+    o["direct_port_start"] = 40000;
+    o["direct_port_end"] = 40063;
+    o["jupyter_token"] = "";
+    const json::value* disk = i.payload.if_contains("disk");
+    o["disk_space"] = disk && disk->is_number() ? disk->to_number<double>() : 10.0;
+    o["start_date"] = start;
+    o["end_date"] = start + 30 * 86400.0;
+    o["uptime_mins"] = i.state == market::State::kRunning
+                           ? duration<double>(now - i.running_since).count() / 60.0
+                           : 0.0;
+    o["gpu_util"] = nullptr;
+    o["cpu_util"] = nullptr;
+    o["gpu_temp"] = nullptr;
+    o["mem_usage"] = nullptr;
+    o["mem_limit"] = nullptr;
+    o["vmem_usage"] = nullptr;
+    o["disk_usage"] = nullptr;
+    o["disk_util"] = nullptr;
+    o["template_id"] = nullptr;
+    o["template_hash_id"] = nullptr;
+    o["template_name"] = nullptr;
+    o["ports"] = json::object();
+    return o;
+  }
+
+  static std::string_view PayloadStr(const market::Instance& i, const char* key) {
+    const json::value* v = i.payload.if_contains(key);
+    return v && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
+  }
+
+  void GetOne(const net::ServerRequest& r, const std::string& id,
+              const std::shared_ptr<net::Responder>& out) {
+    Entered e;
+    auto account = Enter(r, kGet, out, true, &e);
+    if (!account) return;
+    bool swallow = e.swallow;
+    if (!ParseId(id)) {
+      return out->Send(400, ErrorBody("invalid_args", "invalid instance_id"));
+    }
+    auto inst = m_.Get(id);
+    json::value row = nullptr;
+    // Someone else's instance is answered as if it did not exist.
+    if (inst && inst->owner == *account && Visible(*inst)) row = InstanceJson(*inst);
+    Finish(out, swallow, 200, json::serialize(json::object{{"instances", std::move(row)}}));
+  }
+
+  std::vector<json::object> Rows(const std::string& account) {
+    std::vector<json::object> rows;
+    for (const auto& i : m_.List(account)) {
+      if (Visible(i)) rows.push_back(InstanceJson(i));
+    }
+    return rows;
+  }
+
+  void ListV0(const net::ServerRequest& r, const std::shared_ptr<net::Responder>& out) {
+    Entered e;
+    auto account = Enter(r, kListV0, out, true, &e);
+    if (!account) return;
+    bool swallow = e.swallow;
+    json::array list;
+    for (auto& o : Rows(*account)) list.emplace_back(std::move(o));
+    json::object body{{"instances_found", list.size()}, {"instances", std::move(list)}};
+    Finish(out, swallow, 200, json::serialize(body));
+  }
+
+  // v1: select_filters (the search condition language on instance fields), order_by
+  // ([{"col","dir"}]), limit (1-25), after_token (opaque), select_cols (["*"] or names).
+  void ListV1(const net::ServerRequest& r, const std::shared_ptr<net::Responder>& out) {
+    Entered e;
+    auto account = Enter(r, kListV1, out, true, &e);
+    if (!account) return;
+    bool swallow = e.swallow;
+    auto bad = [&](const std::string& m) { out->Send(400, ErrorBody("invalid_args", m)); };
+    bool ok = true;
+    Query q;
+    if (std::string f = r.Query("select_filters"); !f.empty()) {
+      json::value v = ParseOr(f, &ok);
+      if (!ok || !v.is_object()) return bad("select_filters must be a JSON object");
+      auto parsed = ParseQuery(v.get_object(), InstanceFields(), false);
+      if (!parsed.ok()) return bad(parsed.error().message);
+      q.conditions = std::move(parsed->conditions);
+    }
+    if (std::string o = r.Query("order_by"); !o.empty()) {
+      json::value v = ParseOr(o, &ok);
+      if (!ok || !v.is_array()) return bad("order_by must be a JSON list of {col, dir}");
+      for (const auto& e : v.get_array()) {
+        const json::object* c = e.if_object();
+        const json::value* col = c ? c->if_contains("col") : nullptr;
+        if (!col || !col->is_string() ||
+            std::find(InstanceFields().begin(), InstanceFields().end(),
+                      std::string_view(col->get_string())) == InstanceFields().end()) {
+          return bad("order_by: unknown column");
+        }
+        const json::value* dir = c->if_contains("dir");
+        bool desc = dir && dir->is_string() && dir->get_string() == "desc";
+        q.order.emplace_back(std::string(col->get_string()), desc);
+      }
+    }
+    int64_t limit = 25;
+    if (std::string l = r.Query("limit"); !l.empty()) {
+      auto n = ParseId(l);
+      if (!n || *n < 1 || *n > 25) return bad("limit must be between 1 and 25");
+      limit = *n;
+    }
+    size_t offset = 0;
+    if (std::string t = r.Query("after_token"); !t.empty()) {
+      auto n = t.rfind("off-", 0) == 0 ? ParseId(t.substr(4)) : std::nullopt;
+      if (!n) return bad("after_token is not a token this endpoint issued");
+      offset = static_cast<size_t>(*n);
+    }
+    std::vector<std::string> cols;
+    if (std::string s = r.Query("select_cols"); !s.empty()) {
+      json::value v = ParseOr(s, &ok);
+      if (!ok || !v.is_array()) return bad("select_cols must be a JSON list");
+      for (const auto& c : v.get_array()) {
+        if (!c.is_string()) return bad("select_cols must be a JSON list of names");
+        if (c.get_string() != "*") cols.emplace_back(c.get_string());
+      }
+    }
+    std::vector<json::object> rows;
+    for (auto& o : Rows(*account)) {
+      if (Matches(q.conditions, o)) rows.push_back(std::move(o));
+    }
+    size_t total = rows.size();
+    OrderAndLimit(q, &rows);
+    json::array page;
+    for (size_t i = offset; i < rows.size() && page.size() < static_cast<size_t>(limit); ++i) {
+      if (cols.empty()) {
+        page.emplace_back(std::move(rows[i]));
+      } else {
+        json::object p;
+        for (const auto& c : cols) {
+          if (const json::value* v = rows[i].if_contains(c)) p[c] = *v;
+        }
+        page.emplace_back(std::move(p));
+      }
+    }
+    size_t next = offset + page.size();
+    json::object body{{"instances", std::move(page)},
+                      {"next_token", next < total ? json::value("off-" + std::to_string(next))
+                                                  : json::value(nullptr)},
+                      {"total_instances", total},
+                      {"label_counts", json::object()}};
+    Finish(out, swallow, 200, json::serialize(body));
+  }
+
+  void Destroy(const net::ServerRequest& r, const std::string& id,
+               const std::shared_ptr<net::Responder>& out) {
+    Entered e;
+    auto account = Enter(r, kDelete, out, true, &e);
+    if (!account) return;
+    bool swallow = e.swallow;
+    if (!ParseId(id)) return out->Send(400, ErrorBody("invalid_args", "invalid instance_id"));
+    auto inst = m_.Get(id);
+    if (!inst || inst->owner != *account || !Visible(*inst)) {
+      return out->Send(404, ErrorBody("not_found", "Instance not found"));
+    }
+    m_.Terminate(id, *account);
+    {
+      std::lock_guard lock(mu_);
+      destroyed_.insert(id);
+    }
+    Finish(out, swallow, 200,
+           json::serialize(
+               json::object{{"success", true}, {"msg", "Instance destroyed successfully"}}));
+  }
+
+  void User(const net::ServerRequest& r, const std::shared_ptr<net::Responder>& out) {
+    Entered e;
+    auto account = Enter(r, kUser, out, true, &e);
+    if (!account) return;
+    bool swallow = e.swallow;
+    uint64_t id = std::hash<std::string>{}(*account) % 900000 + 100000;
+    // openapi.yaml show user; the key itself is never echoed here.
+    json::object u{{"id", id},
+                   {"username", *account},
+                   {"email", *account + "@example.com"},
+                   {"fullname", *account},
+                   {"balance", 0.0},
+                   {"credit", 100.0},
+                   {"has_billing", true},
+                   {"host_agreement_accepted", false},
+                   {"can_pay", true},
+                   {"sshkey", nullptr}};
+    Finish(out, swallow, 200, json::serialize(u));
+  }
+
+  void GpuNames(const std::shared_ptr<net::Responder>& out) {
+    (void)m_.Enter("GET /api/v0/gpu_names/unique/");  // counted, so tests see who asked
+    std::set<std::string> names;
+    for (const auto& l : m_.Listings()) names.insert(l.gpu_name);
+    json::array a;
+    for (const auto& n : names) a.emplace_back(n);
+    out->Send(200, json::serialize(json::object{{"gpu_names", std::move(a)}}));
+  }
+
+  void GpuTypes(const std::shared_ptr<net::Responder>& out) {
+    (void)m_.Enter("GET /api/v0/gpu_types/");
+    std::map<std::string, double> ram;
+    for (const auto& l : m_.Listings()) ram[l.gpu_name] = std::round(l.gpu_memory_gb * 1024);
+    json::array a;
+    for (const auto& [n, mb] : ram)
+      a.push_back(json::object{{"canonical_name", n}, {"gpu_ram_mb", mb}});
+    out->Send(200, json::serialize(json::object{{"gpu_types", std::move(a)}}));
+  }
+
+  Market& m_;
+  std::atomic<int64_t> next_id_{27400001};  // contract ids look like Vast's (8 digits)
+  std::mutex mu_;
+  std::set<std::string> destroyed_;
+};
+
+}  // namespace
 
 Result<std::unique_ptr<market::MarketSimulator>> Start(market::ServerOptions options) {
   if (options.market.listings.empty()) options.market.listings = DefaultListings();
-  options.market.provider = "vast";
-  return market::StartMarketSimulator(
-      std::move(options), [](market::Market&) { return std::unique_ptr<market::ProviderApi>(); });
+  options.market.provider = "vastai";
+  return market::StartMarketSimulator(std::move(options), [](Market& m) {
+    return std::unique_ptr<market::ProviderApi>(std::make_unique<VastApi>(m));
+  });
 }
 
 }  // namespace hyperslice::sim::vast
