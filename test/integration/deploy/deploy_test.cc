@@ -197,6 +197,9 @@ const std::vector<std::string> kKustomizations = {
     "/device-plugin",
 };
 
+// deploy/ with one of its components added, as the component's comment tells a user to.
+std::string RenderWithComponent(const std::string& component);
+
 TEST(Kustomize, EveryKustomizationRenders) {
   if (!HaveKubectl()) GTEST_SKIP() << "kubectl is not installed";
   for (const auto& rel : kKustomizations) {
@@ -307,20 +310,63 @@ TEST(Kustomize, EditedImageReachesEveryContainerAndTheDevicePluginImage) {
   EXPECT_THAT(r.output, ::testing::Not(HasSubstr("image: hyperslice:latest")));
 }
 
-// The documented credentials option: a service-account key from the Secret, as seed 000 says.
-std::string RenderWithCredentials() {
-  fs::path dir = MakeTempDir("hs-deploy-creds");
+std::string RenderWithComponent(const std::string& component) {
+  fs::path dir = MakeTempDir("hs-deploy-component");
   if (dir.empty()) return "";
   fs::path rel = fs::relative(kDeploy, dir);
   WriteFile(dir / "kustomization.yaml",
             "apiVersion: kustomize.config.k8s.io/v1beta1\n"
             "kind: Kustomization\n"
             "resources:\n  - " +
-                rel.string() + "\ncomponents:\n  - " + (rel / "credentials").string() + "\n");
+                rel.string() + "\ncomponents:\n  - " + (rel / component).string() + "\n");
   CommandResult r = Kustomize(dir.string());
   fs::remove_all(dir);
-  EXPECT_EQ(r.exit_code, 0) << r.errors;
+  EXPECT_EQ(r.exit_code, 0) << component << ": " << r.errors;
   return r.output;
+}
+
+// The documented credentials option: a service-account key from the Secret, as seed 000 says.
+std::string RenderWithCredentials() { return RenderWithComponent("credentials"); }
+
+// failurePolicy of the webhook named `hook` in the configuration `kind`/`name`.
+std::string FailurePolicy(const std::vector<YAML::Node>& docs, const std::string& kind,
+                          const std::string& name) {
+  const YAML::Node* cfg = Find(docs, kind, name);
+  if (cfg == nullptr) return "<no " + kind + " " + name + ">";
+  return Str((*cfg)["webhooks"][0]["failurePolicy"]);
+}
+
+// deploy/webhook on its own installs what deploy/ does (self-signed); cert-manager is an explicit
+// overlay; failing open is a component, and only for the Pod injection.
+TEST(Kustomize, WebhookDefaultIsSelfSignedAndFailOpenIsAComponent) {
+  if (!HaveKubectl()) GTEST_SKIP() << "kubectl is not installed";
+  for (const char* rel : {"/webhook", "/webhook/self-signed"}) {
+    CommandResult r = Kustomize(kDeploy + rel);
+    ASSERT_EQ(r.exit_code, 0) << r.errors;
+    auto docs = Documents(r.output);
+    const YAML::Node* wh = Find(docs, "Deployment", "hyperslice-webhook");
+    ASSERT_NE(wh, nullptr) << rel;
+    EXPECT_THAT(Args(Container(*wh, "webhook")), ::testing::Contains("--self-signed")) << rel;
+    for (const auto& d : docs) EXPECT_NE(Str(d["apiVersion"]), "cert-manager.io/v1") << rel;
+    EXPECT_EQ(FailurePolicy(docs, "MutatingWebhookConfiguration", "hyperslice-tpu-env"), "Fail");
+  }
+  CommandResult cm = Kustomize(kDeploy + "/webhook/cert-manager");
+  ASSERT_EQ(cm.exit_code, 0) << cm.errors;
+  auto cm_docs = Documents(cm.output);
+  const YAML::Node* wh = Find(cm_docs, "Deployment", "hyperslice-webhook");
+  ASSERT_NE(wh, nullptr);
+  EXPECT_THAT(Args(Container(*wh, "webhook")),
+              ::testing::Not(::testing::Contains("--self-signed")));
+
+  auto open = Documents(RenderWithComponent("webhook/fail-open"));
+  EXPECT_EQ(FailurePolicy(open, "MutatingWebhookConfiguration", "hyperslice-tpu-env"), "Ignore");
+  EXPECT_EQ(FailurePolicy(open, "ValidatingWebhookConfiguration", "hyperslice-tpunodegroups"),
+            "Fail");
+  CommandResult closed = Kustomize(kDeploy);
+  ASSERT_EQ(closed.exit_code, 0) << closed.errors;
+  EXPECT_EQ(
+      FailurePolicy(Documents(closed.output), "MutatingWebhookConfiguration", "hyperslice-tpu-env"),
+      "Fail");
 }
 
 TEST(Kustomize, CredentialsComponentMountsTheKeyAndSetsAdcPath) {
@@ -558,14 +604,14 @@ TEST_F(DeployOnApiserver, EveryKustomizationPassesServerSideDryRun) {
         ours.push_back(d);
       }
     }
-    if (rel == "/webhook" || rel == "/webhook/cert-manager") {
-      EXPECT_EQ(cert_manager, 4) << rel;
-    }
+    EXPECT_EQ(cert_manager, rel == "/webhook/cert-manager" ? 4 : 0) << rel;
     CommandResult dry = DryRun(Emit(ours));
     EXPECT_EQ(dry.exit_code, 0) << "deploy" << rel << ": " << dry.output << dry.errors;
   }
   CommandResult creds = DryRun(RenderWithCredentials());
   EXPECT_EQ(creds.exit_code, 0) << "with credentials: " << creds.errors;
+  CommandResult open = DryRun(RenderWithComponent("webhook/fail-open"));
+  EXPECT_EQ(open.exit_code, 0) << "with webhook/fail-open: " << open.errors;
 }
 
 TEST_F(DeployOnApiserver, AMisplacedFieldIsRejected) {
@@ -772,6 +818,19 @@ TEST(HelmChart, ValuesReachTheObjects) {
   CommandResult bad = HelmTemplate(helm, {"webhook.mode=sometimes"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_THAT(bad.errors, HasSubstr("webhook.mode must be"));
+
+  // The Pod injection's failurePolicy is a value (default Fail, as kustomize's default).
+  EXPECT_EQ(FailurePolicy(docs, "MutatingWebhookConfiguration", "hyperslice-tpu-env"), "Fail");
+  CommandResult open = HelmTemplate(helm, {"webhook.tpuPodFailurePolicy=Ignore"});
+  ASSERT_EQ(open.exit_code, 0) << open.errors;
+  auto open_docs = Documents(open.output);
+  EXPECT_EQ(FailurePolicy(open_docs, "MutatingWebhookConfiguration", "hyperslice-tpu-env"),
+            "Ignore");
+  EXPECT_EQ(FailurePolicy(open_docs, "ValidatingWebhookConfiguration", "hyperslice-tpunodegroups"),
+            "Fail");
+  CommandResult bad_policy = HelmTemplate(helm, {"webhook.tpuPodFailurePolicy=Sometimes"});
+  EXPECT_NE(bad_policy.exit_code, 0);
+  EXPECT_THAT(bad_policy.errors, HasSubstr("webhook.tpuPodFailurePolicy must be Fail or Ignore"));
 }
 
 TEST_F(DeployOnApiserver, HelmChartPassesServerSideDryRun) {
