@@ -59,7 +59,7 @@ Value FromJson(const json::value& v) {
     case json::kind::object:
       out.kind = Value::Kind::kObject;
       for (const auto& kv : v.get_object()) {
-        out.fields.emplace_back(std::string(kv.key()), FromJson(kv.value()));
+        out.fields.push_back(NamedValue{std::string(kv.key()), FromJson(kv.value())});
       }
       break;
   }
@@ -587,7 +587,7 @@ class Parser {
         if (!ExpectName(&name) || !Expect(":")) return false;
         Value e;
         if (!ParseValue(&e, is_const)) return false;
-        v->fields.emplace_back(std::move(name), std::move(e));
+        v->fields.push_back(NamedValue{std::move(name), std::move(e)});
       }
       return Next();
     }

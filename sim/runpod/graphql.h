@@ -23,6 +23,8 @@
 
 namespace hyperslice::sim::runpod::graphql {
 
+struct NamedValue;
+
 struct Value {
   enum class Kind { kNull, kInt, kFloat, kString, kBool, kEnum, kList, kObject, kVariable };
   Kind kind = Kind::kNull;
@@ -31,8 +33,14 @@ struct Value {
   bool b = false;
   std::string s;  // string, enum name or variable name
   std::vector<Value> list;
-  std::vector<std::pair<std::string, Value>> fields;  // input object, in source order
-  const Value* Field(std::string_view name) const;    // input object field or nullptr
+  std::vector<NamedValue> fields;                   // input object, in source order
+  const Value* Field(std::string_view name) const;  // input object field or nullptr
+};
+
+// An input object field (a struct, not std::pair: Value is incomplete inside its own definition).
+struct NamedValue {
+  std::string name;
+  Value value;
 };
 
 struct Location {

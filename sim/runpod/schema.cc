@@ -304,7 +304,10 @@ std::string Print(const Value& v) {
     case Value::Kind::kObject: {
       std::string s = "{";
       for (size_t k = 0; k < v.fields.size(); ++k) {
-        s += (k ? ", " : "") + v.fields[k].first + ": " + Print(v.fields[k].second);
+        if (k) s += ", ";
+        s += v.fields[k].name;
+        s += ": ";
+        s += Print(v.fields[k].value);
       }
       return s + "}";
     }
@@ -356,8 +359,12 @@ class Validator {
     for (const auto& [name, value] : sel.args) {
       auto it = f.args.find(name);
       if (it == f.args.end()) {
-        Err("Unknown argument \"" + name + "\" on field \"" + type + "." + sel.name + "\".",
-            sel.location);
+        std::string m = "Unknown argument \"" + name + "\" on field \"";
+        m += type;
+        m += ".";
+        m += sel.name;
+        m += "\".";
+        Err(std::move(m), sel.location);
         continue;
       }
       Coerce(it->second, value, sel.location);
@@ -420,16 +427,23 @@ class Validator {
       for (const auto& [fname, fv] : v.fields) {
         auto f = in->second.find(fname);
         if (f == in->second.end()) {
-          Err("Field \"" + fname + "\" is not defined by type \"" + n + "\".", loc);
+          std::string m = "Field \"" + fname + "\" is not defined by type \"";
+          m += n;
+          m += "\".";
+          Err(std::move(m), loc);
           continue;
         }
         Coerce(f->second, fv, loc);
       }
       for (const auto& [fname, ft] : in->second) {
         if (ft.non_null && !v.Field(fname)) {
-          Err("Field \"" + n + "." + fname + "\" of required type \"" + ft.Spelling() +
-                  "\" was not provided.",
-              loc);
+          std::string m = "Field \"" + n;
+          m += ".";
+          m += fname;
+          m += "\" of required type \"";
+          m += ft.Spelling();
+          m += "\" was not provided.";
+          Err(std::move(m), loc);
         }
       }
     }

@@ -6,6 +6,7 @@
 #include "sim/runpod/simulator.h"
 
 #include <cctype>
+#include <cmath>
 
 #include "sim/runpod/internal.h"
 
@@ -68,9 +69,9 @@ std::vector<market::Listing> DefaultListings() {
     l.memory_gb = r.ram_per_gpu * r.gpus;
     l.disk_gb = 200.0 * r.gpus;
     l.region = r.dc;
-    l.price = static_cast<market::MicroUsd>(r.price_per_gpu * 1e6 + 0.5) * r.gpus;
+    l.price = std::llround(r.price_per_gpu * 1e6) * r.gpus;
     if (r.spot_per_gpu > 0) {
-      l.spot_price = static_cast<market::MicroUsd>(r.spot_per_gpu * 1e6 + 0.5) * r.gpus;
+      l.spot_price = std::llround(r.spot_per_gpu * 1e6) * r.gpus;
     }
     l.capacity = r.capacity;
     l.attributes = {{"displayName", r.display},

@@ -17,7 +17,7 @@
 namespace hyperslice::gpu::runpod_test {
 
 struct SimFixture {
-  explicit SimFixture(std::function<void(sim::market::ServerOptions&)> tune = nullptr) {
+  explicit SimFixture(const std::function<void(sim::market::ServerOptions&)>& tune = nullptr) {
     sim::market::ServerOptions o;
     o.market.boot_delay = std::chrono::milliseconds(100);
     o.market.running_delay = std::chrono::milliseconds(100);

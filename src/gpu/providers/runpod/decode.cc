@@ -295,7 +295,11 @@ Result<std::vector<Offer>> DecodeOffers(std::string_view body, const std::string
     for (int n : counts) {
       Offer o;
       o.provider = kRunPod;
-      o.id = id + "|" + data_center_id + "|" + std::to_string(n);
+      o.id = id;
+      o.id += "|";
+      o.id += data_center_id;
+      o.id += "|";
+      o.id += std::to_string(n);
       o.gpu_type = gpu.name;
       o.gpu_type_known = gpu.known;
       o.provider_gpu_name = id;
