@@ -1,5 +1,9 @@
 // Offer refresh (issue "Ephemeral GPUs 1/4"): offers decoded and normalised per second, on a
-// recorded-shape 10,000-offer Vast.ai search answer (POST /api/v0/bundles/).
+// recorded-shape 10,000-offer Vast.ai search answer (POST /api/v0/bundles/), and the equivalent
+// 10,000-offer answers of the providers that list offers through an API: Lambda Cloud
+// (GET /api/v1/instance-types: 1,000 instance types x 10 regions with capacity) and RunPod
+// (GraphQL gpuTypes with lowestPrice for one data center: 2,500 GPU types x 4 GPU counts).
+// Paperspace has no offer API (its offers come from a price table), so it has no case here.
 //
 // The answer is generated at start from seed 42 with the shape Vast returns: every offer carries
 // the ~70 fields vast-cli 1.9.1 vastai/data/offer.py lists (ids, GPU, CPU, disk, network, prices,
@@ -11,10 +15,13 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <utility>
 
 #include <benchmark/benchmark.h>
 #include <boost/json.hpp>
 
+#include "src/gpu/providers/lambda/decode.h"
+#include "src/gpu/providers/runpod/decode.h"
 #include "src/gpu/providers/vast/decode.h"
 
 namespace {
@@ -139,16 +146,88 @@ std::string VastSearchAnswer(size_t n, uint64_t seed) {
   return json::serialize(json::object{{"offers", std::move(offers)}});
 }
 
+// Lambda Cloud OpenAPI 1.8.3 InstanceTypes: {"data": {"<name>": {"instance_type": {...},
+// "regions_with_capacity_available": [{"name","description"}]}}}.
+std::string LambdaInstanceTypes(size_t types, uint64_t seed) {
+  static const char* gpus[] = {"H100 (80 GB SXM5)", "A100 (40 GB SXM4)",  "A100 (80 GB SXM4)",
+                               "A10 (24 GB PCIe)",  "A6000 (48 GB)",      "H100 (80 GB PCIe)",
+                               "GH200 (96 GB)",     "B200 (180 GB SXM6)", "V100 (16 GB)"};
+  static const std::pair<const char*, const char*> regions[] = {
+      {"us-east-1", "Virginia, USA"},  {"us-west-1", "California, USA"},
+      {"us-west-2", "Arizona, USA"},   {"us-west-3", "Utah, USA"},
+      {"us-south-1", "Texas, USA"},    {"us-midwest-1", "Illinois, USA"},
+      {"europe-central-1", "Germany"}, {"asia-northeast-1", "Tokyo, Japan"},
+      {"asia-south-1", "India"},       {"me-west-1", "Israel"}};
+  std::mt19937_64 rng(seed);
+  json::object data;
+  for (size_t i = 0; i < types; ++i) {
+    const char* g = gpus[rng() % std::size(gpus)];
+    static const int counts[] = {1, 1, 2, 4, 8};
+    int n = counts[rng() % std::size(counts)];
+    std::string name = "gpu_" + std::to_string(n) + "x_type" + std::to_string(i);
+    json::array avail;
+    for (const auto& [rn, rd] : regions)
+      avail.push_back(json::object{{"name", rn}, {"description", rd}});
+    data[name] = json::object{
+        {"instance_type",
+         json::object{{"name", name},
+                      {"description", std::to_string(n) + "x " + g},
+                      {"gpu_description", g},
+                      {"price_cents_per_hour", static_cast<int64_t>(50 + rng() % 3000) * n},
+                      {"specs", json::object{{"vcpus", 8 * n + static_cast<int>(rng() % 24)},
+                                             {"memory_gib", 64 * n},
+                                             {"storage_gib", 512 * n},
+                                             {"gpus", n}}}}},
+        {"regions_with_capacity_available", std::move(avail)}};
+  }
+  return json::serialize(json::object{{"data", std::move(data)}});
+}
+
+// runpod-python's gpuTypes query with lowestPrice(input: {gpuCount: 1, dataCenterId: ...}).
+std::string RunPodGpuTypes(size_t types, uint64_t seed) {
+  static const std::pair<const char*, double> gpus[] = {{"NVIDIA GeForce RTX 4090", 24},
+                                                        {"NVIDIA GeForce RTX 3090", 24},
+                                                        {"NVIDIA A100 80GB PCIe", 80},
+                                                        {"NVIDIA A100-SXM4-80GB", 80},
+                                                        {"NVIDIA H100 80GB HBM3", 80},
+                                                        {"NVIDIA H100 PCIe", 80},
+                                                        {"NVIDIA L40S", 48},
+                                                        {"NVIDIA RTX A6000", 48},
+                                                        {"NVIDIA RTX 6000 Ada Generation", 48},
+                                                        {"NVIDIA H200", 141}};
+  std::mt19937_64 rng(seed);
+  json::array list;
+  for (size_t i = 0; i < types; ++i) {
+    const auto& [id, mem] = gpus[rng() % std::size(gpus)];
+    double usd = 0.2 + static_cast<double>(rng() % 3000) / 1000;
+    list.push_back(
+        json::object{{"id", id},
+                     {"displayName", id},
+                     {"memoryInGb", mem},
+                     {"secureCloud", rng() % 2 == 0},
+                     {"communityCloud", true},
+                     {"lowestPrice", json::object{{"gpuName", id},
+                                                  {"gpuTypeId", id},
+                                                  {"uninterruptablePrice", usd},
+                                                  {"minimumBidPrice", usd * 0.5},
+                                                  {"stockStatus", "High"},
+                                                  {"availableGpuCounts", json::array{1, 2, 4, 8}},
+                                                  {"minVcpu", 8},
+                                                  {"minMemory", 32}}}});
+  }
+  return json::serialize(json::object{{"data", json::object{{"gpuTypes", std::move(list)}}}});
+}
+
 const std::string& Answer() {
   static const std::string body = VastSearchAnswer(10000, 42);
   return body;
 }
 
-void BM_VastOfferRefresh(benchmark::State& state) {
-  const std::string& body = Answer();
+template <typename Decode>
+void Refresh(benchmark::State& state, const std::string& body, Decode decode) {
   size_t decoded = 0, known_gpu = 0, known_region = 0;
   for (auto _ : state) {
-    auto offers = hyperslice::gpu::providers::vast::DecodeOffers(body);
+    auto offers = decode(body);
     if (!offers.ok()) {
       state.SkipWithError(offers.error().message.c_str());
       return;
@@ -167,6 +246,27 @@ void BM_VastOfferRefresh(benchmark::State& state) {
   state.counters["known_gpu"] = static_cast<double>(known_gpu);
   state.counters["known_region"] = static_cast<double>(known_region);
   state.counters["body_kb"] = static_cast<double>(body.size()) / 1024;
+}
+
+void BM_LambdaOfferRefresh(benchmark::State& state) {
+  static const std::string body = LambdaInstanceTypes(1000, 42);
+  Refresh(state, body, [](const std::string& b) {
+    return hyperslice::gpu::providers::lambda::DecodeInstanceTypes(b);
+  });
+}
+BENCHMARK(BM_LambdaOfferRefresh)->Unit(benchmark::kMillisecond);
+
+void BM_RunPodOfferRefresh(benchmark::State& state) {
+  static const std::string body = RunPodGpuTypes(2500, 42);
+  Refresh(state, body, [](const std::string& b) {
+    return hyperslice::gpu::providers::runpod::DecodeOffers(b, "US-CA-2");
+  });
+}
+BENCHMARK(BM_RunPodOfferRefresh)->Unit(benchmark::kMillisecond);
+
+void BM_VastOfferRefresh(benchmark::State& state) {
+  Refresh(state, Answer(),
+          [](const std::string& b) { return hyperslice::gpu::providers::vast::DecodeOffers(b); });
 }
 BENCHMARK(BM_VastOfferRefresh)->Unit(benchmark::kMillisecond);
 
