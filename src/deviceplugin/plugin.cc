@@ -616,6 +616,9 @@ class PluginImpl final : public DevicePlugin {
       next_register_ = now;
     }
     if (now < next_register_) return next_register_;
+    // The kubelet dials our socket inside Register: if it went while we looked at kubelet.sock,
+    // serve it first (next pass, at once) rather than let that dial wait out our deadline.
+    if (!OwnSocketIntact()) return now;
     Result<FileId> registered = Register();
     if (registered.ok()) {
       registered_kubelet_ = *registered;

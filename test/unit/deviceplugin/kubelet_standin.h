@@ -134,13 +134,19 @@ class KubeletStandIn {
     KubeletStandIn* k_;
   };
 
-  // server.go Start → CleanupPluginDirectory: every socket in the folder goes, in directory order.
+  // server.go Start → CleanupPluginDirectory (manager.go): the names are read first
+  // (Readdirnames(-1)), then every socket among them is removed, once, in directory order. A socket
+  // a plugin re-creates meanwhile is not removed again.
   void CleanupPluginDirectory() {
     std::error_code ec;
+    std::vector<std::filesystem::path> names;
     for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+      names.push_back(entry.path());
+    }
+    for (const auto& path : names) {
       struct stat st {};
-      if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-      std::filesystem::remove(entry.path(), ec);
+      if (::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+      std::filesystem::remove(path, ec);
     }
   }
 
