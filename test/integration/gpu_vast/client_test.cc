@@ -77,6 +77,10 @@ TEST_F(VastSimTest, OnDemandCreateRunsAndDeletes) {
   ASSERT_TRUE(created.ok()) << created.error().ToString();
   EXPECT_EQ(created->state, InstanceState::kPending);
   EXPECT_FALSE(created->spot);
+  auto early = provider_->Get(created->id);  // before it runs: created or loading, not gone
+  ASSERT_TRUE(early.ok()) << early.error().ToString();
+  EXPECT_TRUE(early->state == InstanceState::kPending || early->state == InstanceState::kRunning)
+      << StateName(early->state) << " " << early->provider_state;
   auto running = WaitFor(created->id, InstanceState::kRunning);
   ASSERT_TRUE(running.ok()) << running.error().ToString();
   EXPECT_EQ(running->state, InstanceState::kRunning);

@@ -240,17 +240,18 @@ Result<std::vector<Offer>> DecodeOffers(std::string_view body) {
 InstanceState StateFrom(std::string_view actual, std::string_view intended,
                         std::string_view cur_state, bool is_bid, bool* reclaimed) {
   *reclaimed = false;
-  if (intended == "stopped" || cur_state == "stopped") {
-    if (is_bid && intended != "stopped") {
-      // Meant to run, stopped by the host: an interruptible instance that was outbid.
-      *reclaimed = true;
-      return InstanceState::kTerminated;
-    }
+  if (intended == "stopped") {
     return actual == "running" ? InstanceState::kStopping : InstanceState::kTerminated;
   }
   if (actual == "running") return InstanceState::kRunning;
-  if (actual.empty() || actual == "loading" || actual == "created" || actual == "scheduling") {
+  // Not started yet: a new instance is "created" (or has no status) with cur_state "stopped".
+  if (actual.empty() || actual == "created" || actual == "loading" || actual == "scheduling") {
     return InstanceState::kPending;
+  }
+  if (is_bid && cur_state == "stopped") {
+    // Meant to run, stopped by the host after it ran: an interruptible instance that was outbid.
+    *reclaimed = true;
+    return InstanceState::kTerminated;
   }
   // openapi.yaml: "if actual_status becomes exited, unknown, or offline it will never reach
   // running"; exited is final, the other two may be a host that went away for a while.
