@@ -89,7 +89,7 @@ class PodMutation {
 
  private:
   // Applies --owner-unreadable: a denial, or an unchanged allow with the message as a warning.
-  Decision Unreadable(int code, std::string reason, std::string message);
+  Decision Unreadable(int code, std::string reason, const std::string& message);
   // Each returns false when the decision is already made (in `decision_`).
   bool AddStatefulSetVars(const Owner& owner);
   bool AddJobVars(const Owner& owner);
@@ -111,7 +111,7 @@ class PodMutation {
   Decision decision_;
 };
 
-Decision PodMutation::Unreadable(int code, std::string reason, std::string message) {
+Decision PodMutation::Unreadable(int code, std::string reason, const std::string& message) {
   Decision d;
   if (options_.owner_unreadable == OwnerUnreadable::kDeny) {
     d.allowed = false;
@@ -307,13 +307,14 @@ bool PodMutation::AddTopologyVars(const std::string& selected) {
     }
     if (read.error) {
       if (read.error->code == Error::Code::kNotFound) continue;
-      decision_ =
-          Unreadable(503, "ServiceUnavailable",
-                     "cannot read TPUNodeGroup " + gns + "/" + gname + ": " + read.error->message);
+      std::string what = "cannot read TPUNodeGroup ";
+      what.append(gns).append("/").append(gname).append(": ").append(read.error->message);
+      decision_ = Unreadable(503, "ServiceUnavailable", what);
       return false;
     }
     group = read.obj;
-    group_id = gns + "/" + gname;
+    group_id = gns;
+    group_id.append("/").append(gname);
     break;
   }
   if (!group) {

@@ -160,7 +160,7 @@ class ServerImpl : public Server {
     o.max_body_bytes = options_.max_body_bytes;
     HS_ASSIGN_OR_RETURN(
         http_, net::HttpServer::Start(o, [this](const net::ServerRequest& req,
-                                                std::shared_ptr<net::Responder> responder) {
+                                                const std::shared_ptr<net::Responder>& responder) {
           Handle(req, responder);
         }));
     return OkStatus();
