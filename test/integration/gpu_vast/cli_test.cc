@@ -53,7 +53,7 @@ class VastCliTest : public VastSimTest {
 
   CliRun Cli(const std::string& args) {
     const std::string url = sim_->api_endpoint();
-    std::string env = "env -u VAST_API_KEY -u CI HOME='" + dir_ + "' XDG_CONFIG_HOME='" + dir_ +
+    std::string env = "env -u VAST_API_KEY HOME='" + dir_ + "' XDG_CONFIG_HOME='" + dir_ +
                       "/config' XDG_CACHE_HOME='" + dir_ + "/cache' XDG_STATE_HOME='" + dir_ +
                       "/state' XDG_DATA_HOME='" + dir_ + "/data' VAST_URL='" + url +
                       "' VASTAI_MANIFEST_URL='" + url +
@@ -117,6 +117,12 @@ TEST_F(VastCliTest, SearchesCreatesShowsAndDestroys) {
   std::vector<int64_t> ids;
   for (const auto& o : big.as_array()) ids.push_back(o.at("id").as_int64());
   EXPECT_EQ(ids, (std::vector<int64_t>{18423006, 18424210})) << big;  // A100 80G, H100; by price
+  // Interruptible pricing (-i: type bid) prices each offer at its minimum bid.
+  json::value bids = Json("search offers -i 'gpu_name=RTX_4090 num_gpus=1'");
+  ASSERT_TRUE(bids.is_array() && !bids.as_array().empty()) << bids;
+  for (const auto& o : bids.as_array()) {
+    EXPECT_DOUBLE_EQ(o.at("dph_total").as_double(), o.at("min_bid").as_double());
+  }
   json::value none = Json("search offers 'gpu_name=RTX_4090 geolocation notin [US,DE,CA]'");
   ASSERT_TRUE(none.is_array());
   EXPECT_TRUE(none.as_array().empty()) << none;
