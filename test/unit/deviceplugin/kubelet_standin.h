@@ -46,7 +46,8 @@ class KubeletStandIn {
     std::vector<std::string> errors;
   };
 
-  KubeletStandIn(std::string dir, std::string resource, std::string socket_name = "kubelet.sock")
+  KubeletStandIn(std::string dir, std::string resource,
+                 const std::string& socket_name = "kubelet.sock")
       : dir_(std::move(dir)), resource_(std::move(resource)), path_(dir_ + "/" + socket_name) {}
   ~KubeletStandIn() { Stop(true); }
   KubeletStandIn(const KubeletStandIn&) = delete;

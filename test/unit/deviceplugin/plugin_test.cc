@@ -113,7 +113,8 @@ TEST_F(DevicePluginTest, RemovedDeviceNodeTurnsUnhealthyThroughInotifyAndHealthy
   // this. The bound is loose because this machine is shared; bench/deviceplugin_bench measures.
   EXPECT_LT(latency, 1s);
   RecordProperty("remove_to_unhealthy_us", static_cast<int>(latency.count()));
-  std::printf("remove -> Unhealthy on the stream: %.2f ms\n", latency.count() / 1000.0);
+  std::printf("remove -> Unhealthy on the stream: %.2f ms\n",
+              static_cast<double>(latency.count()) / 1000.0);
   auto health = HealthById(unhealthy->response);
   EXPECT_EQ(health.size(), 8u) << "an unhealthy chip stays listed";
   EXPECT_EQ(health["accel1"], "Healthy");

@@ -58,6 +58,7 @@ TEST(Controller, KeyAddedThousandTimesWhileInFlightIsReconciledAtMostTwice) {
   c.Enqueue("ns/obj");
   ASSERT_TRUE(WaitFor([&] { return calls.load() == 1; }));
   std::vector<std::thread> adders;
+  adders.reserve(4);
   for (int t = 0; t < 4; ++t) {
     adders.emplace_back([&] {
       for (int i = 0; i < 250; ++i) c.Enqueue("ns/obj");
