@@ -16,6 +16,7 @@
 #include "src/kube/client.h"
 #include "src/kube/yaml.h"
 #include "src/net/pki.h"
+#include "src/webhook/self_signed.h"
 #include "src/webhook/webhook.h"
 #include "test/testenv/testenv.h"
 
@@ -81,6 +82,11 @@ class WebhookEnv {
     std::ofstream(dir_ / "tls.crt") << kp->cert_pem;
     std::ofstream(dir_ / "tls.key") << kp->key_pem;
 
+    // The CRD first, so that the webhook's informers sync at once (as in a cluster with deploy/).
+    if (Status st = InstallCrd(); !st.ok()) {
+      error = "CRD: " + st.error().ToString();
+      return;
+    }
     ServerOptions o;
     o.tls_cert_file = (dir_ / "tls.crt").string();
     o.tls_key_file = (dir_ / "tls.key").string();
@@ -91,10 +97,6 @@ class WebhookEnv {
       return;
     }
     server = std::move(*s);
-    if (Status st = InstallCrd(); !st.ok()) {
-      error = "CRD: " + st.error().ToString();
-      return;
-    }
     if (Status st = RegisterWebhooks(ca->cert_pem); !st.ok()) {
       error = "webhook configurations: " + st.error().ToString();
       return;
@@ -527,6 +529,29 @@ TEST_F(WebhookIntegration, InvalidTPUNodeGroupsAreRefusedWithWhatToChange) {
   auto labelled = client_->Patch(TPUNodeGroups(), ns_, "good", kube::PatchType::kMerge,
                                  R"({"metadata":{"labels":{"team":"ml"}}})");
   EXPECT_TRUE(labelled.ok()) << labelled.error().ToString();
+}
+
+// --self-signed told about a configuration that does not exist: the error says which one (kind,
+// name and the flag), not only the apiserver's "not found".
+TEST_F(WebhookIntegration, SelfSignedNamesTheConfigurationItCannotRead) {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("hs-webhook-missing-cfg-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  SelfSignedOptions o;
+  o.namespace_ = ns_;
+  o.secret = "missing-cfg-tls";
+  o.service_name = "hyperslice-webhook";
+  o.mutating_config = "";  // none
+  o.validating_config = "no-such-configuration";
+  o.cert_file = (dir / "tls.crt").string();
+  o.key_file = (dir / "tls.key").string();
+  auto started = SelfSignedCertificates::Start(client_, o);
+  std::filesystem::remove_all(dir);
+  ASSERT_FALSE(started.ok());
+  EXPECT_EQ(started.error().code, Error::Code::kNotFound) << started.error().ToString();
+  EXPECT_THAT(started.error().message,
+              HasSubstr("ValidatingWebhookConfiguration \"no-such-configuration\""));
+  EXPECT_THAT(started.error().message, HasSubstr("--validating-webhook-configuration"));
 }
 
 }  // namespace
