@@ -83,9 +83,12 @@ Decision MutateStatefulSet(const json::object& request, const AdmissionOptions& 
   }
   std::string hosts = HostnamesOf(sts, style);
   if (hosts.empty()) {
-    d.warnings.push_back("StatefulSet " + std::string(StringAt(metadata, "name")) +
-                         " has no serviceName, so its pods have no DNS names; " +
-                         std::string(kHostnamesVar) + " not set");
+    std::string_view name = StringAt(metadata, "name");
+    d.warnings.push_back((name.empty()
+                              ? std::string("a StatefulSet without metadata.name (generateName)")
+                              : "StatefulSet " + std::string(name) +
+                                    " has no serviceName, so its pods have no DNS names") +
+                         "; " + std::string(kHostnamesVar) + " not set");
     return d;
   }
   // What the previous spec gave: a container holding exactly that was injected for it.

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "src/base/log.h"
 #include "src/kube/yaml.h"
 #include "src/webhook/webhook.h"
 #include "test/unit/webhook/review_fixtures.h"
@@ -177,6 +178,26 @@ TEST_F(UpstreamPath, V1beta1ReviewIsAnsweredInV1beta1) {
   EXPECT_EQ(resp.at("patchType").as_string(), "JSONPatch");
   EXPECT_THAT(EnvAfter(sts, resp, 0, kTemplate),
               ElementsAre(std::string("TPU_WORKER_HOSTNAMES=") + upstream::kHostnames));
+}
+
+// --verbose (upstream's debug level): one line per admission, and none without it.
+TEST_F(UpstreamPath, DebugLevelLogsEachAdmission) {
+  std::vector<std::string> lines;
+  log::SetSink([&lines](std::string_view line) { lines.emplace_back(line); });
+  log::Level before = log::GetLevel();
+  json::object sts = SampleStatefulSet(false);
+  Decide(testing::Review(sts));
+  EXPECT_THAT(lines, ::testing::IsEmpty());
+  log::SetLevel(log::Level::kDebug);
+  Decide(testing::Review(sts));
+  log::SetLevel(before);
+  log::SetSink(nullptr);
+  ASSERT_EQ(lines.size(), 1u);
+  for (const char* field :
+       {R"("msg":"admission")", R"("path":"/mutate")", R"("kind":"StatefulSet")",
+        R"("operation":"CREATE")", R"("name":"web")", R"("patched":true)"}) {
+    EXPECT_THAT(lines[0], HasSubstr(field));
+  }
 }
 
 }  // namespace
