@@ -266,6 +266,9 @@ class VastApi final : public market::ProviderApi {
   std::optional<std::string> Enter(const net::ServerRequest& r, const char* method,
                                    const std::shared_ptr<net::Responder>& out, bool need_auth,
                                    Entered* entered) {
+    // Every request is counted (and may draw an injected fault) on arrival; a refused key or a
+    // rate limit answers before the fault takes effect.
+    auto fault = m_.Enter(method);
     std::string key;
     std::string auth = r.Header("authorization");
     if (auth.rfind("Bearer ", 0) == 0) key = auth.substr(7);
@@ -274,21 +277,16 @@ class VastApi final : public market::ProviderApi {
     if (!key.empty()) {
       account = m_.Authenticate(key);
       if (!account) {
-        m_.Enter(method);
         out->Send(401, ErrorBody("auth_error", "Invalid user key"));
         return std::nullopt;
       }
     } else if (need_auth) {
-      m_.Enter(method);
       out->Send(401, R"({"detail":"Authentication credentials were not provided."})");
       return std::nullopt;
     }
     std::string who = account.value_or("anonymous:" + r.remote_address);
-    if (auto wait = m_.Throttle(who)) {
-      m_.Enter(method);
-      return RateLimited(out, *wait);
-    }
-    auto fault = m_.Enter(method);
+    // Vast limits per endpoint and identity (docs: rate-limits-and-errors).
+    if (auto wait = m_.Throttle(who + " " + method)) return RateLimited(out, *wait);
     if (fault) {
       switch (*fault) {
         case Fault::Kind::kServerError:
