@@ -536,8 +536,12 @@ class PluginImpl final : public DevicePlugin {
   Result<FileId> Register() {
     Result<UnixConnection> conn = ConnectProven(kubelet_path_);
     if (!conn.ok()) return Unexpected(conn.error());
-    // The channel owns the descriptor from here on.
-    auto channel = grpc::CreateInsecureChannelFromFd("unix:" + kubelet_path_, conn->fd);
+    // The channel owns the descriptor from here on. Authority "localhost", as kubelet's own
+    // plugin client uses (devicemanager/plugin/v1beta1/client.go); a channel made from a
+    // descriptor would otherwise send a placeholder.
+    grpc::ChannelArguments args;
+    args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, "localhost");
+    auto channel = grpc::CreateCustomInsecureChannelFromFd("unix:" + kubelet_path_, conn->fd, args);
     auto stub = v1beta1::Registration::NewStub(channel);
     v1beta1::RegisterRequest req;
     req.set_version(kApiVersion);

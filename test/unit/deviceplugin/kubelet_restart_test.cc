@@ -54,6 +54,8 @@ void ExpectOneCleanRegistration(const KubeletStandIn::Report& r, int round) {
   EXPECT_EQ(r.unexpected_ends, 0) << "round " << round << ": " << Describe(r);
   EXPECT_TRUE(r.connected) << "round " << round << ": " << Describe(r);
   EXPECT_EQ(r.healthy, 8) << "round " << round << ": " << Describe(r);
+  // What kubelet's own plugin client sends (client.go); not checked by kubelet's server.
+  EXPECT_EQ(r.authority, "localhost") << "round " << round;
 }
 
 class KubeletRestartTest : public ::testing::Test {

@@ -43,6 +43,7 @@ class KubeletStandIn {
     int lists = 0;             // ListAndWatch responses received, all clients
     int healthy = 0;         // Healthy devices the current client listed last; 0 once disconnected
     bool connected = false;  // a client is current for the resource
+    std::string authority;   // :authority of the latest Register
     std::vector<std::string> errors;
   };
 
@@ -126,8 +127,13 @@ class KubeletStandIn {
   class Service final : public v1beta1::Registration::Service {
    public:
     explicit Service(KubeletStandIn* k) : k_(k) {}
-    grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* req,
+    grpc::Status Register(grpc::ServerContext* ctx, const v1beta1::RegisterRequest* req,
                           v1beta1::Empty*) override {
+      grpc::string_ref authority = ctx->ExperimentalGetAuthority();
+      {
+        std::lock_guard lock(k_->mu_);
+        k_->report_.authority.assign(authority.data(), authority.size());
+      }
       return k_->OnRegister(*req);
     }
 
