@@ -192,7 +192,8 @@ class ServerImpl : public Server {
 
  private:
   void Handle(const net::ServerRequest& req, const std::shared_ptr<net::Responder>& responder) {
-    if (req.path == "/healthz" || req.path == "/readyz") {
+    // "/" as well: gke-tpu-env-injector's chart probes it (seed 001), and answers 200 there.
+    if (req.path == "/healthz" || req.path == "/readyz" || req.path == "/") {
       responder->Send(200, "ok\n", {{"Content-Type", "text/plain; charset=utf-8"}});
       return;
     }

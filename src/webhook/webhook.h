@@ -9,7 +9,8 @@
 //
 // Paths: POST /mutate-pods, POST /mutate (StatefulSets and Pods), POST /validate-tpunodegroups
 // (AdmissionReview admission.k8s.io/v1 or v1beta1, answered in the version asked; Content-Type
-// application/json), GET /healthz, GET /readyz, GET /metrics (Prometheus text).
+// application/json), GET /healthz, GET /readyz (and GET /, which upstream's chart probes),
+// GET /metrics (Prometheus text).
 //
 // Order of the injected variables in a container's env: the container's own entries, then
 // TPU_WORKER_HOSTNAMES, TPU_WORKER_ID, TPU_TOPOLOGY, TPU_ACCELERATOR_TYPE,

@@ -168,6 +168,10 @@ TEST_F(WebhookServer, ServesUpstreamPathForStatefulSetsAndPods) {
   EXPECT_EQ(res->status, 404);
 
   net::Request get;
+  get.target = "/";  // upstream's chart's liveness and readiness probes
+  auto root = client->Do(get);
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(root->status, 200);
   get.target = "/metrics";
   auto m = client->Do(get);
   ASSERT_TRUE(m.ok());
