@@ -262,7 +262,7 @@ class ClassReconciler {
         ProviderConfig config;
         config.name = p.name;
         config.endpoint = p.endpoint;
-        config.clock = o_.clock;
+        if (o_.clock != nullptr) config.clock = o_.clock;
         config.metrics = &registry_;
         config.credentials = SecretCredential(o_.client, p.credentials, o_.credentials_namespace,
                                               std::chrono::seconds(60),

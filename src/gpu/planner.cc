@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <numeric>
 #include <set>
 
@@ -180,6 +181,43 @@ Result<PendingPod> PendingPodFrom(const boost::json::object& pod) {
   return p;
 }
 
+OfferRequirements Intersect(const OfferRequirements& a, const OfferRequirements& b) {
+  auto names = [](const std::set<std::string>& x, const std::set<std::string>& y) {
+    if (x.empty()) return y;
+    if (y.empty()) return x;
+    std::set<std::string> out;
+    std::set_intersection(x.begin(), x.end(), y.begin(), y.end(), std::inserter(out, out.begin()));
+    // Both constrained and nothing in common: keep an impossible marker rather than "any".
+    if (out.empty()) out.insert("");
+    return out;
+  };
+  auto both = [](const std::set<std::string>& x, const std::set<std::string>& y) {
+    std::set<std::string> out = x;
+    out.insert(y.begin(), y.end());
+    return out;
+  };
+  OfferRequirements r;
+  r.gpu_types = names(a.gpu_types, b.gpu_types);
+  r.excluded_gpu_types = both(a.excluded_gpu_types, b.excluded_gpu_types);
+  r.min_gpu_count = std::max(a.min_gpu_count, b.min_gpu_count);
+  r.min_gpu_memory_gib = std::max(a.min_gpu_memory_gib, b.min_gpu_memory_gib);
+  r.min_vcpus = std::max(a.min_vcpus, b.min_vcpus);
+  r.min_memory_gib = std::max(a.min_memory_gib, b.min_memory_gib);
+  r.regions = names(a.regions, b.regions);
+  r.excluded_regions = both(a.excluded_regions, b.excluded_regions);
+  r.providers = names(a.providers, b.providers);
+  r.spot_allowed = a.spot_allowed && b.spot_allowed;
+  r.on_demand_allowed = a.on_demand_allowed && b.on_demand_allowed;
+  if (a.max_price && b.max_price) {
+    r.max_price = std::min(*a.max_price, *b.max_price);
+  } else {
+    r.max_price = a.max_price ? a.max_price : b.max_price;
+  }
+  r.provider_priority = a.provider_priority;
+  r.provider_priority.insert(b.provider_priority.begin(), b.provider_priority.end());
+  return r;
+}
+
 Plan MakePlan(const std::vector<PendingPod>& pods, const std::vector<PoolView>& pools_in,
               const std::map<std::string, Budget>& class_budgets_in, const OfferCatalog& offers,
               const OfferSkip& skip) {
@@ -274,6 +312,7 @@ Plan MakePlan(const std::vector<PendingPod>& pods, const std::vector<PoolView>& 
           continue;
         }
         shared = true;
+        m.req = Intersect(m.req, c.req);
         break;
       }
       if (shared) {
@@ -372,6 +411,7 @@ Plan MakePlan(const std::vector<PendingPod>& pods, const std::vector<PoolView>& 
     PlannedMachine m;
     m.pool = best_c->pool;
     m.choice = *best;
+    m.req = best_c->req;
     m.pods.push_back(i);
     m.gpus_used = pod.gpus;
     m.cpu_milli_used = pod.cpu_milli;

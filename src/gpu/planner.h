@@ -72,6 +72,9 @@ struct PoolView {
 struct PlannedMachine {
   size_t pool = 0;  // index into the pools given
   Choice choice;
+  // What every pod on it needs of a machine, together (each pod's node selector and affinity
+  // narrowed on the pool and class, intersected): the launch may buy any offer meeting it.
+  OfferRequirements req;
   std::vector<size_t> pods;  // indexes into the pods given
   int gpus_used = 0;
   int64_t cpu_milli_used = 0, memory_bytes_used = 0;
@@ -87,6 +90,9 @@ using OfferSkip = std::function<bool(const Offer&)>;
 Plan MakePlan(const std::vector<PendingPod>& pods, const std::vector<PoolView>& pools,
               const std::map<std::string, Budget>& class_budgets, const OfferCatalog& offers,
               const OfferSkip& skip = nullptr);
+
+// Both at once: name sets intersected (empty means any), minimums maxed, prices min'ed.
+OfferRequirements Intersect(const OfferRequirements& a, const OfferRequirements& b);
 
 // Does `offer` satisfy `req` (as OfferCatalog::Select would see it), and at what price/spot?
 std::optional<Choice> Satisfies(const Offer& offer, const OfferRequirements& req);

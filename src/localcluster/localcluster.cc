@@ -179,6 +179,7 @@ class LocalClusterImpl final : public LocalCluster {
               {{"server", server_url_},
                {"work_dir", work_dir_},
                {"controller_manager", boost::json::value(options_.controller_manager)},
+               {"scheduler", boost::json::value(options_.scheduler)},
                {"startup_ms", boost::json::value(ms.count())}});
     return OkStatus();
   }
@@ -245,7 +246,7 @@ class LocalClusterImpl final : public LocalCluster {
 
   std::vector<int> Pids() const override {
     std::vector<int> pids;
-    for (const Process* p : {&etcd_, &apiserver_, &controller_manager_}) {
+    for (const Process* p : {&etcd_, &apiserver_, &controller_manager_, &scheduler_}) {
       if (p->pid() > 0) pids.push_back(p->pid());
     }
     return pids;
@@ -256,11 +257,14 @@ class LocalClusterImpl final : public LocalCluster {
     fs::path dir(bin_dir_);
     apiserver_bin_ = (dir / "kube-apiserver").string();
     controller_manager_bin_ = (dir / "kube-controller-manager").string();
+    scheduler_bin_ = (dir / "kube-scheduler").string();
     etcd_bin_ = (dir / "etcd").string();
     if (!Executable(apiserver_bin_))
       return Err(Error::Code::kNotFound, "no kube-apiserver in " + bin_dir_);
     if (options_.controller_manager && !Executable(controller_manager_bin_))
       return Err(Error::Code::kNotFound, "no kube-controller-manager in " + bin_dir_);
+    if (options_.scheduler && !Executable(scheduler_bin_))
+      return Err(Error::Code::kNotFound, "no kube-scheduler in " + bin_dir_);
     if (!Executable(etcd_bin_)) return Err(Error::Code::kNotFound, "no etcd in " + bin_dir_);
     return OkStatus();
   }
@@ -306,6 +310,9 @@ class LocalClusterImpl final : public LocalCluster {
     HS_ASSIGN_OR_RETURN(
         controller_manager_cred_,
         internal::MakeLeaf(ca_, LeafSpec{.common_name = "system:kube-controller-manager"}));
+    // The apiserver's bootstrap RBAC binds the system:kube-scheduler role to this user.
+    HS_ASSIGN_OR_RETURN(scheduler_cred_,
+                        internal::MakeLeaf(ca_, LeafSpec{.common_name = "system:kube-scheduler"}));
     HS_ASSIGN_OR_RETURN(auto sa, internal::MakeRsaKey(2048));
 
     const auto key_perms = fs::perms::owner_read | fs::perms::owner_write;
@@ -360,6 +367,7 @@ class LocalClusterImpl final : public LocalCluster {
     if (options_.controller_manager) {
       HS_RETURN_IF_ERROR(StartControllerManager());
     }
+    if (options_.scheduler) HS_RETURN_IF_ERROR(StartScheduler());
     return OkStatus();
   }
 
@@ -431,6 +439,26 @@ class LocalClusterImpl final : public LocalCluster {
                                          {.base_url = "https://127.0.0.1:" + std::to_string(port),
                                           .tls = {.insecure_skip_verify = true}}));
     return WaitHttpOk(controller_manager_, *client, "/healthz", kControllerManagerReadyTimeout);
+  }
+
+  Status StartScheduler() {
+    HS_ASSIGN_OR_RETURN(int port, FreePort());
+    std::string kubeconfig = (fs::path(work_dir_) / "kube-scheduler.kubeconfig").string();
+    HS_RETURN_IF_ERROR(WriteFile(
+        kubeconfig, Kubeconfig(server_url_, ca_.cert_pem, "system:kube-scheduler", scheduler_cred_),
+        fs::perms::owner_read | fs::perms::owner_write));
+    ProcessSpec spec{
+        .path = scheduler_bin_,
+        .args = {"--kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig,
+                 "--authorization-kubeconfig=" + kubeconfig, "--leader-elect=false",
+                 "--bind-address=127.0.0.1", "--secure-port=" + std::to_string(port),
+                 "--cert-dir=" + (fs::path(work_dir_) / "scheduler-certs").string()},
+        .log_path = (fs::path(work_dir_) / "kube-scheduler.log").string()};
+    HS_RETURN_IF_ERROR(scheduler_.Start(spec));
+    HS_ASSIGN_OR_RETURN(auto client, net::HttpClient::Create(
+                                         {.base_url = "https://127.0.0.1:" + std::to_string(port),
+                                          .tls = {.insecure_skip_verify = true}}));
+    return WaitHttpOk(scheduler_, *client, "/healthz", kControllerManagerReadyTimeout);
   }
 
   // The objects `kubeadm init` creates for joining nodes (see Options::kubeadm_bootstrap).
@@ -588,20 +616,21 @@ class LocalClusterImpl final : public LocalCluster {
   }
 
   void StopAll() {
+    scheduler_.Stop(kStopGrace);
     controller_manager_.Stop(kStopGrace);
     apiserver_.Stop(kStopGrace);
     etcd_.Stop(kStopGrace);
   }
 
   Options options_;
-  std::string bin_dir_, apiserver_bin_, controller_manager_bin_, etcd_bin_;
+  std::string bin_dir_, apiserver_bin_, controller_manager_bin_, scheduler_bin_, etcd_bin_;
   std::string work_dir_;
   bool remove_work_dir_ = false;
   std::string server_url_, kubeconfig_path_, ca_cert_path_, ca_key_path_, etcd_url_;
   int apiserver_port_ = 0;
-  internal::KeyPair ca_, admin_, controller_manager_cred_;
+  internal::KeyPair ca_, admin_, controller_manager_cred_, scheduler_cred_;
   // Declared in start order; StopAll() stops them in reverse.
-  Process etcd_, apiserver_, controller_manager_;
+  Process etcd_, apiserver_, controller_manager_, scheduler_;
 };
 
 }  // namespace

@@ -28,12 +28,14 @@ struct Options {
   // Working folder for certificates, etcd data and logs. Empty: a new temp folder, removed on
   // destruction unless $HYPERSLICE_KEEP_TESTENV is set. A given folder is kept, but every Start()
   // regenerates its certificates and wipes its etcd data (each start is a fresh cluster).
-  // Logs: <work_dir>/{etcd,kube-apiserver,kube-controller-manager}.log.
+  // Logs: <work_dir>/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler}.log.
   std::string work_dir;
   // GC, CSR approval and signing, token cleaner, service accounts. Without it the ServiceAccount
   // admission plugin is disabled (nobody would create a namespace's "default" ServiceAccount, so
   // every pod would be rejected), as envtest does.
   bool controller_manager = false;
+  // kube-scheduler (same pinned release, leader election off), so pods get bound to Nodes.
+  bool scheduler = false;
   bool watch_cache = true;  // false: watches go to etcd, so compaction yields 410 Gone
   std::vector<std::string> extra_apiserver_flags;
   // What `kubeadm init` leaves in a cluster for nodes to join with a bootstrap token:

@@ -15,6 +15,7 @@ namespace {
 
 std::mutex g_mu;
 localcluster::LocalCluster* g_cluster = nullptr;  // owned; deleted by StopCluster at exit
+localcluster::Options g_options;
 
 void StopCluster() {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -24,13 +25,18 @@ void StopCluster() {
 
 }  // namespace
 
+void ConfigureCluster(localcluster::Options options) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_options = std::move(options);
+}
+
 localcluster::LocalCluster& Cluster() {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_cluster != nullptr) return *g_cluster;
   // The logger's statics must exist before the exit handler is registered, so that they are
   // destroyed after it runs.
   log::Info("testenv: starting the shared control plane");
-  auto started = localcluster::LocalCluster::Start({});
+  auto started = localcluster::LocalCluster::Start(g_options);
   if (!started.ok()) {
     // Every test of the binary needs the control plane; there is nothing to run without it.
     std::fprintf(stderr, "testenv: the control plane did not start: %s\n",

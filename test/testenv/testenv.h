@@ -10,6 +10,8 @@
 
 namespace hyperslice::testenv {
 
+// The shape of the shared cluster (e.g. with kube-scheduler); call before the first Cluster().
+void ConfigureCluster(localcluster::Options options);
 // Starts (once) and returns the binary's shared cluster; fails the calling test if it cannot.
 localcluster::LocalCluster& Cluster();
 // A new admin client for the shared cluster.

@@ -1,0 +1,23 @@
+// Shared between the provisioner (which writes claims) and the claim controller (which launches
+// them): the JSON form of OfferRequirements kept in a claim's annotation, and claim accessors.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <boost/json/object.hpp>
+
+#include "src/base/result.h"
+#include "src/gpu/selection.h"
+
+namespace hyperslice::gpu::internal {
+
+boost::json::object RequirementsToJson(const OfferRequirements& r);
+// Errors: kInvalidArgument for a malformed document (a hand-edited annotation).
+Result<OfferRequirements> RequirementsFromJson(std::string_view text);
+
+// The claim's pool as "<namespace>/<name>" (from spec.poolRef).
+std::string PoolKeyOf(const boost::json::object& claim);
+std::string ClassNameOf(const boost::json::object& claim);
+
+}  // namespace hyperslice::gpu::internal
