@@ -5,10 +5,12 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -16,11 +18,14 @@
 #include "src/cmd/roles.h"
 #include "src/gce/auth.h"
 #include "src/gce/compute.h"
+#include "src/gpu/claim_controller.h"
 #include "src/gpu/class_controller.h"
+#include "src/gpu/provisioner.h"
 #include "src/kube/client.h"
 #include "src/kube/config.h"
 #include "src/kube/events.h"
 #include "src/kube/manager.h"
+#include "src/kube/store.h"
 #include "src/tpu/operator.h"
 
 namespace hyperslice::cmd {
@@ -51,6 +56,9 @@ struct OperatorFlags {
   std::string credentials_namespace = gpu::kDefaultCredentialsNamespace;
   std::string gpu_offer_refresh_interval = "60s";
   std::string gpu_credentials_check_interval = "5m";
+  std::vector<std::string> gpu_endpoints;  // "<provider>=<url>"
+  std::string gpu_launch_timeout = "5m";
+  std::string gpu_registration_timeout = "15m";
 };
 
 OperatorFlags& Flags() {
@@ -130,6 +138,66 @@ Result<std::shared_ptr<gce::TokenSource>> Tokens(const OperatorFlags& f) {
   return gce::DefaultTokenSource(o);
 }
 
+// The ephemeral-GPU controllers (src/gpu): class (credentials, offers), provisioner (pods ->
+// claims) and claim lifecycle, sharing one offer cache and one unavailable-offers cache.
+Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& client,
+                   const OperatorFlags& f, Clock::Duration offer_refresh,
+                   Clock::Duration credentials_check, Clock::Duration launch_timeout,
+                   Clock::Duration registration_timeout) {
+  std::map<std::string, std::string> endpoints;
+  for (const std::string& e : f.gpu_endpoints) {
+    auto eq = e.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == e.size()) {
+      return Error::Make(Error::Code::kInvalidArgument,
+                         "--gpu-endpoint " + e + ": want <provider>=<url>");
+    }
+    endpoints[e.substr(0, eq)] = e.substr(eq + 1);
+  }
+  // The tgp.io/cluster tag on every rented machine: the flag, else the uid of kube-system (as the
+  // TPU operator labels its GCE resources), so two clusters sharing an account never collect
+  // each other's machines.
+  std::string cluster_id = f.cluster_id;
+  if (cluster_id.empty()) {
+    auto ns = client->Get(kube::resources::Namespaces(), "", "kube-system");
+    if (!ns.ok()) return ns.error();
+    cluster_id = std::string(kube::MetaString(*ns, "uid"));
+  }
+  auto cache = std::make_shared<gpu::OfferCache>();
+  auto unavailable = std::make_shared<gpu::UnavailableOffers>();
+  kube::EventRecorderOptions eo;
+  eo.component = "hyperslice-gpu";
+  auto events = std::make_shared<kube::EventRecorder>(client, eo);
+
+  gpu::ClassControllerOptions co;
+  co.client = client;
+  co.cache = cache;
+  co.events = events;
+  co.credentials_namespace = f.credentials_namespace;
+  co.offer_refresh_interval = offer_refresh;
+  co.credentials_check_interval = credentials_check;
+  co.default_endpoints = endpoints;
+  co.workers = f.workers;
+  HS_RETURN_IF_ERROR(gpu::RegisterClassController(mgr, std::move(co)));
+
+  gpu::ClaimControllerOptions cl;
+  cl.client = client;
+  cl.cache = cache;
+  cl.unavailable = unavailable;
+  cl.events = events;
+  cl.cluster_id = cluster_id;
+  cl.launch_timeout = launch_timeout;
+  cl.registration_timeout = registration_timeout;
+  cl.workers = f.workers;
+  HS_RETURN_IF_ERROR(gpu::RegisterClaimController(mgr, std::move(cl)));
+
+  gpu::ProvisionerOptions po;
+  po.client = client;
+  po.cache = cache;
+  po.unavailable = unavailable;
+  po.events = events;
+  return gpu::RegisterProvisioner(mgr, std::move(po));
+}
+
 }  // namespace
 
 void SetupOperator(CLI::App& app) {
@@ -201,6 +269,15 @@ void SetupOperator(CLI::App& app) {
   app.add_option("--gpu-credentials-check-interval", f.gpu_credentials_check_interval,
                  "how often each provider's credentials are re-checked")
       ->capture_default_str();
+  app.add_option("--gpu-endpoint", f.gpu_endpoints,
+                 "<provider>=<url>: API base for classes whose provider entry names no endpoint "
+                 "(a private endpoint; repeatable)");
+  app.add_option("--gpu-launch-timeout", f.gpu_launch_timeout,
+                 "a claim not launched within this is deleted")
+      ->capture_default_str();
+  app.add_option("--gpu-registration-timeout", f.gpu_registration_timeout,
+                 "a launched machine whose Node does not register within this is returned")
+      ->capture_default_str();
 }
 
 int RunOperator(CLI::App&) {
@@ -217,8 +294,10 @@ int RunOperator(CLI::App&) {
   auto retry = ParseDuration(f.retry_period);
   auto offer_refresh = ParseDuration(f.gpu_offer_refresh_interval);
   auto credentials_check = ParseDuration(f.gpu_credentials_check_interval);
-  for (const auto* d :
-       {&drift, &sweep, &lease, &renew, &retry, &offer_refresh, &credentials_check}) {
+  auto launch_timeout = ParseDuration(f.gpu_launch_timeout);
+  auto registration_timeout = ParseDuration(f.gpu_registration_timeout);
+  for (const auto* d : {&drift, &sweep, &lease, &renew, &retry, &offer_refresh, &credentials_check,
+                        &launch_timeout, &registration_timeout}) {
     if (!d->ok()) {
       log::Error("bad flag", {{"error", d->error().message}});
       return 2;
@@ -290,17 +369,9 @@ int RunOperator(CLI::App&) {
     return 1;
   }
   if (f.gpu) {
-    gpu::ClassControllerOptions go;
-    go.client = *client;
-    go.cache = std::make_shared<gpu::OfferCache>();
-    go.credentials_namespace = f.credentials_namespace;
-    go.offer_refresh_interval = *offer_refresh;
-    go.credentials_check_interval = *credentials_check;
-    kube::EventRecorderOptions eo;
-    eo.component = "hyperslice-gpu";
-    go.events = std::make_shared<kube::EventRecorder>(*client, eo);
-    go.workers = f.workers;
-    if (Status s = gpu::RegisterClassController(**mgr, std::move(go)); !s.ok()) {
+    if (Status s = RegisterGpu(**mgr, *client, f, *offer_refresh, *credentials_check,
+                               *launch_timeout, *registration_timeout);
+        !s.ok()) {
       log::Error("gpu controllers", {{"error", s.error().message}});
       return 1;
     }

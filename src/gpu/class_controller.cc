@@ -262,6 +262,11 @@ class ClassReconciler {
         ProviderConfig config;
         config.name = p.name;
         config.endpoint = p.endpoint;
+        if (config.endpoint.empty()) {
+          if (auto it = o_.default_endpoints.find(p.name); it != o_.default_endpoints.end()) {
+            config.endpoint = it->second;
+          }
+        }
         if (o_.clock != nullptr) config.clock = o_.clock;
         config.metrics = &registry_;
         config.credentials = SecretCredential(o_.client, p.credentials, o_.credentials_namespace,

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -51,6 +52,9 @@ struct ClassControllerOptions {
   std::string credentials_namespace = kDefaultCredentialsNamespace;
   Clock::Duration credentials_check_interval = std::chrono::minutes(5);
   Clock::Duration offer_refresh_interval = std::chrono::seconds(60);
+  // API base per provider for classes that name no endpoint (the operator's --gpu-endpoint);
+  // absent: the provider's public API.
+  std::map<std::string, std::string> default_endpoints;
   ProviderFactory factory;  // empty: NewProvider
   int workers = 2;
   Clock* clock = nullptr;                       // nullptr: RealClock()

@@ -659,6 +659,22 @@ TEST_F(DeployOnApiserver, OperatorServiceAccountMayDoWhatItNeeds) {
   for (const char* verb : {"get", "create", "update"}) {
     EXPECT_TRUE(CanI(sa, {verb, "leases.coordination.k8s.io", "-n", "tpu-node-group"})) << verb;
   }
+  // Ephemeral GPUs: classes and pools read and their status written, claims owned, GPU pods
+  // read, provider keys read in tgp-system.
+  for (const char* res : {"gpunodeclasses.tgp.io", "gpunodepools.tgp.io"}) {
+    for (const char* verb : {"get", "list", "watch", "update", "patch"}) {
+      EXPECT_TRUE(CanI(sa, {verb, res, "-n", "team-a"})) << verb << " " << res;
+    }
+    EXPECT_TRUE(CanI(sa, {"update", res, "--subresource=status", "-n", "team-a"})) << res;
+  }
+  for (const char* verb : {"get", "list", "watch", "create", "update", "patch", "delete"}) {
+    EXPECT_TRUE(CanI(sa, {verb, "gpunodeclaims.tgp.io"})) << verb;
+  }
+  EXPECT_TRUE(CanI(sa, {"update", "gpunodeclaims.tgp.io", "--subresource=status"}));
+  for (const char* verb : {"get", "list", "watch"}) {
+    EXPECT_TRUE(CanI(sa, {verb, "pods", "-n", "team-a"})) << verb << " pods";
+  }
+  EXPECT_TRUE(CanI(sa, {"get", "secrets", "-n", "tgp-system"}));
 }
 
 TEST_F(DeployOnApiserver, OperatorServiceAccountMayDoNothingElse) {
@@ -669,6 +685,12 @@ TEST_F(DeployOnApiserver, OperatorServiceAccountMayDoNothingElse) {
   EXPECT_FALSE(CanI(sa, {"get", "secrets", "-n", "tpu-node-group"}));
   EXPECT_FALSE(CanI(sa, {"list", "secrets", "--all-namespaces"}));
   EXPECT_FALSE(CanI(sa, {"update", "secrets", "-n", "kube-system"}));
+  // Provider keys: one Secret read at a time, never listed or written.
+  EXPECT_FALSE(CanI(sa, {"list", "secrets", "-n", "tgp-system"}));
+  EXPECT_FALSE(CanI(sa, {"update", "secrets", "-n", "tgp-system"}));
+  // Pods are read, never written or deleted (disruption evicts through the API, issue 4/4).
+  EXPECT_FALSE(CanI(sa, {"delete", "pods", "-n", "default"}));
+  EXPECT_FALSE(CanI(sa, {"create", "gpunodeclasses.tgp.io"}));
   // Only the cluster-info ConfigMap, only read.
   EXPECT_FALSE(CanI(sa, {"get", "configmaps/other", "-n", "kube-public"}));
   EXPECT_FALSE(CanI(sa, {"update", "configmaps/cluster-info", "-n", "kube-public"}));
