@@ -7,16 +7,29 @@
 // /api/v0/gpu_names/unique/ and /api/v0/gpu_types/ from $VAST_URL (default the public console) at
 // import time, and cli/selfupdate.py fetches a release manifest ($VASTAI_MANIFEST_URL) unless
 // VASTAI_NO_UPDATE_CHECK is set or --raw is given. So VAST_URL and VASTAI_MANIFEST_URL point at
-// the simulator, the update check is off, and HTTP(S)_PROXY names a closed loopback port with only
-// loopback exempt (NO_PROXY): a request to any other host fails instead of leaving the machine.
-// HOME and the XDG folders are a fresh temporary folder, so no cached catalog or key is used.
+// the simulator, the update check is off, and HTTP(S)_PROXY names a loopback trap with only
+// loopback exempt (NO_PROXY): a request to any other host goes to the trap (which counts it and
+// refuses it) instead of leaving the machine, and each test ends by checking the trap saw nothing.
+// The trap is proven to work by sending it one request for an outside host through the same
+// environment. HOME and the XDG folders are a fresh temporary folder, so no cached catalog or key
+// is used.
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <thread>
 
 #include "test/integration/gpu_vast/fixture.h"
 
@@ -24,6 +37,65 @@ namespace hyperslice::gpu::vast_testing {
 namespace {
 
 namespace fs = std::filesystem;
+
+// A loopback TCP listener standing in for an HTTP proxy: it records the first line of every
+// connection (what a client asks a proxy: "GET http://host/..." or "CONNECT host:443") and closes
+// it, so whatever is sent through it goes nowhere.
+class ProxyTrap {
+ public:
+  ProxyTrap() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        listen(fd_, 16) != 0 || getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~ProxyTrap() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    if (fd_ >= 0) close(fd_);
+  }
+  int port() const { return port_; }
+  std::vector<std::string> seen() {
+    std::lock_guard lock(mu_);
+    return seen_;
+  }
+
+ private:
+  void Run() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 20) <= 0) continue;
+      int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) continue;
+      std::string line;
+      char ch = 0;
+      pollfd q{c, POLLIN, 0};
+      while (line.size() < 512 && poll(&q, 1, 2000) > 0 && read(c, &ch, 1) == 1 && ch != '\n') {
+        if (ch != '\r') line.push_back(ch);
+      }
+      size_t http = line.rfind(" HTTP/");
+      {
+        std::lock_guard lock(mu_);  // recorded before the client can see the close
+        seen_.push_back(http == std::string::npos ? line : line.substr(0, http));
+      }
+      close(c);
+    }
+  }
+
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::string> seen_;
+};
 
 struct CliRun {
   int exit_code = -1;
@@ -44,24 +116,35 @@ class VastCliTest : public VastSimTest {
     char tmpl[] = "/tmp/hs-vastai-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
+    trap_ = std::make_unique<ProxyTrap>();
+    ASSERT_NE(trap_->port(), 0);
+    proxy_ = "http://127.0.0.1:" + std::to_string(trap_->port());
   }
   void TearDown() override {
+    if (trap_) {
+      std::string seen;
+      for (const auto& t : trap_->seen()) seen += "\n  " + t;
+      EXPECT_EQ(trap_->seen().size(), expected_trapped_)
+          << "requests for hosts other than --url:" << seen;
+    }
     std::error_code ec;
     if (!dir_.empty()) fs::remove_all(dir_, ec);
     VastSimTest::TearDown();
   }
 
+  std::string Env() {
+    const std::string url = sim_->api_endpoint();
+    return "env -u VAST_API_KEY HOME='" + dir_ + "' XDG_CONFIG_HOME='" + dir_ +
+           "/config' XDG_CACHE_HOME='" + dir_ + "/cache' XDG_STATE_HOME='" + dir_ +
+           "/state' XDG_DATA_HOME='" + dir_ + "/data' VAST_URL='" + url +
+           "' VASTAI_MANIFEST_URL='" + url + "/cli/manifest.json' VASTAI_NO_UPDATE_CHECK=1 " +
+           "HTTP_PROXY=" + proxy_ + " HTTPS_PROXY=" + proxy_ + " http_proxy=" + proxy_ +
+           " https_proxy=" + proxy_ + " NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost ";
+  }
+
   CliRun Cli(const std::string& args) {
     const std::string url = sim_->api_endpoint();
-    std::string env = "env -u VAST_API_KEY HOME='" + dir_ + "' XDG_CONFIG_HOME='" + dir_ +
-                      "/config' XDG_CACHE_HOME='" + dir_ + "/cache' XDG_STATE_HOME='" + dir_ +
-                      "/state' XDG_DATA_HOME='" + dir_ + "/data' VAST_URL='" + url +
-                      "' VASTAI_MANIFEST_URL='" + url +
-                      "/cli/manifest.json' VASTAI_NO_UPDATE_CHECK=1 "
-                      "HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 "
-                      "http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 "
-                      "NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost ";
-    std::string cmd = env + "'" + cli_ + "' --url '" + url + "' --api-key " + kKey + " --raw " +
+    std::string cmd = Env() + "'" + cli_ + "' --url '" + url + "' --api-key " + kKey + " --raw " +
                       args + " </dev/null >'" + dir_ + "/out' 2>'" + dir_ + "/err'";
     int rc = std::system(cmd.c_str());
     CliRun r;
@@ -97,8 +180,32 @@ class VastCliTest : public VastSimTest {
     ADD_FAILURE() << "instance " << id << " never ran";
   }
 
-  std::string cli_, dir_;
+  std::string cli_, dir_, proxy_;
+  std::unique_ptr<ProxyTrap> trap_;
+  size_t expected_trapped_ = 0;
 };
+
+TEST_F(VastCliTest, TheTrapCatchesRequestsForOtherHosts) {
+  // The CLI's own interpreter and requests library, asked for an outside URL with the CLI's
+  // environment: the request ends at the loopback trap, never on the network.
+  std::ofstream(dir_ + "/probe.py") << "import requests\n"
+                                       "for url in ['http://vast.ai.invalid/probe',\n"
+                                       "            'https://console.vast.ai.invalid/api/v0/']:\n"
+                                       "  try:\n"
+                                       "    requests.get(url, timeout=5)\n"
+                                       "  except Exception as e:\n"
+                                       "    print(type(e).__name__)\n";
+  std::string python = fs::path(cli_).parent_path().string() + "/python";
+  std::string cmd = Env() + "'" + python + "' '" + dir_ + "/probe.py' >'" + dir_ + "/out' 2>&1";
+  expected_trapped_ = 2;
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  auto seen = trap_->seen();
+  std::ifstream printed(dir_ + "/out");
+  ASSERT_EQ(seen.size(), 2u) << std::string((std::istreambuf_iterator<char>(printed)),
+                                            std::istreambuf_iterator<char>());
+  EXPECT_EQ(seen[0], "GET http://vast.ai.invalid/probe");
+  EXPECT_EQ(seen[1], "CONNECT console.vast.ai.invalid:443");  // how https goes by a proxy
+}
 
 TEST_F(VastCliTest, SearchesCreatesShowsAndDestroys) {
   // search offers: the CLI's query language becomes the JSON filter the simulator evaluates.
