@@ -52,7 +52,8 @@ std::string ErrorBody(std::string_view code, std::string_view msg, const json::o
 json::object OfferJson(const market::Listing& l, int available, std::string_view type);
 // Every offer field name a query may use.
 const std::vector<std::string>& OfferFields();
-// Every instance field name a v1 select_filters/order_by may use.
+// Instance columns a v1 order_by may name, and the stored ones select_filters may.
 const std::vector<std::string>& InstanceFields();
+const std::vector<std::string>& FilterableInstanceFields();
 
 }  // namespace hyperslice::sim::vast::internal

@@ -131,36 +131,26 @@ const std::vector<std::string>& OfferFields() {
 }
 
 const std::vector<std::string>& InstanceFields() {
-  static const std::vector<std::string> fields = {"id",
-                                                  "machine_id",
-                                                  "host_id",
-                                                  "actual_status",
-                                                  "intended_status",
-                                                  "cur_state",
-                                                  "next_state",
-                                                  "image_uuid",
-                                                  "image_runtype",
-                                                  "label",
-                                                  "num_gpus",
-                                                  "gpu_name",
-                                                  "gpu_ram",
-                                                  "cpu_cores_effective",
-                                                  "cpu_ram",
-                                                  "disk_space",
-                                                  "public_ipaddr",
-                                                  "start_date",
-                                                  "end_date",
-                                                  "dph_total",
-                                                  "dph_base",
-                                                  "min_bid",
-                                                  "is_bid",
-                                                  "geolocation",
-                                                  "verification",
-                                                  "reliability2",
-                                                  "status_msg",
-                                                  "template_id",
-                                                  "template_hash_id",
-                                                  "uptime_mins"};
+  static const std::vector<std::string> fields = [] {
+    std::vector<std::string> f = FilterableInstanceFields();
+    for (const char* k : {"dph_total", "dph_base", "min_bid", "num_gpus", "gpu_ram", "cpu_ram",
+                          "cpu_cores_effective", "disk_space", "reliability2", "uptime_mins",
+                          "geolocation", "public_ipaddr", "duration"}) {
+      f.emplace_back(k);
+    }
+    return f;
+  }();
+  return fields;
+}
+
+// openapi.yaml showInstances: "Filterable columns: actual_status, gpu_name, verification, id,
+// label, and other columns stored directly on the contract record"; computed ones are not.
+const std::vector<std::string>& FilterableInstanceFields() {
+  static const std::vector<std::string> fields = {
+      "id",         "machine_id",   "host_id",         "actual_status", "intended_status",
+      "cur_state",  "next_state",   "image_uuid",      "image_runtype", "label",
+      "gpu_name",   "verification", "is_bid",          "start_date",    "end_date",
+      "status_msg", "template_id",  "template_hash_id"};
   return fields;
 }
 

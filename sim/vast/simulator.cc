@@ -16,9 +16,9 @@
 // list and get), docs page api-reference/rate-limits-and-errors, vast-cli 1.9.1 vastai/api/*.py.
 //
 // Auth: `Authorization: Bearer <key>` (or the older ?api_key=); a bad key gets 401
-// {"success":false,"error":"auth_error","msg":"Invalid user key"}, none at all 401
-// {"detail":"Authentication credentials were not provided."}. Searching needs no key
-// (openapi: `security: []`). Rate limited: 429 {"success":false,"error":"rate_limit_exceeded",
+// {"success":false,"error":"auth_error","msg":"Invalid user key"}, none at all 403
+// {"success":false,"error":"auth_error","msg":"This action requires login."}. Searching needs no
+// key (openapi: `security: []`). Rate limited: 429 {"success":false,"error":"rate_limit_exceeded",
 // "msg":"API requests too frequent endpoint threshold=<s>"} with Retry-After.
 //
 // Instance statuses as Vast reports them: created (actual_status "created", cur_state "stopped")
@@ -27,6 +27,7 @@
 // ({"instances": null}) while the market bills it until terminated.
 #include "sim/vast/simulator.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -36,6 +37,7 @@
 #include <set>
 
 #include "sim/vast/internal.h"
+#include "src/base/base64.h"
 
 namespace hyperslice::sim::vast {
 
@@ -281,7 +283,9 @@ class VastApi final : public market::ProviderApi {
         return std::nullopt;
       }
     } else if (need_auth) {
-      out->Send(401, R"({"detail":"Authentication credentials were not provided."})");
+      // openapi.yaml (showCharges): "403 Forbidden. Returned when no Authorization header is
+      // provided."
+      out->Send(403, ErrorBody("auth_error", "This action requires login."));
       return std::nullopt;
     }
     std::string who = account.value_or("anonymous:" + r.remote_address);
@@ -563,6 +567,8 @@ class VastApi final : public market::ProviderApi {
     }
     o["extra_env"] = std::move(extra_env);
     o["is_bid"] = i.spot;
+    o["gpu_totalram"] = o["gpu_total_ram"];
+    o["duration"] = duration<double>(now - i.created).count();
     double price = static_cast<double>(i.price) / 1e6;
     o["dph_total"] = price;
     o["dph_base"] = price;
@@ -570,7 +576,7 @@ class VastApi final : public market::ProviderApi {
     o["ssh_host"] = i.public_ip;
     o["ssh_port"] = 20000 + id % 10000;
     o["ssh_idx"] = "0";
-    o["local_ipaddrs"] = "172.17.0.2\n";
+    o["local_ipaddrs"] = "172.17.0.2";
     o["direct_port_start"] = 40000;
     o["direct_port_end"] = 40063;
     o["jupyter_token"] = "";
@@ -636,57 +642,64 @@ class VastApi final : public market::ProviderApi {
     Finish(out, swallow, 200, json::serialize(body));
   }
 
-  // v1: select_filters (the search condition language on instance fields), order_by
-  // ([{"col","dir"}]), limit (1-25), after_token (opaque), select_cols (["*"] or names).
+  // v1 (openapi.yaml showInstances): select_filters (the search condition language, on stored
+  // columns only: computed ones such as dph_total and num_gpus are refused), order_by
+  // ([{"col","dir"}], a dir other than desc is asc, id always the last key), limit (default and
+  // most 25, <= 0 means 5), after_token (keyset cursor), select_cols (unknown names are null).
   void ListV1(const net::ServerRequest& r, const std::shared_ptr<net::Responder>& out) {
     Entered e;
     auto account = Enter(r, kListV1, out, true, &e);
     if (!account) return;
     bool swallow = e.swallow;
-    auto bad = [&](const std::string& m) { out->Send(400, ErrorBody("invalid_args", m)); };
+    auto bad = [&](const char* code, const std::string& m) {
+      out->Send(400, json::serialize(json::object{{"error", code}, {"msg", m}}));
+    };
+    auto not_key = [&](std::string_view col) {
+      bad("invalid_request",
+          "Error in query parameters: " + std::string(col) + " is not a valid search key");
+    };
     bool ok = true;
     Query q;
     if (std::string f = r.Query("select_filters"); !f.empty()) {
       json::value v = ParseOr(f, &ok);
-      if (!ok || !v.is_object()) return bad("select_filters must be a JSON object");
-      auto parsed = ParseQuery(v.get_object(), InstanceFields(), false);
-      if (!parsed.ok()) return bad(parsed.error().message);
+      if (!ok || !v.is_object())
+        return bad("invalid_request", "select_filters is not a JSON object");
+      for (const auto& [k, cond] : v.get_object()) {
+        if (!Contains(FilterableInstanceFields(), k)) return not_key(k);
+      }
+      auto parsed = ParseQuery(v.get_object(), FilterableInstanceFields(), false);
+      if (!parsed.ok()) return bad("invalid_request", parsed.error().message);
       q.conditions = std::move(parsed->conditions);
     }
+    bool by_id = false;
     if (std::string o = r.Query("order_by"); !o.empty()) {
       json::value v = ParseOr(o, &ok);
-      if (!ok || !v.is_array()) return bad("order_by must be a JSON list of {col, dir}");
-      for (const auto& e : v.get_array()) {
-        const json::object* c = e.if_object();
+      if (!ok || !v.is_array()) return bad("invalid_request", "order_by is not a JSON list");
+      for (const auto& d : v.get_array()) {
+        const json::object* c = d.if_object();
         const json::value* col = c ? c->if_contains("col") : nullptr;
-        if (!col || !col->is_string() ||
-            std::find(InstanceFields().begin(), InstanceFields().end(),
-                      std::string_view(col->get_string())) == InstanceFields().end()) {
-          return bad("order_by: unknown column");
-        }
+        if (!col || !col->is_string()) return bad("invalid_request", "order_by: no col");
+        if (!Contains(InstanceFields(), col->get_string())) return not_key(col->get_string());
         const json::value* dir = c->if_contains("dir");
         bool desc = dir && dir->is_string() && dir->get_string() == "desc";
         q.order.emplace_back(std::string(col->get_string()), desc);
+        by_id = by_id || col->get_string() == "id";
       }
     }
+    if (!by_id) q.order.emplace_back("id", false);
     int64_t limit = 25;
     if (std::string l = r.Query("limit"); !l.empty()) {
-      auto n = ParseId(l);
-      if (!n || *n < 1 || *n > 25) return bad("limit must be between 1 and 25");
-      limit = *n;
-    }
-    size_t offset = 0;
-    if (std::string t = r.Query("after_token"); !t.empty()) {
-      auto n = t.rfind("off-", 0) == 0 ? ParseId(t.substr(4)) : std::nullopt;
-      if (!n) return bad("after_token is not a token this endpoint issued");
-      offset = static_cast<size_t>(*n);
+      char* end = nullptr;
+      long long n = std::strtoll(l.c_str(), &end, 10);
+      if (!end || *end != '\0') return bad("invalid_request", "limit is not an integer");
+      limit = n <= 0 ? 5 : std::min<long long>(n, 25);
     }
     std::vector<std::string> cols;
     if (std::string s = r.Query("select_cols"); !s.empty()) {
       json::value v = ParseOr(s, &ok);
-      if (!ok || !v.is_array()) return bad("select_cols must be a JSON list");
+      if (!ok || !v.is_array()) return bad("invalid_request", "select_cols is not a JSON list");
       for (const auto& c : v.get_array()) {
-        if (!c.is_string()) return bad("select_cols must be a JSON list of names");
+        if (!c.is_string()) return bad("invalid_request", "select_cols holds a non-string");
         if (c.get_string() != "*") cols.emplace_back(c.get_string());
       }
     }
@@ -694,27 +707,64 @@ class VastApi final : public market::ProviderApi {
     for (auto& o : Rows(*account)) {
       if (Matches(q.conditions, o)) rows.push_back(std::move(o));
     }
-    size_t total = rows.size();
     OrderAndLimit(q, &rows);
+    // The cursor: {"values":{"id":<last id of the page>},"os_page":<page>}, base64, as Vast's.
+    size_t offset = 0;
+    int64_t page_no = 0;
+    if (std::string t = r.Query("after_token"); !t.empty()) {
+      auto raw = Base64Decode(t, "after_token");
+      json::value c = raw.ok() ? ParseOr(*raw, &ok) : json::value(nullptr);
+      const json::value* last = c.is_object() ? c.get_object().if_contains("values") : nullptr;
+      last = last && last->is_object() ? last->get_object().if_contains("id") : nullptr;
+      const json::value* pg = c.is_object() ? c.get_object().if_contains("os_page") : nullptr;
+      if (!raw.ok() || !ok || !last || !last->is_int64() || !pg || !pg->is_int64()) {
+        return bad("invalid_token", "Invalid pagination token");
+      }
+      page_no = pg->get_int64() + 1;
+      offset = rows.size();
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const json::value* id = rows[i].if_contains("id");
+        if (id && id->is_int64() && id->get_int64() == last->get_int64()) offset = i + 1;
+      }
+    }
+    json::object label_counts;
+    for (const auto& row : rows) {
+      const json::value* l = row.if_contains("label");
+      std::string key = l && l->is_string() ? std::string(l->get_string()) : "";
+      label_counts[key] = (label_counts.contains(key) ? label_counts[key].as_int64() : 0) + 1;
+    }
     json::array page;
+    int64_t last_id = 0;
     for (size_t i = offset; i < rows.size() && page.size() < static_cast<size_t>(limit); ++i) {
+      last_id = rows[i].at("id").as_int64();
       if (cols.empty()) {
         page.emplace_back(std::move(rows[i]));
       } else {
         json::object p;
         for (const auto& c : cols) {
-          if (const json::value* v = rows[i].if_contains(c)) p[c] = *v;
+          const json::value* v = rows[i].if_contains(c);
+          p[c] = v ? *v : json::value(nullptr);
         }
         page.emplace_back(std::move(p));
       }
     }
-    size_t next = offset + page.size();
-    json::object body{{"instances", std::move(page)},
-                      {"next_token", next < total ? json::value("off-" + std::to_string(next))
-                                                  : json::value(nullptr)},
-                      {"total_instances", total},
-                      {"label_counts", json::object()}};
+    json::value next = nullptr;
+    if (offset + page.size() < rows.size()) {
+      next = Base64Encode(json::serialize(
+          json::object{{"values", json::object{{"id", last_id}}}, {"os_page", page_no}}));
+    }
+    size_t found = page.size();
+    json::object body{{"success", true},
+                      {"instances_found", found},
+                      {"total_instances", rows.size()},
+                      {"label_counts", std::move(label_counts)},
+                      {"next_token", std::move(next)},
+                      {"instances", std::move(page)}};
     Finish(out, swallow, 200, json::serialize(body));
+  }
+
+  static bool Contains(const std::vector<std::string>& v, std::string_view s) {
+    return std::find(v.begin(), v.end(), s) != v.end();
   }
 
   void Destroy(const net::ServerRequest& r, const std::string& id,
@@ -744,8 +794,12 @@ class VastApi final : public market::ProviderApi {
     if (!account) return;
     bool swallow = e.swallow;
     uint64_t id = std::hash<std::string>{}(*account) % 900000 + 100000;
-    // openapi.yaml show user; the key itself is never echoed here.
+    // openapi.yaml showUser (id, key_id, email, balance, ssh_key, sid) and what vast-cli reads
+    // (host_agreement_accepted); the key itself is never echoed here.
     json::object u{{"id", id},
+                   {"key_id", id + 1000000},
+                   {"sid", "sim-" + std::to_string(id)},
+                   {"ssh_key", ""},
                    {"username", *account},
                    {"email", *account + "@example.com"},
                    {"fullname", *account},
@@ -753,8 +807,7 @@ class VastApi final : public market::ProviderApi {
                    {"credit", 100.0},
                    {"has_billing", true},
                    {"host_agreement_accepted", false},
-                   {"can_pay", true},
-                   {"sshkey", nullptr}};
+                   {"can_pay", true}};
     Finish(out, swallow, 200, json::serialize(u));
   }
 

@@ -169,7 +169,11 @@ TEST_F(VastSimTest, BadKeyIsUnauthorized) {
   EXPECT_EQ(raw.status, 401);
   EXPECT_EQ(json::parse(raw.body),
             json::parse(R"({"success":false,"error":"auth_error","msg":"Invalid user key"})"));
-  EXPECT_EQ(Api("GET", "/api/v0/instances/1/", "", "").status, 401);
+  auto none = Api("GET", "/api/v0/instances/1/", "", "");
+  EXPECT_EQ(none.status, 403);
+  EXPECT_EQ(
+      json::parse(none.body),
+      json::parse(R"({"success":false,"error":"auth_error","msg":"This action requires login."})"));
 }
 
 TEST_F(VastSimTest, MissingInstanceIsNotFound) {

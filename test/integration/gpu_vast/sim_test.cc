@@ -86,7 +86,21 @@ TEST_F(VastSimTest, InstanceListsAndCatalogs) {
                                   .body);
   ASSERT_EQ(filtered.at("instances").as_array().size(), 1u);
   EXPECT_EQ(filtered.at("instances").at(0).as_object().size(), 2u);
-  EXPECT_EQ(Api("GET", "/api/v1/instances/?limit=26").status, 400);
+  // Refusals as openapi.yaml documents them; limits out of range are clamped.
+  auto computed = Api(
+      "GET", "/api/v1/instances/?select_filters=" + net::UrlEncode(R"({"dph_total":{"lt":1}})"));
+  EXPECT_EQ(computed.status, 400);
+  EXPECT_EQ(json::parse(computed.body),
+            json::parse(R"({"error":"invalid_request","msg":"Error in query parameters: )"
+                        R"(dph_total is not a valid search key"})"));
+  EXPECT_EQ(json::parse(Api("GET", "/api/v1/instances/?after_token=bm9wZQ==").body)
+                .at("error")
+                .as_string(),
+            "invalid_token");
+  EXPECT_EQ(
+      json::parse(Api("GET", "/api/v1/instances/?limit=0").body).at("instances").as_array().size(),
+      2u);
+  EXPECT_EQ(v1.at("label_counts"), json::parse(R"({"l-18420311":1,"l-18422040":1})"));
   auto v0 = json::parse(Api("GET", "/api/v0/instances/").body);
   EXPECT_EQ(v0.at("instances_found").as_int64(), 2);
   // Another account sees none of them.
