@@ -58,6 +58,7 @@ json::object OfferJson(const market::Listing& l, int available, std::string_view
   o["gpu_total_ram"] = gpu_ram_mb * l.gpu_count;
   o["gpu_frac"] = 1.0;
   o["gpu_arch"] = "nvidia";
+  o["gpu_lanes"] = 16;
   o["gpu_display_active"] = false;
   o["gpu_max_power"] = AttrNum(l, "gpu_max_power", 450);
   o["gpu_max_temp"] = 83.0;
@@ -105,6 +106,8 @@ json::object OfferJson(const market::Listing& l, int available, std::string_view
   o["geolocode"] = static_cast<int64_t>(AttrNum(l, "geolocode", 0));
   o["reliability"] = reliability;
   o["reliability2"] = reliability;
+  o["expected_reliability"] = reliability;
+  o["reliability_mult"] = 1.0;
   o["verification"] = verification;
   o["verified"] = verification == "verified";
   o["static_ip"] = true;
@@ -121,8 +124,9 @@ const std::vector<std::string>& OfferFields() {
     for (const auto& [k, v] : OfferJson(market::Listing{}, 1, "on-demand")) f.emplace_back(k);
     // vast-cli offers_fields that the rendered offer does not carry are still filterable
     // (they match null).
-    for (const char* k : {"cuda_vers", "dph", "gpu_ram_free_min", "ubuntu_version", "flops_usd",
-                          "dlperf_usd", "display_active", "cluster_id"}) {
+    for (const char* k :
+         {"cuda_vers", "dph", "gpu_ram_free_min", "ubuntu_version", "flops_usd", "dlperf_usd",
+          "display_active", "cluster_id", "target_reliability", "has_sla", "country_code"}) {
       f.emplace_back(k);
     }
     return f;

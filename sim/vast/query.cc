@@ -46,6 +46,12 @@ bool Equal(std::string_view field, const json::value& have, const json::value& w
   if (have.is_string() && want.is_string()) {
     std::string_view h = have.get_string(), w = want.get_string();
     if (h == w) return true;
+    // openapi.yaml's examples spell GPU names as the CLI takes them: {"eq": "RTX_4090"}.
+    if (field == "gpu_name" && h.size() == w.size()) {
+      bool same = true;
+      for (size_t i = 0; same && i < h.size(); ++i) same = h[i] == (w[i] == '_' ? ' ' : w[i]);
+      if (same) return true;
+    }
     return field == "geolocation" && w.size() == 2 && Country(h) == w;
   }
   auto h = Num(have), w = Num(want);
@@ -86,29 +92,27 @@ Result<Query> ParseQuery(const json::object& q, const std::vector<std::string>& 
         return Bad("Invalid query: order must be a list of [field, direction]");
       for (const auto& e : value.get_array()) {
         const json::array* pair = e.if_array();
-        if (!pair || pair->empty() || pair->size() > 2 || !(*pair)[0].is_string()) {
+        if (!pair || pair->size() != 2 || !(*pair)[0].is_string()) {
           return Bad("Invalid query: order must be a list of [field, direction]");
         }
         std::string field((*pair)[0].get_string());
         if (!Known(known_fields, field)) return Bad("Invalid query: cannot order by " + field);
-        bool desc = false;
-        if (pair->size() == 2) {
-          const json::string* dir = (*pair)[1].if_string();
-          if (!dir || (*dir != "asc" && *dir != "desc")) {
-            return Bad("Invalid query: order direction must be asc or desc");
-          }
-          desc = *dir == "desc";
+        const json::string* dir = (*pair)[1].if_string();
+        if (!dir || (*dir != "asc" && *dir != "desc")) {
+          return Bad("Invalid query: order direction must be asc or desc");
         }
-        out.order.emplace_back(std::move(field), desc);
+        out.order.emplace_back(std::move(field), *dir == "desc");
       }
       continue;
     }
     if (allow_special_keys && k == "type") {
       const json::string* t = value.if_string();
-      if (!t || (*t != "on-demand" && *t != "bid" && *t != "reserved" && *t != "interruptible")) {
+      // openapi.yaml spells it "ondemand", vast-cli sends "on-demand".
+      if (!t || (*t != "on-demand" && *t != "ondemand" && *t != "bid" && *t != "reserved" &&
+                 *t != "interruptible")) {
         return Bad("Invalid query: type must be on-demand, bid or reserved");
       }
-      out.type = *t == "interruptible" ? "bid" : std::string(*t);
+      out.type = *t == "interruptible" ? "bid" : *t == "ondemand" ? "on-demand" : std::string(*t);
       continue;
     }
     if (allow_special_keys && k == "limit") {

@@ -279,7 +279,9 @@ class VastApi final : public market::ProviderApi {
     if (!key.empty()) {
       account = m_.Authenticate(key);
       if (!account) {
-        out->Send(401, ErrorBody("auth_error", "Invalid user key"));
+        // openapi.yaml: 401 for the instance calls; searchOffers documents a 404 for it.
+        out->Send(std::string_view(method) == kBundles ? 404 : 401,
+                  ErrorBody("auth_error", "Invalid user key"));
         return std::nullopt;
       }
     } else if (need_auth) {
@@ -352,12 +354,14 @@ class VastApi final : public market::ProviderApi {
     bool ok = false;
     json::value q =
         ParseOr(r.method == "GET" ? r.Query("q").empty() ? "{}" : r.Query("q") : r.body, &ok);
-    if (!ok) return out->Send(400, ErrorBody("invalid_args", "Invalid json body"));
+    // openapi.yaml searchOffers 400: {"error":"invalid_request","msg":"Invalid json body"}.
+    if (!ok) return out->Send(400, ErrorBody("invalid_request", "Invalid json body"));
     if (!q.is_object()) {
-      return out->Send(400, ErrorBody("invalid_args", "Invalid query: must be dict of conditions"));
+      return out->Send(400,
+                       ErrorBody("invalid_request", "Invalid query: must be dict of conditions"));
     }
     auto query = ParseQuery(q.get_object(), OfferFields(), true);
-    if (!query.ok()) return out->Send(400, ErrorBody("invalid_args", query.error().message));
+    if (!query.ok()) return out->Send(400, ErrorBody("invalid_request", query.error().message));
     if (query->order.empty()) query->order.emplace_back("score", true);  // vast-cli's default
     if (!query->limit) query->limit = 64;
     std::vector<json::object> rows;

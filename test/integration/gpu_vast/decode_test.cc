@@ -67,6 +67,8 @@ TEST(VastDecode, ErrorsByStatusAndCode) {
   EXPECT_EQ(KindOf(kind(Call::kCreate, 404, R"({"success":false,"error":"invalid_args"})")),
             ErrorKind::kCapacity);
   EXPECT_EQ(KindOf(kind(Call::kDelete, 404, R"({"error":"not_found"})")), ErrorKind::kNotFound);
+  EXPECT_EQ(KindOf(kind(Call::kOffers, 404, R"({"error":"auth_error","msg":"Invalid user key"})")),
+            ErrorKind::kUnauthorized);
   EXPECT_EQ(KindOf(kind(Call::kOffers, 400, R"({"error":"invalid_args","msg":"x"})")),
             ErrorKind::kInvalid);
   EXPECT_EQ(KindOf(kind(Call::kGet, 503, "<html>503</html>")), ErrorKind::kTransient);

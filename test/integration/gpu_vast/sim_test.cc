@@ -29,6 +29,9 @@ TEST_F(VastSimTest, SearchOperators) {
   EXPECT_EQ(Set(search(R"({"gpu_ram":{"gte":40000},"geolocation":{"notin":["US"]}})")),
             (std::set<int64_t>{18423006, 18424288}));
   EXPECT_EQ(Set(search(R"({"cpu_cores_effective":{"lt":12}})")), (std::set<int64_t>{18422040}));
+  // GPU names as openapi.yaml's examples spell them, and its "ondemand".
+  EXPECT_EQ(Set(search(R"({"gpu_name":{"in":["RTX_3090"]},"type":"ondemand"})")),
+            (std::set<int64_t>{18422040, 18422118}));
   EXPECT_EQ(Set(search(R"({"geolocation":{"eq":"Germany, DE"}})")),
             (std::set<int64_t>{18421502, 18422118}));
   // Order and limit.
@@ -50,7 +53,7 @@ TEST_F(VastSimTest, SearchRefusals) {
     auto r = Api("POST", "/api/v0/bundles/", q, "");
     EXPECT_EQ(r.status, 400) << q;
     auto v = json::parse(r.body);
-    EXPECT_EQ(v.at("error").as_string(), "invalid_args");
+    EXPECT_EQ(v.at("error").as_string(), "invalid_request");
     EXPECT_NE(std::string(v.at("msg").as_string()).find(msg), std::string::npos) << r.body;
   };
   refused("{not json", "Invalid json body");
@@ -62,6 +65,11 @@ TEST_F(VastSimTest, SearchRefusals) {
   refused(R"({"limit":-1})", "limit must be a positive integer");
   refused(R"({"type":"cheap"})", "type must be");
   refused(R"({"order":[["colour","asc"]]})", "cannot order by colour");
+  refused(R"({"order":[["dph_total"]]})", "order must be a list of [field, direction]");
+  // A bad key on search: 404 auth_error (openapi.yaml searchOffers).
+  auto bad_key = Api("POST", "/api/v0/bundles/", "{}", "not-a-key");
+  EXPECT_EQ(bad_key.status, 404);
+  EXPECT_EQ(json::parse(bad_key.body).at("error").as_string(), "auth_error");
 }
 
 TEST_F(VastSimTest, InstanceListsAndCatalogs) {

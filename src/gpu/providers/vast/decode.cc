@@ -372,7 +372,8 @@ Error DecodeError(Call call, const net::Response& r) {
     }
     return MakeError(ErrorKind::kRateLimited, text, s, wait);
   }
-  if (s == 401) return MakeError(ErrorKind::kUnauthorized, text, s);
+  // auth_error comes with 401, 403 (no key) and, on search and some other calls, 404.
+  if (s == 401 || code == "auth_error") return MakeError(ErrorKind::kUnauthorized, text, s);
   if (s == 403) {
     // create: 403 invalid_args "Offer ... is not your own" is a refused request, not bad auth.
     return MakeError(code == "invalid_args" ? ErrorKind::kInvalid : ErrorKind::kUnauthorized, text,
