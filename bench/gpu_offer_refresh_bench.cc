@@ -9,7 +9,7 @@
 // the ~70 fields vast-cli 1.9.1 vastai/data/offer.py lists (ids, GPU, CPU, disk, network, prices,
 // scores, host facts), GPU names from Vast's catalog spellings (some unknown to our tables),
 // geolocations "State, CC" across North America, Europe and Asia, ints and doubles as Vast mixes
-// them: about 20 MB of JSON (2 KB an offer, as Vast's are), generated rather than committed.
+// them: about 24 MB of JSON (2.4 KB an offer, as Vast's are), generated rather than committed.
 // Figures: items_per_second = offers decoded and normalised per second (whole body, one thread).
 //   ninja -C build gpu_offer_refresh_bench && build/bench/gpu_offer_refresh_bench
 #include <cstdio>
@@ -141,6 +141,15 @@ std::string VastSearchAnswer(size_t n, uint64_t seed) {
     o["avail_vol_dph"] = nullptr;
     o["avail_vol_size"] = nullptr;
     o["platform_fee"] = 0.0;
+    o["expected_reliability"] = rel;
+    o["rn"] = static_cast<int64_t>(i + 1);
+    json::object price{{"gpuCostPerHour", dph * 0.95},
+                       {"diskHour", dph * 0.05},
+                       {"totalHour", dph},
+                       {"discountTotalHour", 0},
+                       {"discountedTotalPerHour", dph}};
+    o["search"] = price;
+    o["instance"] = std::move(price);
     offers.emplace_back(std::move(o));
   }
   return json::serialize(json::object{{"offers", std::move(offers)}});

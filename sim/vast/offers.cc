@@ -90,6 +90,14 @@ json::object OfferJson(const market::Listing& l, int available, std::string_view
   o["dph_total"] = dph;
   o["min_bid"] = min_bid;
   o["storage_cost"] = storage_cost;
+  // The price breakdown searches carry (openapi.yaml Instance/searchOffers "search").
+  json::object breakdown{{"gpuCostPerHour", dph},
+                         {"diskHour", 0.0},
+                         {"totalHour", dph},
+                         {"discountTotalHour", 0.0},
+                         {"discountedTotalPerHour", dph}};
+  o["search"] = breakdown;
+  o["instance"] = std::move(breakdown);
   o["storage_total_cost"] = 0.0;
   o["dlperf"] = AttrNum(l, "dlperf", 40.0 * l.gpu_count);
   o["dlperf_per_dphtotal"] = dph > 0 ? AttrNum(l, "dlperf", 40.0 * l.gpu_count) / dph : 0.0;

@@ -519,8 +519,8 @@ class VastApi final : public market::ProviderApi {
     double wall = duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     double start = wall - duration<double>(now - i.created).count();
     json::object o = OfferJson(i.listing, 0, i.spot ? "bid" : "on-demand");
-    for (const char* k : {"ask_contract_id", "bundle_id", "bundled_results", "rentable", "rented",
-                          "score", "storage_total_cost", "duration", "resource_type"}) {
+    for (const char* k :
+         {"ask_contract_id", "bundled_results", "rented", "duration", "resource_type"}) {
       o.erase(k);
     }
     auto id = ParseId(i.id).value_or(0);
@@ -602,7 +602,15 @@ class VastApi final : public market::ProviderApi {
     o["template_id"] = nullptr;
     o["template_hash_id"] = nullptr;
     o["template_name"] = nullptr;
-    o["ports"] = json::object();
+    o["machine_dir_ssh_port"] = 21000 + id % 10000;
+    // Port mappings exist only while the container runs (openapi.yaml showInstances).
+    o["ports"] =
+        i.state == market::State::kRunning
+            ? json::value(json::object{
+                  {"22/tcp",
+                   json::array{json::object{{"HostIp", "0.0.0.0"},
+                                            {"HostPort", std::to_string(20000 + id % 10000)}}}}})
+            : json::value(nullptr);
     return o;
   }
 

@@ -214,7 +214,7 @@ std::optional<Offer> OfferFromJson(const json::object& o) {
 }
 
 Result<std::vector<Offer>> DecodeOffers(std::string_view body) {
-  // A 10,000-offer answer is ~20 MB of JSON with ~70 fields an offer: one arena for the parse
+  // A 10,000-offer answer is ~24 MB of JSON with ~70 fields an offer: one arena for the parse
   // tree (freed at once) instead of a heap allocation per value.
   json::monotonic_resource arena;
   boost::system::error_code ec;
