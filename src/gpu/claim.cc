@@ -97,4 +97,20 @@ std::string ClassNameOf(const bj::object& claim) {
   return ref != nullptr ? std::string(jsonfield::StringField(*ref, "name")) : std::string();
 }
 
+MicroUsd ClaimHourlyCost(const bj::object& claim) {
+  auto price = [](const bj::object* o, std::string_view key) -> std::optional<MicroUsd> {
+    if (o == nullptr) return std::nullopt;
+    std::string_view s = jsonfield::StringField(*o, key);
+    if (s.empty()) return std::nullopt;
+    auto p = ParseUsd(s);
+    return p.ok() ? std::optional<MicroUsd>(*p) : std::nullopt;
+  };
+  if (auto p = price(jsonfield::ObjectField(claim, "status"), "price")) return *p;
+  // The planned price (tgp.io/planned-price, claim_controller.h) while launching.
+  if (auto p = price(jsonfield::ObjectAt(claim, "metadata.annotations"), "tgp.io/planned-price")) {
+    return *p;
+  }
+  return 0;
+}
+
 }  // namespace hyperslice::gpu::internal

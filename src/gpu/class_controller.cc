@@ -12,6 +12,7 @@
 #include "src/base/log.h"
 #include "src/gpu/api.h"
 #include "src/gpu/credentials.h"
+#include "src/gpu/internal/claim.h"
 #include "src/kube/client.h"
 #include "src/kube/controller.h"
 #include "src/kube/events.h"
@@ -82,11 +83,13 @@ constexpr char kPoolsByClass[] = "spec.nodeClassRef.name";
 class ClassReconciler {
  public:
   ClassReconciler(ClassControllerOptions options, std::shared_ptr<kube::SharedInformer> classes,
-                  std::shared_ptr<kube::SharedInformer> pools, kube::metrics::Registry& registry)
+                  std::shared_ptr<kube::SharedInformer> pools,
+                  std::shared_ptr<kube::SharedInformer> claims, kube::metrics::Registry& registry)
       : o_(std::move(options)),
         clock_(o_.clock != nullptr ? *o_.clock : RealClock()),
         classes_(std::move(classes)),
         pools_(std::move(pools)),
+        claims_(std::move(claims)),
         registry_(registry) {
     if (!o_.factory) o_.factory = [](const ProviderConfig& c) { return NewProvider(c); };
   }
@@ -145,6 +148,15 @@ class ClassReconciler {
     status["observedGeneration"] = generation;
     status["providers"] = std::move(provider_status);
     status["providersReady"] = std::to_string(valid) + "/" + std::to_string(enabled_names.size());
+    // Machines rented through this class now, and what they cost per hour.
+    int64_t active = 0;
+    MicroUsd hourly = 0;
+    for (const ObjectPtr& claim : ClaimsOf(name)) {
+      ++active;
+      hourly += internal::ClaimHourlyCost(*claim);
+    }
+    status["activeNodes"] = active;
+    status["hourlyCost"] = FormatUsd(hourly);
     kube::Condition providers_ready{
         .type = "ProvidersReady",
         .status = invalid.empty() ? "True" : "False",
@@ -174,6 +186,14 @@ class ClassReconciler {
     }
     return kube::ReconcileResult{
         .requeue_after = std::max<Clock::Duration>(next, std::chrono::milliseconds(100))};
+  }
+
+  std::vector<ObjectPtr> ClaimsOf(const std::string& class_name) const {
+    std::vector<ObjectPtr> out;
+    for (const ObjectPtr& claim : claims_->store().List()) {
+      if (internal::ClassNameOf(*claim) == class_name) out.push_back(claim);
+    }
+    return out;
   }
 
   static Status AddIndexes(kube::SharedInformer& pools) {
@@ -207,28 +227,33 @@ class ClassReconciler {
   Result<kube::ReconcileResult> Finalize(const std::string& name, const kube::Object& cls) {
     auto users = pools_->store().ByIndex(kPoolsByClass, name);
     if (!users.ok()) return users.error();
-    if (!users->empty()) {
+    // Claims hold the class too: their machines are returned through its providers.
+    std::vector<ObjectPtr> claims = ClaimsOf(name);
+    if (!users->empty() || !claims.empty()) {
       std::vector<std::string> names;
       for (const auto& pool : *users) {
-        names.push_back(std::string(kube::MetaString(*pool, "namespace")) + "/" +
+        names.push_back("GPUNodePool " + std::string(kube::MetaString(*pool, "namespace")) + "/" +
                         std::string(kube::MetaString(*pool, "name")));
+      }
+      for (const auto& claim : claims) {
+        names.push_back("GPUNodeClaim " + std::string(kube::MetaString(*claim, "name")));
       }
       std::sort(names.begin(), names.end());
       kube::Object desired = cls;
-      kube::SetCondition(desired,
-                         {.type = "Ready",
-                          .status = "False",
-                          .reason = "InUse",
-                          .message = "deletion waits until no GPUNodePool references this class: " +
-                                     Join(names, ", "),
-                          .observed_generation = kube::Generation(cls)},
-                         std::chrono::system_clock::now());
+      kube::SetCondition(
+          desired,
+          {.type = "Ready",
+           .status = "False",
+           .reason = "InUse",
+           .message = "deletion waits until nothing uses this class: " + Join(names, ", "),
+           .observed_generation = kube::Generation(cls)},
+          std::chrono::system_clock::now());
       if (!SameStatus(cls, desired)) {
         auto written = o_.client->Update(GPUNodeClasses(), "", desired, "status");
         if (!written.ok()) return written.error();
         if (o_.events) {
           o_.events->Event(cls, kube::EventType::kWarning, "InUse",
-                           "deletion waits for GPUNodePools " + Join(names, ", "));
+                           "deletion waits for " + Join(names, ", "));
         }
       }
       return kube::ReconcileResult{};  // a pool's deletion or change enqueues the class again
@@ -386,7 +411,7 @@ class ClassReconciler {
 
   ClassControllerOptions o_;
   Clock& clock_;
-  std::shared_ptr<kube::SharedInformer> classes_, pools_;
+  std::shared_ptr<kube::SharedInformer> classes_, pools_, claims_;
   kube::metrics::Registry& registry_;
   std::mutex mu_;
   std::map<std::pair<std::string, std::string>, Client> clients_;
@@ -405,6 +430,7 @@ Status RegisterClassController(kube::Manager& mgr, ClassControllerOptions option
   }
   auto classes = mgr.informers()->For(GPUNodeClasses());
   auto pools = mgr.informers()->For(GPUNodePools());
+  auto claims = mgr.informers()->For(GPUNodeClaims());
   HS_RETURN_IF_ERROR(ClassReconciler::AddIndexes(*pools));
   kube::metrics::Registry& registry =
       options.registry != nullptr ? *options.registry : mgr.registry();
@@ -413,7 +439,8 @@ Status RegisterClassController(kube::Manager& mgr, ClassControllerOptions option
   co.max_concurrent_reconciles = std::max(1, options.workers);
   co.clock = options.clock;
   co.registry = &registry;
-  auto reconciler = std::make_shared<ClassReconciler>(std::move(options), classes, pools, registry);
+  auto reconciler =
+      std::make_shared<ClassReconciler>(std::move(options), classes, pools, claims, registry);
   auto controller = std::make_shared<kube::Controller>(
       std::move(co), [reconciler](const std::string& key) { return reconciler->Reconcile(key); });
   controller->Watch(*classes);
@@ -432,6 +459,17 @@ Status RegisterClassController(kube::Manager& mgr, ClassControllerOptions option
                                 if (old) enqueue(old);
                               },
                           .on_delete = [enqueue](const ObjectPtr& last, bool) { enqueue(last); }});
+  // A claim launched, priced or gone changes the class's nodes and cost (and may free it).
+  auto enqueue_claim = [weak](const ObjectPtr& claim) {
+    auto c = weak.lock();
+    if (!c || !claim) return;
+    std::string name = internal::ClassNameOf(*claim);
+    if (!name.empty()) c->Enqueue(name);
+  };
+  claims->AddEventHandler(
+      {.on_add = enqueue_claim,
+       .on_update = [enqueue_claim](const ObjectPtr&, const ObjectPtr& cur) { enqueue_claim(cur); },
+       .on_delete = [enqueue_claim](const ObjectPtr& last, bool) { enqueue_claim(last); }});
   mgr.Add(controller);
   return OkStatus();
 }

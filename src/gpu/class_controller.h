@@ -5,11 +5,12 @@
 // class's status:
 //   status.providers[]{name, credentialsValid, lastCheck, error, offerCount, lastRefresh,
 //                      unknownNames}
-//   status.providersReady "<valid>/<enabled>"
+//   status.providersReady "<valid>/<enabled>", activeNodes and hourlyCost (its live claims)
 //   conditions ProvidersReady (every enabled provider's credentials work; the message names the
 //   ones that do not) and Ready (at least one does), with observedGeneration.
-// A class is kept (finalizer tgp.io/termination) while a GPUNodePool references it: deletion
-// waits, and the Ready condition says which pools hold it (reason InUse).
+// A class is kept (finalizer tgp.io/termination) while a GPUNodePool references it or a
+// GPUNodeClaim still uses it (its machine is returned through the class's providers): deletion
+// waits, and the Ready condition names what holds it (reason InUse).
 // Events: CredentialsInvalid (Warning) and CredentialsValid when a provider's check turns.
 // Metrics: hyperslice_gpu_offers{class,provider} (offers in the cache) and
 // hyperslice_gpu_offer_cache_refresh_timestamp_seconds{class,provider} (age = time() - it).

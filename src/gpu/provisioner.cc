@@ -81,17 +81,6 @@ std::optional<MicroUsd> Price(const bj::object& o, std::string_view key) {
   return p.ok() ? std::optional<MicroUsd>(*p) : std::nullopt;
 }
 
-// What a live claim costs per hour: billed price once launched, planned price before.
-MicroUsd ClaimCost(const kube::Object& claim) {
-  if (const bj::object* st = ObjectField(claim, "status")) {
-    if (auto p = Price(*st, "price")) return *p;
-  }
-  if (const bj::object* a = ObjectAt(claim, "metadata.annotations")) {
-    if (auto p = Price(*a, kAnnotationPlannedPrice)) return *p;
-  }
-  return 0;
-}
-
 std::string RandomSuffix() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
@@ -228,10 +217,10 @@ class Provisioner final : public kube::Runnable {
       if (c == nullptr) continue;  // counted below, from what was created
       auto& p = used_by_pool[internal::PoolKeyOf(*c)];
       ++p.first;
-      p.second += ClaimCost(*c);
+      p.second += internal::ClaimHourlyCost(*c);
       auto& k = used_by_class[internal::ClassNameOf(*c)];
       ++k.first;
-      k.second += ClaimCost(*c);
+      k.second += internal::ClaimHourlyCost(*c);
     }
     for (const auto& [name, c] : created_pending_) {
       if (!created_.count(name)) continue;
@@ -447,7 +436,7 @@ class Provisioner final : public kube::Runnable {
       if (Deleting(*c)) continue;
       auto& u = usage[internal::PoolKeyOf(*c)];
       ++u.first;
-      u.second += ClaimCost(*c);
+      u.second += internal::ClaimHourlyCost(*c);
     }
     for (const ObjectPtr& pool : pools) {
       std::string key = Meta(*pool, "namespace") + "/" + Meta(*pool, "name");

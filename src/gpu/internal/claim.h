@@ -19,5 +19,7 @@ Result<OfferRequirements> RequirementsFromJson(std::string_view text);
 // The claim's pool as "<namespace>/<name>" (from spec.poolRef).
 std::string PoolKeyOf(const boost::json::object& claim);
 std::string ClassNameOf(const boost::json::object& claim);
+// What a claim costs per hour: its billed price once launched, its planned price before.
+MicroUsd ClaimHourlyCost(const boost::json::object& claim);
 
 }  // namespace hyperslice::gpu::internal

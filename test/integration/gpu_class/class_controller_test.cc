@@ -110,8 +110,9 @@ class ClassControllerTest : public ::testing::Test {
     client_ = testenv::AdminClient();
     ASSERT_TRUE(client_);
     Status st = testenv::InstallCrds({HS_DEPLOY_DIR "/crds/tgp.io_gpunodeclasses.yaml",
-                                      HS_DEPLOY_DIR "/crds/tgp.io_gpunodepools.yaml"},
-                                     {GPUNodeClasses(), GPUNodePools()});
+                                      HS_DEPLOY_DIR "/crds/tgp.io_gpunodepools.yaml",
+                                      HS_DEPLOY_DIR "/crds/tgp.io_gpunodeclaims.yaml"},
+                                     {GPUNodeClasses(), GPUNodePools(), GPUNodeClaims()});
     ASSERT_TRUE(st.ok()) << st.error().ToString();
     // Seed 002's Secret: created in tgp-system, named by credentialsRefs without a namespace.
     (void)client_->Create(kube::resources::Namespaces(), "",
@@ -256,6 +257,24 @@ TEST_F(ClassControllerTest, SeedClassReportsEachProviderRotatesAndWaitsForItsPoo
   })) << bj::serialize(GetClass());
   EXPECT_EQ(cache_->Get("standard-gpu-class", kLambda), nullptr);
 
+  // A claim of this class (as the provisioner writes it, still launching at its planned price)
+  // counts in the class's nodes and hourly cost.
+  bj::object claim{
+      {"apiVersion", "tgp.io/v1"},
+      {"kind", "GPUNodeClaim"},
+      {"metadata", bj::object{{"name", "standard-1"},
+                              {"annotations", bj::object{{"tgp.io/planned-price", "0.69"}}}}},
+      {"spec", bj::object{{"nodeClassRef", bj::object{{"name", "standard-gpu-class"}}},
+                          {"poolRef",
+                           bj::object{{"namespace", "default"}, {"name", "ml-workload-pool"}}}}}};
+  ASSERT_TRUE(client_->Create(GPUNodeClaims(), "", claim).ok());
+  ASSERT_TRUE(Eventually([&] {
+    bj::object c = GetClass();
+    const bj::object* st = jsonfield::ObjectField(c, "status");
+    return st && jsonfield::IntField(*st, "activeNodes") == 1 &&
+           jsonfield::StringField(*st, "hourlyCost") == "0.69";
+  })) << bj::serialize(GetClass());
+
   // Seed 002's pool references the class: deleting the class waits, and says for whom.
   auto pool = client_->Create(GPUNodePools(), "default", LoadExample("gpunodepool.yaml"));
   ASSERT_TRUE(pool.ok()) << pool.error().ToString();
@@ -264,11 +283,19 @@ TEST_F(ClassControllerTest, SeedClassReportsEachProviderRotatesAndWaitsForItsPoo
     auto cond = kube::FindCondition(GetClass(), "Ready");
     return cond && cond->reason == "InUse";
   })) << bj::serialize(GetClass());
-  EXPECT_NE(kube::FindCondition(GetClass(), "Ready")->message.find("default/ml-workload-pool"),
-            std::string::npos);
+  std::string holders = kube::FindCondition(GetClass(), "Ready")->message;
+  EXPECT_NE(holders.find("GPUNodePool default/ml-workload-pool"), std::string::npos) << holders;
+  EXPECT_NE(holders.find("GPUNodeClaim standard-1"), std::string::npos) << holders;
   ASSERT_TRUE(client_->Get(GPUNodeClasses(), "", "standard-gpu-class").ok());
 
+  // The pool goes: the claim still holds the class (its machine is returned through it).
   ASSERT_TRUE(client_->Delete(GPUNodePools(), "default", "ml-workload-pool").ok());
+  ASSERT_TRUE(Eventually([&] {
+    auto cond = kube::FindCondition(GetClass(), "Ready");
+    return cond && cond->message.find("GPUNodePool") == std::string::npos;
+  })) << bj::serialize(GetClass());
+  EXPECT_TRUE(client_->Get(GPUNodeClasses(), "", "standard-gpu-class").ok());
+  ASSERT_TRUE(client_->Delete(GPUNodeClaims(), "", "standard-1").ok());
   EXPECT_TRUE(Eventually([&] {
     auto c = client_->Get(GPUNodeClasses(), "", "standard-gpu-class");
     return !c.ok() && c.error().code == Error::Code::kNotFound;
