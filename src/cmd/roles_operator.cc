@@ -59,6 +59,11 @@ struct OperatorFlags {
   std::vector<std::string> gpu_endpoints;  // "<provider>=<url>"
   std::string gpu_launch_timeout = "5m";
   std::string gpu_registration_timeout = "15m";
+  std::vector<std::string> gpu_provider_qps;  // "<provider>=<requests per second>"
+  std::string gpu_gc_interval = "1m";
+  std::string gpu_gc_grace = "60s";
+  std::string gpu_batch_idle = "200ms";
+  std::string gpu_batch_max = "2s";
 };
 
 OperatorFlags& Flags() {
@@ -141,9 +146,41 @@ Result<std::shared_ptr<gce::TokenSource>> Tokens(const OperatorFlags& f) {
 // The ephemeral-GPU controllers (src/gpu): class (credentials, offers), provisioner (pods ->
 // claims) and claim lifecycle, sharing one offer cache and one unavailable-offers cache.
 Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& client,
-                   const OperatorFlags& f, Clock::Duration offer_refresh,
-                   Clock::Duration credentials_check, Clock::Duration launch_timeout,
-                   Clock::Duration registration_timeout) {
+                   const OperatorFlags& f) {
+  // A bad value names its flag.
+  auto duration = [](const char* flag, const std::string& v) -> Result<Clock::Duration> {
+    auto d = ParseDuration(v);
+    if (!d.ok()) {
+      return Error::Make(Error::Code::kInvalidArgument,
+                         std::string(flag) + " " + v + ": " + d.error().message);
+    }
+    return *d;
+  };
+  HS_ASSIGN_OR_RETURN(Clock::Duration offer_refresh,
+                      duration("--gpu-offer-refresh-interval", f.gpu_offer_refresh_interval));
+  HS_ASSIGN_OR_RETURN(
+      Clock::Duration credentials_check,
+      duration("--gpu-credentials-check-interval", f.gpu_credentials_check_interval));
+  HS_ASSIGN_OR_RETURN(Clock::Duration launch_timeout,
+                      duration("--gpu-launch-timeout", f.gpu_launch_timeout));
+  HS_ASSIGN_OR_RETURN(Clock::Duration registration_timeout,
+                      duration("--gpu-registration-timeout", f.gpu_registration_timeout));
+  HS_ASSIGN_OR_RETURN(Clock::Duration gc_interval,
+                      duration("--gpu-gc-interval", f.gpu_gc_interval));
+  HS_ASSIGN_OR_RETURN(Clock::Duration gc_grace, duration("--gpu-gc-grace", f.gpu_gc_grace));
+  HS_ASSIGN_OR_RETURN(Clock::Duration batch_idle, duration("--gpu-batch-idle", f.gpu_batch_idle));
+  HS_ASSIGN_OR_RETURN(Clock::Duration batch_max, duration("--gpu-batch-max", f.gpu_batch_max));
+  std::map<std::string, double> qps;
+  for (const std::string& e : f.gpu_provider_qps) {
+    auto eq = e.find('=');
+    char* end = nullptr;
+    double v = eq == std::string::npos ? 0 : std::strtod(e.c_str() + eq + 1, &end);
+    if (eq == std::string::npos || eq == 0 || end == nullptr || *end != '\0' || !(v > 0)) {
+      return Error::Make(Error::Code::kInvalidArgument,
+                         "--gpu-provider-qps " + e + ": want <provider>=<requests per second>");
+    }
+    qps[e.substr(0, eq)] = v;
+  }
   std::map<std::string, std::string> endpoints;
   for (const std::string& e : f.gpu_endpoints) {
     auto eq = e.find('=');
@@ -176,6 +213,7 @@ Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& clie
   co.offer_refresh_interval = offer_refresh;
   co.credentials_check_interval = credentials_check;
   co.default_endpoints = endpoints;
+  co.provider_qps = qps;
   co.workers = f.workers;
   HS_RETURN_IF_ERROR(gpu::RegisterClassController(mgr, std::move(co)));
 
@@ -187,6 +225,8 @@ Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& clie
   cl.cluster_id = cluster_id;
   cl.launch_timeout = launch_timeout;
   cl.registration_timeout = registration_timeout;
+  cl.gc_interval = gc_interval;
+  cl.gc_grace = gc_grace;
   cl.workers = f.workers;
   HS_RETURN_IF_ERROR(gpu::RegisterClaimController(mgr, std::move(cl)));
 
@@ -195,6 +235,8 @@ Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& clie
   po.cache = cache;
   po.unavailable = unavailable;
   po.events = events;
+  po.batch_idle = batch_idle;
+  po.batch_max = batch_max;
   return gpu::RegisterProvisioner(mgr, std::move(po));
 }
 
@@ -278,6 +320,20 @@ void SetupOperator(CLI::App& app) {
   app.add_option("--gpu-registration-timeout", f.gpu_registration_timeout,
                  "a launched machine whose Node does not register within this is returned")
       ->capture_default_str();
+  app.add_option("--gpu-provider-qps", f.gpu_provider_qps,
+                 "<provider>=<requests/s>: client-side rate limit instead of the provider's "
+                 "documented one (repeatable)");
+  app.add_option("--gpu-gc-interval", f.gpu_gc_interval,
+                 "how often provider instances no claim owns are looked for (0: never)")
+      ->capture_default_str();
+  app.add_option("--gpu-gc-grace", f.gpu_gc_grace,
+                 "how long an instance must be seen without a claim before it is deleted")
+      ->capture_default_str();
+  app.add_option("--gpu-batch-idle", f.gpu_batch_idle,
+                 "a batch of pending GPU pods closes after this long without a new one")
+      ->capture_default_str();
+  app.add_option("--gpu-batch-max", f.gpu_batch_max, "and at the latest this long after it opened")
+      ->capture_default_str();
 }
 
 int RunOperator(CLI::App&) {
@@ -292,12 +348,7 @@ int RunOperator(CLI::App&) {
   auto lease = ParseDuration(f.lease_duration);
   auto renew = ParseDuration(f.renew_deadline);
   auto retry = ParseDuration(f.retry_period);
-  auto offer_refresh = ParseDuration(f.gpu_offer_refresh_interval);
-  auto credentials_check = ParseDuration(f.gpu_credentials_check_interval);
-  auto launch_timeout = ParseDuration(f.gpu_launch_timeout);
-  auto registration_timeout = ParseDuration(f.gpu_registration_timeout);
-  for (const auto* d : {&drift, &sweep, &lease, &renew, &retry, &offer_refresh, &credentials_check,
-                        &launch_timeout, &registration_timeout}) {
+  for (const auto* d : {&drift, &sweep, &lease, &renew, &retry}) {
     if (!d->ok()) {
       log::Error("bad flag", {{"error", d->error().message}});
       return 2;
@@ -369,9 +420,7 @@ int RunOperator(CLI::App&) {
     return 1;
   }
   if (f.gpu) {
-    if (Status s = RegisterGpu(**mgr, *client, f, *offer_refresh, *credentials_check,
-                               *launch_timeout, *registration_timeout);
-        !s.ok()) {
+    if (Status s = RegisterGpu(**mgr, *client, f); !s.ok()) {
       log::Error("gpu controllers", {{"error", s.error().message}});
       return 1;
     }

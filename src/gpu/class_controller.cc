@@ -287,6 +287,10 @@ class ClassReconciler {
         ProviderConfig config;
         config.name = p.name;
         config.endpoint = p.endpoint;
+        if (auto q = o_.provider_qps.find(p.name); q != o_.provider_qps.end()) {
+          config.requests_per_second = q->second;
+          config.burst = std::max(1, static_cast<int>(q->second));
+        }
         if (config.endpoint.empty()) {
           if (auto it = o_.default_endpoints.find(p.name); it != o_.default_endpoints.end()) {
             config.endpoint = it->second;

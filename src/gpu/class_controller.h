@@ -56,6 +56,10 @@ struct ClassControllerOptions {
   // API base per provider for classes that name no endpoint (the operator's --gpu-endpoint);
   // absent: the provider's public API.
   std::map<std::string, std::string> default_endpoints;
+  // Client-side request rate per provider (requests/s, burst the same), overriding each client's
+  // documented default (the operator's --gpu-provider-qps, for private endpoints with other
+  // limits and for tests).
+  std::map<std::string, double> provider_qps;
   ProviderFactory factory;  // empty: NewProvider
   int workers = 2;
   Clock* clock = nullptr;                       // nullptr: RealClock()
