@@ -75,7 +75,7 @@ class ClaimReconciler {
   };
 
   ClaimReconciler(ClaimControllerOptions o, Informers inf)
-      : o_(std::move(o)), clock_(o_.clock != nullptr ? *o_.clock : RealClock()), inf_(inf) {}
+      : o_(std::move(o)), clock_(o_.clock != nullptr ? *o_.clock : RealClock()), inf_(std::move(inf)) {}
 
   static Status AddIndexes(const Informers& inf) {
     return inf.nodes->AddIndex(kNodesByProviderId, [](const kube::Object& node) {

@@ -96,7 +96,7 @@ class Provisioner final : public kube::Runnable {
   };
 
   Provisioner(ProvisionerOptions o, Informers inf)
-      : o_(std::move(o)), clock_(o_.clock != nullptr ? *o_.clock : RealClock()), inf_(inf) {}
+      : o_(std::move(o)), clock_(o_.clock != nullptr ? *o_.clock : RealClock()), inf_(std::move(inf)) {}
   ~Provisioner() override { Stop(std::chrono::milliseconds(0)); }
 
   std::string Name() const override { return "gpu-provisioner"; }
@@ -421,8 +421,10 @@ class Provisioner final : public kube::Runnable {
     for (size_t i : m.pods) {
       nominated_[Meta(*pod_objs[i], "uid")] = Nomination{.claim = name};
       if (o_.events) {
-        o_.events->Event(*pod_objs[i], kube::EventType::kNormal, "Nominated",
-                         "launching GPUNodeClaim " + name + " for this pod: " + what);
+        std::string msg = "launching GPUNodeClaim " + name;
+        msg += " for this pod: ";
+        msg += what;
+        o_.events->Event(*pod_objs[i], kube::EventType::kNormal, "Nominated", msg);
       }
     }
     (void)pods;
