@@ -257,7 +257,10 @@ class GpuProvisioning : public ::testing::Test {
   // taint the apiserver's admission put on the new Node).
   void RegisterNode(const market::Instance& i) {
     std::string name = "gpu-" + i.id;
-    for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? std::tolower(c) : '-';
+    for (char& c : name) {
+      auto u = static_cast<unsigned char>(c);
+      c = std::isalnum(u) ? static_cast<char>(std::tolower(u)) : '-';
+    }
     std::string gpus = std::to_string(i.listing.gpu_count);
     bj::object node{
         {"apiVersion", "v1"},
