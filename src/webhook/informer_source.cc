@@ -1,6 +1,8 @@
 // ObjectSource backed by shared informers: StatefulSets, Jobs and TPUNodeGroups of every namespace
-// are listed and watched once, so admitting a Pod reads memory, not the apiserver. Cached objects
+// (and tgp.io GPUNodeClasses and GPUNodePools) are listed and watched once, so admitting a Pod
+// reads memory, not the apiserver. Cached objects
 // are trimmed to the fields admission reads, which bounds the memory a big cluster's Jobs take.
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "src/base/log.h"
+#include "src/gpu/api.h"
 #include "src/kube/client.h"
 #include "src/kube/informer.h"
 #include "src/kube/store.h"
@@ -59,12 +62,33 @@ class InformerObjectSource : public ObjectSource {
                {"spec", "template", "spec", "subdomain"}});
     });
     Add(TPUNodeGroups(), [](kube::Object& o) { Trim(o, {{"spec"}}); });
+    // The tgp.io kinds: what /validate-tgp compares (a class's limits and whether it is being
+    // deleted; a pool's class and price).
+    Add(
+        gpu::GPUNodeClasses(),
+        [](kube::Object& o) {
+          Trim(o, {{"metadata", "deletionTimestamp"}, {"spec", "limits"}});
+        },
+        /*wait_for_sync=*/false);
+    Add(
+        gpu::GPUNodePools(),
+        [](kube::Object& o) {
+          Trim(o, {{"spec", "nodeClassRef"}, {"spec", "maxHourlyPrice"}});
+        },
+        /*wait_for_sync=*/false);
   }
   ~InformerObjectSource() override { factory_.Shutdown(); }
 
   void Start(std::chrono::milliseconds sync_timeout) {
     factory_.Start();
-    if (!factory_.WaitForCacheSync(sync_timeout)) {
+    auto deadline = std::chrono::steady_clock::now() + sync_timeout;
+    bool synced = true;
+    for (const auto& informer : awaited_) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      synced = informer->WaitForCacheSync(std::max(left, std::chrono::milliseconds(0))) && synced;
+    }
+    if (!synced) {
       // Not fatal: unsynced caches answer kNotCached and admissions read live until they sync
       // (the TPUNodeGroup CRD may simply not be installed yet).
       log::Warn("webhook informers not synced; reading owners live until they are",
@@ -85,16 +109,35 @@ class InformerObjectSource : public ObjectSource {
     return std::make_shared<const json::object>(std::move(obj));
   }
 
+  Result<std::vector<ObjectPtr>> List(const kube::Resource& r, Mode mode) override {
+    if (mode == Mode::kCachedOnly) {
+      auto it = informers_.find(r.String());
+      if (it != informers_.end() && it->second->HasSynced()) return it->second->store().List();
+      return Error::Make(Error::Code::kUnavailable, "not in the informer cache", kNotCached);
+    }
+    HS_ASSIGN_OR_RETURN(kube::ObjectList list, client_->ListAll(r, ""));
+    std::vector<ObjectPtr> out;
+    out.reserve(list.items.size());
+    for (kube::Object& o : list.items) {
+      out.push_back(std::make_shared<const json::object>(std::move(o)));
+    }
+    return out;
+  }
+
  private:
-  void Add(const kube::Resource& r, std::function<void(kube::Object&)> transform) {
+  void Add(const kube::Resource& r, std::function<void(kube::Object&)> transform,
+           bool wait_for_sync = true) {
     kube::InformerOptions o;
     o.transform = std::move(transform);
-    informers_[r.String()] = factory_.For(r, &o);
+    std::shared_ptr<kube::SharedInformer> informer = factory_.For(r, &o);
+    informers_[r.String()] = informer;
+    if (wait_for_sync) awaited_.push_back(std::move(informer));
   }
 
   std::shared_ptr<kube::Client> client_;
   kube::InformerFactory factory_;
   std::map<std::string, std::shared_ptr<kube::SharedInformer>> informers_;
+  std::vector<std::shared_ptr<kube::SharedInformer>> awaited_;  // by Start(), the Pod path's
 };
 
 }  // namespace

@@ -64,6 +64,11 @@ void OpenPatchOp(std::string& patch, std::string_view op, std::string_view path)
 Decision ValidateNodeGroup(const boost::json::object& request);
 // What is wrong with a TPUNodeGroup spec, one sentence per problem; empty when it is valid.
 std::vector<std::string> NodeGroupSpecProblems(const boost::json::object& spec);
+// GPUNodePools and GPUNodeClasses (tgp.io) on CREATE/UPDATE: src/gpu/validation.h, plus what needs
+// other objects (the pool's class; on a class's new maxHourlyCost, the pools above it). Reads them
+// cached first; needs_live when the cache cannot answer or would refuse (a refusal is always
+// decided on a live read, so a class created or raised a moment ago is seen).
+Decision ValidateTgp(const boost::json::object& request, ObjectSource& source, bool allow_live);
 
 // The project a GCE instance template URI names ("" when it names none).
 using tpu::ProjectOfTemplateUri;

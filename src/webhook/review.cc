@@ -144,6 +144,23 @@ void StaticObjectSource::Put(const kube::Resource& r, json::object obj) {
   objects_[key] = std::make_shared<const json::object>(std::move(obj));
 }
 
+Result<std::vector<ObjectPtr>> ObjectSource::List(const kube::Resource& r, Mode mode) {
+  if (mode == Mode::kCachedOnly) {
+    return Error::Make(Error::Code::kUnavailable, "no cache of " + r.String(), kNotCached);
+  }
+  return Error::Make(Error::Code::kInternal, "this source cannot list " + r.String());
+}
+
+Result<std::vector<ObjectPtr>> StaticObjectSource::List(const kube::Resource& r, Mode) {
+  std::string prefix = r.String() + "/";
+  std::vector<ObjectPtr> out;
+  for (auto it = objects_.lower_bound(prefix);
+       it != objects_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    out.push_back(it->second);
+  }
+  return out;
+}
+
 Result<ObjectPtr> StaticObjectSource::Get(const kube::Resource& r, const std::string& ns,
                                           const std::string& name, Mode) {
   auto it = objects_.find(r.String() + "/" + ns + "/" + name);
@@ -166,6 +183,18 @@ class ApiObjectSource : public ObjectSource {
     }
     HS_ASSIGN_OR_RETURN(kube::Object obj, client_->Get(r, ns, name));
     return std::make_shared<const json::object>(std::move(obj));
+  }
+  Result<std::vector<ObjectPtr>> List(const kube::Resource& r, Mode mode) override {
+    if (mode == Mode::kCachedOnly) {
+      return Error::Make(Error::Code::kUnavailable, "no cache", kNotCached);
+    }
+    HS_ASSIGN_OR_RETURN(kube::ObjectList list, client_->ListAll(r, ""));
+    std::vector<ObjectPtr> out;
+    out.reserve(list.items.size());
+    for (kube::Object& o : list.items) {
+      out.push_back(std::make_shared<const json::object>(std::move(o)));
+    }
+    return out;
   }
 
  private:
@@ -259,6 +288,8 @@ ReviewResult Review(const std::string& path, std::string_view body, ObjectSource
     }
   } else if (path == kValidateNodeGroupsPath) {
     d = internal::ValidateNodeGroup(*request);
+  } else if (path == kValidateTgpPath) {
+    d = internal::ValidateTgp(*request, source, allow_live);
   } else {
     return PlainError(404, "no admission webhook at " + path);
   }

@@ -71,7 +71,8 @@ class Metrics {
                         .Register(*registry_)),
         mutate_pods_(MakeHook(kMutatePodsPath)),
         mutate_(MakeHook(kMutatePath)),
-        validate_(MakeHook(kValidateNodeGroupsPath)) {}
+        validate_(MakeHook(kValidateNodeGroupsPath)),
+        validate_tgp_(MakeHook(kValidateTgpPath)) {}
 
   // The series every admission touches, resolved once per webhook path: Family::Add hashes its
   // label map under a lock, which the hot path should not pay five times per request.
@@ -84,12 +85,13 @@ class Metrics {
     prometheus::Counter* patched;
     prometheus::Counter* denied;
   };
-  // The series of an admission path (kMutatePodsPath, kMutatePath or kValidateNodeGroupsPath);
-  // nullptr for any other path.
+  // The series of an admission path (kMutatePodsPath, kMutatePath, kValidateNodeGroupsPath or
+  // kValidateTgpPath); nullptr for any other path.
   const Hook* For(const std::string& path) const {
     if (path == kMutatePodsPath) return &mutate_pods_;
     if (path == kMutatePath) return &mutate_;
     if (path == kValidateNodeGroupsPath) return &validate_;
+    if (path == kValidateTgpPath) return &validate_tgp_;
     return nullptr;
   }
 
@@ -141,6 +143,7 @@ class Metrics {
   Hook mutate_pods_;
   Hook mutate_;
   Hook validate_;
+  Hook validate_tgp_;
 };
 
 class ServerImpl : public Server {

@@ -2,15 +2,18 @@
 //  - mutates Pods on CREATE, injecting the libtpu environment (TPU_WORKER_ID, TPU_WORKER_HOSTNAMES
 //    and the slice's topology variables) into the containers that need it, and
 //  - validates TPUNodeGroups on CREATE/UPDATE beyond what the CRD schema and CEL can express
-//    (topology x machine type x nodeCount, BULK for multi-host, template project).
+//    (topology x machine type x nodeCount, BULK for multi-host, template project), and
+//  - validates tgp.io GPUNodePools and GPUNodeClasses on CREATE/UPDATE likewise (the pool's class
+//    exists and its maxHourlyCost admits the pool's maxHourlyPrice, tgp.io/ requirements, the
+//    class's machine config template: src/gpu/validation.h).
 //
 //  - for drop-in use with gke-tpu-env-injector's configuration (seed 001), also mutates
 //    StatefulSets on CREATE/UPDATE, adding TPU_WORKER_HOSTNAMES to their pod template.
 //
-// Paths: POST /mutate-pods, POST /mutate (StatefulSets and Pods), POST /validate-tpunodegroups
-// (AdmissionReview admission.k8s.io/v1 or v1beta1, answered in the version asked; Content-Type
-// application/json), GET /healthz, GET /readyz (and GET /, which upstream's chart probes),
-// GET /metrics (Prometheus text).
+// Paths: POST /mutate-pods, POST /mutate (StatefulSets and Pods), POST /validate-tpunodegroups,
+// POST /validate-tgp (GPUNodePools and GPUNodeClasses) (AdmissionReview admission.k8s.io/v1 or
+// v1beta1, answered in the version asked; Content-Type application/json), GET /healthz, GET /readyz
+// (and GET /, which upstream's chart probes), GET /metrics (Prometheus text).
 //
 // Order of the injected variables in a container's env: the container's own entries, then
 // TPU_WORKER_HOSTNAMES, TPU_WORKER_ID, TPU_TOPOLOGY, TPU_ACCELERATOR_TYPE,
@@ -40,6 +43,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <boost/json/object.hpp>
 
@@ -64,16 +68,18 @@ inline constexpr char kMutatePodsPath[] = "/mutate-pods";
 // Pods (the Pod injection of kMutatePodsPath) on the one path its chart's configuration names.
 inline constexpr char kMutatePath[] = "/mutate";
 inline constexpr char kValidateNodeGroupsPath[] = "/validate-tpunodegroups";
+inline constexpr char kValidateTgpPath[] = "/validate-tgp";
 
 // tpunodegroups.v1alpha1.tpu.google.com
 const kube::Resource& TPUNodeGroups();
 
 using ObjectPtr = std::shared_ptr<const boost::json::object>;
 
-// How the webhook reads the objects a decision depends on (StatefulSets, Jobs, TPUNodeGroups).
-// kCachedOnly must not block: it answers from memory or fails with reason kNotCached. kLive
-// reads the current state (may block on the network; never called on an I/O thread).
-// Errors: kNotFound when the object does not exist; anything else means it could not be read.
+// How the webhook reads the objects a decision depends on (StatefulSets, Jobs, TPUNodeGroups,
+// GPUNodeClasses, GPUNodePools). kCachedOnly must not block: it answers from memory or fails with
+// reason kNotCached. kLive reads the current state (may block on the network; never called on an
+// I/O thread). Errors: kNotFound when the object does not exist; anything else means it could not
+// be read.
 class ObjectSource {
  public:
   enum class Mode { kCachedOnly, kLive };
@@ -81,6 +87,9 @@ class ObjectSource {
   virtual ~ObjectSource() = default;
   virtual Result<ObjectPtr> Get(const kube::Resource& r, const std::string& ns,
                                 const std::string& name, Mode mode) = 0;
+  // Every object of `r` in all namespaces. The default knows none: kNotCached for kCachedOnly,
+  // kInternal for kLive.
+  virtual Result<std::vector<ObjectPtr>> List(const kube::Resource& r, Mode mode);
 };
 
 // Every read is a GET on the apiserver (no cache: kCachedOnly always fails with kNotCached).
@@ -88,7 +97,9 @@ std::shared_ptr<ObjectSource> NewApiObjectSource(std::shared_ptr<kube::Client> c
 
 // Shared informers over StatefulSets, Jobs and TPUNodeGroups of all namespaces (list+watch), so the
 // hot path reads memory; a miss or a stale copy falls back to a live GET. Waits up to
-// `sync_timeout` for the first lists (an unsynced cache only means live reads).
+// `sync_timeout` for the first lists (an unsynced cache only means live reads). GPUNodeClasses and
+// GPUNodePools are watched too, without waiting for them: their admissions are rare and read live
+// until their caches sync (and where tgp.io is not installed, they never block the start).
 std::shared_ptr<ObjectSource> NewInformerObjectSource(std::shared_ptr<kube::Client> client,
                                                       std::chrono::milliseconds sync_timeout);
 
@@ -98,6 +109,7 @@ class StaticObjectSource : public ObjectSource {
   void Put(const kube::Resource& r, boost::json::object obj);
   Result<ObjectPtr> Get(const kube::Resource& r, const std::string& ns, const std::string& name,
                         Mode mode) override;
+  Result<std::vector<ObjectPtr>> List(const kube::Resource& r, Mode mode) override;
 
  private:
   std::map<std::string, ObjectPtr> objects_;  // written before use only
