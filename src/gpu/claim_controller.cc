@@ -33,7 +33,16 @@ using jsonfield::ObjectField;
 using jsonfield::StringField;
 using kube::ObjectPtr;
 
-constexpr char kNodesByProviderId[] = "spec.providerID";
+// Our own index name: in `hyperslice operator` the Nodes informer is shared with the TPU
+// controllers, which index spec.providerID under that name already.
+constexpr char kNodesByProviderId[] = "tgp.io/node-by-provider-id";
+
+// The Node as the apiserver has it. The shared Nodes informer may be trimmed (the TPU controllers
+// cache only labels, providerID, taints and the Ready condition: no allocatable, no annotations),
+// so what is written back with a PUT, and allocatable, come from a fresh read.
+Result<kube::Object> FullNode(kube::Client& client, const kube::Object& cached) {
+  return client.Get(kube::resources::Nodes(), "", std::string(kube::MetaString(cached, "name")));
+}
 
 std::string Meta(const kube::Object& o, std::string_view field) {
   return std::string(kube::MetaString(o, field));
@@ -75,7 +84,9 @@ class ClaimReconciler {
   };
 
   ClaimReconciler(ClaimControllerOptions o, Informers inf)
-      : o_(std::move(o)), clock_(o_.clock != nullptr ? *o_.clock : RealClock()), inf_(std::move(inf)) {}
+      : o_(std::move(o)),
+        clock_(o_.clock != nullptr ? *o_.clock : RealClock()),
+        inf_(std::move(inf)) {}
 
   static Status AddIndexes(const Informers& inf) {
     return inf.nodes->AddIndex(kNodesByProviderId, [](const kube::Object& node) {
@@ -444,7 +455,9 @@ class ClaimReconciler {
       }
       return kube::ReconcileResult{.requeue_after = std::chrono::seconds(5)};
     }
-    const kube::Object& node = *nodes->front();
+    auto full = FullNode(*o_.client, *nodes->front());
+    if (!full.ok()) return full.error();
+    const kube::Object& node = *full;
     std::string node_name = Meta(node, "name");
     HS_RETURN_IF_ERROR(SyncNode(ctx, node));
     ctx.status["nodeName"] = node_name;
@@ -540,7 +553,9 @@ class ClaimReconciler {
     auto nodes = inf_.nodes->store().ByIndex(kNodesByProviderId, provider_id);
     if (!nodes.ok()) return nodes.error();
     if (nodes->empty()) return kube::ReconcileResult{.requeue_after = std::chrono::seconds(5)};
-    const kube::Object& node = *nodes->front();
+    auto full = FullNode(*o_.client, *nodes->front());
+    if (!full.ok()) return full.error();
+    const kube::Object& node = *full;
     // The sync may not be in the cache yet; the Node's update enqueues the claim again.
     bool ready = false;
     if (const bj::object* st = ObjectField(node, "status")) {
