@@ -105,7 +105,12 @@ Result<std::vector<TemplatePart>> ParseTemplate(std::string_view tmpl) {
     }
     if (close == std::string_view::npos ||
         (next_open != std::string_view::npos && next_open < close)) {
-      return Problem(line, "\"" + Excerpt(rest) +
+      // Shown up to the end of its line or the next "{{", where it should have been closed.
+      std::string_view open_part = rest.substr(0, rest.find('\n'));
+      if (next_open != std::string_view::npos) {
+        open_part = open_part.substr(0, next_open - open);
+      }
+      return Problem(line, "\"" + Excerpt(TrimRightSpace(open_part)) +
                                "\" is never closed: every \"{{\" needs a \"}}\" (write "
                                "{{.Variable}})");
     }

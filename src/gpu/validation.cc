@@ -88,10 +88,17 @@ size_t Distance(std::string_view a, std::string_view b) {
   return row[y.size()];
 }
 
-// The known name nearest to `s` when it is close enough to be a typo, else "".
+// The known name nearest to `s` when it is close enough to be a typo or a prefix of it, else "".
 template <typename Container>
 std::string Nearest(std::string_view s, const Container& known) {
   if (s.size() > 64) return "";
+  // A known name beginning with what was written ("lambda" for lambdalabs, "vast" for vastai).
+  if (s.size() >= 3) {
+    for (const auto& k : known) {
+      std::string_view kv(k);
+      if (kv.size() > s.size() && Lower(kv.substr(0, s.size())) == Lower(s)) return std::string(k);
+    }
+  }
   std::string best;
   size_t best_d = std::max<size_t>(2, s.size() / 3) + 1;
   for (const auto& k : known) {

@@ -1,16 +1,21 @@
-// The tgp.io CRDs (GPUNodeClass, GPUNodePool, GPUNodeClaim) on a real kube-apiserver:
-// - seed 002's two examples, as deploy/examples holds them, applied unchanged with `kubectl apply`;
+// The tgp.io CRDs (GPUNodeClass, GPUNodePool, GPUNodeClaim) on a real kube-apiserver, with the
+// validating webhook of deploy/webhook (/validate-tgp) served in-process and registered from
+// deploy/webhook/base/webhooks.yaml, as the TPUNodeGroup corpus test does:
+// - seed 002's two examples, as deploy/examples holds them, applied unchanged with `kubectl apply`
+//   (through the webhook: the pool's class exists and its budget admits the pool's price);
 // - what the schema defaults (weight, enabled, ephemeral, the disruption block);
 // - `kubectl get` prints the documented columns and knows the short names;
-// - every file of test/corpus/gpu ("# Case:", "# Expect: <substring>" or "admitted") sent as
-//   `kubectl apply --server-side` sends it (apply patch, fieldValidation=Strict) is refused with
-//   that message and leaves nothing stored, or is admitted.
-// Refusals the schema cannot express (a pool naming a missing class, maxHourlyPrice above the
-// class's maxHourlyCost, unknown template variables) are the webhook's and tested with it.
+// - every file of test/corpus/gpu ("# Case:", "# Expect: <substring>" or "admitted", optionally
+//   "# Warn: <substring>" for an admission warning) sent as `kubectl apply --server-side` sends it
+//   (apply patch, fieldValidation=Strict) is refused with that message — by the schema, a CEL
+//   rule or the webhook — and leaves nothing stored, or is admitted.
+// Corpus pools that need a class name seed 002's `standard-gpu-class` (maxHourlyCost "50.0"):
+// the environment applies deploy/examples/gpunodeclass.yaml before any test runs.
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -19,8 +24,12 @@
 
 #include <boost/json.hpp>
 
+#include "src/gpu/api.h"
 #include "src/kube/client.h"
 #include "src/kube/yaml.h"
+#include "src/net/pki.h"
+#include "src/webhook/internal.h"
+#include "src/webhook/webhook.h"
 #include "test/testenv/command.h"
 #include "test/testenv/crds.h"
 #include "test/testenv/testenv.h"
@@ -36,6 +45,21 @@ const kube::Resource kClasses{"tgp.io", "v1", "gpunodeclasses", "GPUNodeClass", 
 const kube::Resource kPools{"tgp.io", "v1", "gpunodepools", "GPUNodePool", true};
 const kube::Resource kClaims{"tgp.io", "v1", "gpunodeclaims", "GPUNodeClaim", false};
 
+// The texts of a response's Warning headers (`299 - "<text>"`, quotes in the text escaped), one per
+// line, unescaped.
+std::string Warnings(const net::Response& res) {
+  std::string out;
+  for (const auto& [k, v] : res.headers) {
+    if (k != "warning") continue;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (v[i] == '\\' && i + 1 < v.size()) ++i;
+      out += v[i];
+    }
+    out += '\n';
+  }
+  return out;
+}
+
 const kube::Resource* ResourceOf(const std::string& kind) {
   if (kind == "GPUNodeClass") return &kClasses;
   if (kind == "GPUNodePool") return &kPools;
@@ -50,7 +74,9 @@ std::string ReadFile(const fs::path& path) {
   return ss.str();
 }
 
-// Installs the three CRDs once per binary and waits until each is served.
+// Once per binary: the three CRDs (and TPUNodeGroup's, so every informer of the webhook syncs at
+// once), the webhook server with its informer cache, its ValidatingWebhookConfiguration, and seed
+// 002's class.
 class CrdEnv {
  public:
   static CrdEnv& Get() {
@@ -58,7 +84,18 @@ class CrdEnv {
     return *env;
   }
   std::shared_ptr<kube::Client> client;
+  std::unique_ptr<webhook::Server> server;
   std::string error;
+
+  // Server-side apply of `yaml`, as kubectl apply --server-side sends it.
+  Result<net::Response> Apply(const kube::Resource& r, const std::string& ns,
+                              const std::string& name, const std::string& yaml,
+                              bool dry_run = false) {
+    std::string path =
+        r.ObjectPath(ns, name) + "?fieldManager=kubectl&fieldValidation=Strict&force=true";
+    if (dry_run) path += "&dryRun=All";
+    return client->Raw("PATCH", path, yaml, "application/apply-patch+yaml");
+  }
 
  private:
   CrdEnv() {
@@ -69,10 +106,95 @@ class CrdEnv {
     }
     Status st = testenv::InstallCrds({HS_DEPLOY_DIR "/crds/tgp.io_gpunodeclasses.yaml",
                                       HS_DEPLOY_DIR "/crds/tgp.io_gpunodepools.yaml",
-                                      HS_DEPLOY_DIR "/crds/tgp.io_gpunodeclaims.yaml"},
-                                     {kClasses, kPools, kClaims});
-    if (!st.ok()) error = st.error().ToString();
+                                      HS_DEPLOY_DIR "/crds/tgp.io_gpunodeclaims.yaml",
+                                      HS_DEPLOY_DIR "/crds/tpu.google.com_tpunodegroups.yaml"},
+                                     {kClasses, kPools, kClaims, webhook::TPUNodeGroups()});
+    if (!st.ok()) {
+      error = st.error().ToString();
+      return;
+    }
+    if (Status w = StartWebhook(); !w.ok()) {
+      error = "webhook: " + w.error().ToString();
+      return;
+    }
+    if (Status c = ApplySeedClass(); !c.ok()) error = "seed 002's class: " + c.error().ToString();
   }
+
+  Status StartWebhook() {
+    dir_ = fs::temp_directory_path() / ("hs-gpu-crds-it-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    HS_ASSIGN_OR_RETURN(auto ca, net::pki::MakeCa("gpu-crds-it-ca"));
+    net::pki::CertRequest req;
+    req.common_name = "webhook";
+    req.ip_addresses = {"127.0.0.1"};
+    req.server = true;
+    HS_ASSIGN_OR_RETURN(auto kp, net::pki::Issue(ca, req));
+    std::ofstream(dir_ / "tls.crt") << kp.cert_pem;
+    std::ofstream(dir_ / "tls.key") << kp.key_pem;
+    webhook::ServerOptions o;
+    o.tls_cert_file = (dir_ / "tls.crt").string();
+    o.tls_key_file = (dir_ / "tls.key").string();
+    o.source = webhook::NewInformerObjectSource(client, 20s);
+    HS_ASSIGN_OR_RETURN(server, webhook::Server::Start(std::move(o)));
+    // deploy/webhook/base/webhooks.yaml's ValidatingWebhookConfiguration, pointed at the server.
+    std::string base = "https://127.0.0.1:" + std::to_string(server->port());
+    for (const YAML::Node& doc :
+         YAML::LoadAllFromFile(HS_DEPLOY_DIR "/webhook/base/webhooks.yaml")) {
+      if (!doc.IsMap()) continue;
+      json::object cfg = kube::YamlToJson(doc).as_object();
+      if (cfg["kind"].as_string() != "ValidatingWebhookConfiguration") continue;
+      for (json::value& hook : cfg["webhooks"].as_array()) {
+        json::object& h = hook.as_object();
+        std::string path(h["clientConfig"].as_object()["service"].as_object()["path"].as_string());
+        h["clientConfig"] = json::object{{"url", base + path},
+                                         {"caBundle", webhook::internal::Base64(ca.cert_pem)}};
+      }
+      HS_RETURN_IF_ERROR(
+          client->Create(kube::resources::ValidatingWebhookConfigurations(), "", cfg));
+    }
+    // The apiserver picks the configuration up asynchronously: dry-run a pool only the webhook
+    // refuses (its class does not exist) until it is refused.
+    const std::string probe = R"(
+apiVersion: tgp.io/v1
+kind: GPUNodePool
+metadata:
+  name: webhook-probe
+  namespace: default
+spec:
+  nodeClassRef:
+    kind: GPUNodeClass
+    name: no-class-of-this-name
+  template:
+    spec: {}
+)";
+    std::string last;
+    for (auto deadline = std::chrono::steady_clock::now() + 30s;
+         std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(100ms)) {
+      auto res = Apply(kPools, "default", "webhook-probe", probe, /*dry_run=*/true);
+      if (res.ok() && res->body.find("names no GPUNodeClass") != std::string::npos) {
+        return OkStatus();
+      }
+      last = res.ok() ? std::to_string(res->status) + " " + res->body : res.error().ToString();
+    }
+    return Error::Make(Error::Code::kTimeout, "the webhook never refused the probe; last: " + last);
+  }
+
+  // Seed 002's class, as a user applies it: kubectl apply when kubectl is there (the seed test
+  // then sees it unchanged), else the same server-side apply the corpus uses.
+  Status ApplySeedClass() {
+    const std::string file = HS_DEPLOY_DIR "/examples/gpunodeclass.yaml";
+    if (testenv::HaveKubectl()) {
+      testenv::CommandResult r = testenv::Kubectl({"apply", "-f", file});
+      if (r.exit_code != 0) return Error::Make(Error::Code::kInternal, r.errors);
+      return OkStatus();
+    }
+    HS_ASSIGN_OR_RETURN(net::Response res,
+                        Apply(kClasses, "", "standard-gpu-class", ReadFile(file)));
+    if (res.status >= 300) return Error::Make(Error::Code::kInternal, res.body);
+    return OkStatus();
+  }
+
+  fs::path dir_;
 };
 
 class GpuCrds : public ::testing::Test {
@@ -86,11 +208,15 @@ class GpuCrds : public ::testing::Test {
 
 TEST_F(GpuCrds, SeedExamplesApplyUnchangedWithKubectlAndGetTheirDefaults) {
   if (!testenv::HaveKubectl()) GTEST_SKIP() << "kubectl is not installed";
+  // The class is already there: the environment applied it with kubectl before any test, so the
+  // corpus can rely on it. Applying it again changes nothing.
   for (const char* file : {"gpunodeclass.yaml", "gpunodepool.yaml"}) {
     testenv::CommandResult r =
         testenv::Kubectl({"apply", "-f", std::string(HS_DEPLOY_DIR "/examples/") + file});
     ASSERT_EQ(r.exit_code, 0) << file << ": " << r.errors;
-    EXPECT_NE(r.output.find("created"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(std::string(file) == "gpunodepool.yaml" ? "created" : "unchanged"),
+              std::string::npos)
+        << r.output;
   }
   auto cls = client_->Get(kClasses, "", "standard-gpu-class");
   ASSERT_TRUE(cls.ok()) << cls.error().ToString();
@@ -224,10 +350,83 @@ spec:
       << second->body;
 }
 
+// A class's budget lowered under a pool's price is admitted (lowering a budget must always work at
+// once) with a warning naming the pool; a new pool above the lowered budget is refused, read live
+// (the webhook's cache may not have the new budget yet).
+TEST_F(GpuCrds, LoweringAClassBudgetWarnsAboutThePoolsAboveIt) {
+  auto cls = [](const std::string& cost) {
+    return R"(
+apiVersion: tgp.io/v1
+kind: GPUNodeClass
+metadata:
+  name: budget-class
+spec:
+  providers:
+    - name: lambdalabs
+      credentialsRef:
+        name: tgp-operator-secret
+        key: LAMBDA_LABS_API_KEY
+  limits:
+    maxHourlyCost: ")" +
+           cost + "\"\n";
+  };
+  auto pool = [](const std::string& name, const std::string& price) {
+    return R"(
+apiVersion: tgp.io/v1
+kind: GPUNodePool
+metadata:
+  name: )" +
+           name + R"(
+  namespace: default
+spec:
+  nodeClassRef:
+    kind: GPUNodeClass
+    name: budget-class
+  template:
+    spec: {}
+  maxHourlyPrice: ")" +
+           price + "\"\n";
+  };
+  CrdEnv& env = CrdEnv::Get();
+  auto created = env.Apply(kClasses, "", "budget-class", cls("20"));
+  ASSERT_TRUE(created.ok() && created->status < 300)
+      << (created.ok() ? created->body : created.error().ToString());
+  auto p = env.Apply(kPools, "default", "budget-pool", pool("budget-pool", "15"));
+  ASSERT_TRUE(p.ok() && p->status < 300) << (p.ok() ? p->body : p.error().ToString());
+
+  auto lowered = env.Apply(kClasses, "", "budget-class", cls("10"));
+  ASSERT_TRUE(lowered.ok());
+  EXPECT_LT(lowered->status, 300) << lowered->body;
+  std::string warning = Warnings(*lowered);
+  EXPECT_NE(warning.find("GPUNodePool default/budget-pool has maxHourlyPrice \"15\" above this "
+                         "class's limits.maxHourlyCost \"10\""),
+            std::string::npos)
+      << "warning: " << warning;
+
+  auto refused = env.Apply(kPools, "default", "budget-pool-2", pool("budget-pool-2", "15"));
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->status, 422) << refused->body;
+  EXPECT_NE(refused->body.find("is above GPUNodeClass \\\"budget-class\\\"'s "
+                               "limits.maxHourlyCost \\\"10\\\""),
+            std::string::npos)
+      << refused->body;
+  // Moving the existing pool to a class that does not exist is refused; editing it in place
+  // (its price, within the budget) is not.
+  auto moved = env.Apply(kPools, "default", "budget-pool",
+                         std::regex_replace(pool("budget-pool", "5"),
+                                            std::regex("name: budget-class"), "name: gone-class"));
+  ASSERT_TRUE(moved.ok());
+  EXPECT_EQ(moved->status, 422) << moved->body;
+  EXPECT_NE(moved->body.find("names no GPUNodeClass"), std::string::npos) << moved->body;
+  auto edited = env.Apply(kPools, "default", "budget-pool", pool("budget-pool", "5"));
+  ASSERT_TRUE(edited.ok());
+  EXPECT_LT(edited->status, 300) << edited->body;
+}
+
 // ---- the corpus ----
 
 struct Case {
-  std::string file, text, what, expect, kind, name, ns;
+  std::string file, text, what, expect, warn, kind, name, ns;
 };
 
 Case LoadCase(const fs::path& path) {
@@ -238,6 +437,7 @@ Case LoadCase(const fs::path& path) {
   for (std::string line; std::getline(lines, line) && line.rfind('#', 0) == 0;) {
     if (line.rfind("# Case: ", 0) == 0) c.what = line.substr(8);
     if (line.rfind("# Expect: ", 0) == 0) c.expect = line.substr(10);
+    if (line.rfind("# Warn: ", 0) == 0) c.warn = line.substr(8);
   }
   try {
     YAML::Node doc = YAML::Load(c.text);
@@ -286,11 +486,15 @@ TEST_P(GpuCorpus, RefusedWithTheExpectedMessageOrAdmitted) {
   const kube::Resource* r = ResourceOf(c.kind);
   ASSERT_NE(r, nullptr) << c.kind;
   ASSERT_FALSE(c.name.empty());
-  auto res = client->Raw(
-      "PATCH",
-      r->ObjectPath(c.ns, c.name) + "?fieldManager=kubectl&fieldValidation=Strict&force=true",
-      c.text, "application/apply-patch+yaml");
+  auto res = CrdEnv::Get().Apply(*r, c.ns, c.name, c.text);
   ASSERT_TRUE(res.ok()) << res.error().ToString();
+  // Admission warnings come back as Warning headers (299 - "<text>").
+  std::string warnings = Warnings(*res);
+  if (!c.warn.empty()) {
+    EXPECT_NE(warnings.find(c.warn), std::string::npos)
+        << "expected a warning with \"" << c.warn << "\"; got:\n"
+        << warnings;
+  }
   if (c.expect == "admitted") {
     EXPECT_TRUE(res->status == 200 || res->status == 201) << res->status << " " << res->body;
     return;
@@ -308,6 +512,8 @@ TEST_P(GpuCorpus, RefusedWithTheExpectedMessageOrAdmitted) {
   if (res->status >= 500) {
     EXPECT_EQ(msg.rfind("failed to create typed patch object", 0), 0u) << res->body;
   }
+  // A failed webhook call (crash, timeout, bad answer) is never a refusal of the input.
+  EXPECT_EQ(msg.find("failed calling webhook"), std::string::npos) << msg;
   EXPECT_NE(msg.find(c.expect), std::string::npos) << "expected \"" << c.expect << "\" in:\n"
                                                    << msg.substr(0, 2000);
   EXPECT_FALSE(client->Get(*r, c.ns, c.name).ok()) << c.name << " was stored";
