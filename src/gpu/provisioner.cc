@@ -40,6 +40,25 @@ std::string Meta(const kube::Object& o, std::string_view field) {
 
 bool Deleting(const kube::Object& o) { return !Meta(o, "deletionTimestamp").empty(); }
 
+// The uids of the pods a claim was created for (a JSON array of strings), so nominations survive
+// a restart of the operator: without it, pods still waiting for a claim that is launching are
+// planned again after a crash and get a second machine each.
+constexpr char kAnnotationNominatedPods[] = "tgp.io/nominated-pods";
+
+std::vector<std::string> NominatedPods(const kube::Object& claim) {
+  std::vector<std::string> out;
+  const bj::object* a = ObjectAt(claim, "metadata.annotations");
+  std::string_view text = a != nullptr ? StringField(*a, kAnnotationNominatedPods) : "";
+  if (text.empty()) return out;
+  boost::system::error_code ec;
+  bj::value v = bj::parse(text, ec);
+  if (ec || !v.is_array()) return out;
+  for (const bj::value& uid : v.get_array()) {
+    if (uid.is_string()) out.emplace_back(uid.get_string());
+  }
+  return out;
+}
+
 // A pod the scheduler gave up on for now (PodScheduled False, Unschedulable) that wants GPUs.
 bool UnschedulableGpuPod(const kube::Object& pod) {
   if (Deleting(pod)) return false;
@@ -96,7 +115,9 @@ class Provisioner final : public kube::Runnable {
   };
 
   Provisioner(ProvisionerOptions o, Informers inf)
-      : o_(std::move(o)), clock_(o_.clock != nullptr ? *o_.clock : RealClock()), inf_(std::move(inf)) {}
+      : o_(std::move(o)),
+        clock_(o_.clock != nullptr ? *o_.clock : RealClock()),
+        inf_(std::move(inf)) {}
   ~Provisioner() override { Stop(std::chrono::milliseconds(0)); }
 
   std::string Name() const override { return "gpu-provisioner"; }
@@ -179,6 +200,13 @@ class Provisioner final : public kube::Runnable {
       } else {
         live.emplace(it->first, nullptr);
         ++it;
+      }
+    }
+    // Nominations recorded on claims still launching (this process may have just started).
+    for (const auto& [name, c] : live) {
+      if (c == nullptr || kube::IsConditionTrue(*c, "Ready")) continue;
+      for (std::string& uid : NominatedPods(*c)) {
+        nominated_.emplace(std::move(uid), Nomination{.claim = name});
       }
     }
     // Nominations end when the claim is gone, or Ready for longer than the grace.
@@ -391,6 +419,8 @@ class Provisioner final : public kube::Runnable {
     }
     if (!taints.empty()) spec["taints"] = std::move(taints);
     std::string name = pool_name + "-" + RandomSuffix();
+    bj::array nominated;
+    for (size_t i : m.pods) nominated.emplace_back(Meta(*pod_objs[i], "uid"));
     bj::object claim{
         {"apiVersion", "tgp.io/v1"},
         {"kind", "GPUNodeClaim"},
@@ -402,7 +432,8 @@ class Provisioner final : public kube::Runnable {
                                          bj::serialize(internal::RequirementsToJson(req))},
                                         {kAnnotationPlannedOffer, offer.provider + "/" + offer.id +
                                                                       "@" + offer.provider_region},
-                                        {kAnnotationPlannedPrice, FormatUsd(m.choice.price)}}}}},
+                                        {kAnnotationPlannedPrice, FormatUsd(m.choice.price)},
+                                        {kAnnotationNominatedPods, bj::serialize(nominated)}}}}},
         {"spec", std::move(spec)}};
     auto created = o_.client->Create(GPUNodeClaims(), "", claim);
     std::string what = offer.gpu_type + " on " + offer.provider + " " + offer.region + " at $" +

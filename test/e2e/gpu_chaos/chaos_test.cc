@@ -467,6 +467,20 @@ TEST_F(GpuChaos, KillNineDuringLaunchesNeverDoublesAMachine) {
       90s, 500ms);
   EXPECT_TRUE(settled) << problems << Diagnose();
 
+  // No claim rented for nothing: every claim's Node runs one of the pods (each pod needs a whole
+  // one-GPU machine here, so a pod that got a second claim after a crash leaves one idle).
+  std::set<std::string> used_nodes;
+  if (auto l = client_->List(kube::resources::Pods(), "default"); l.ok()) {
+    for (const auto& p : l->items) used_nodes.insert(Str(p, "spec", "nodeName"));
+  }
+  int64_t idle = 0;
+  for (const auto& c : claims) {
+    if (used_nodes.count(Str(c, "status", "nodeName"))) continue;
+    ++idle;
+    ADD_FAILURE() << "claim " << Str(c, "metadata", "name") << " (Node "
+                  << Str(c, "status", "nodeName") << ") runs none of the pods";
+  }
+
   // Who owned every machine ever made, for the billing check after the claims are gone: the
   // claim's uid by tag, and its name (a machine is named after its claim).
   std::map<std::string, std::string> uid_of, name_of;  // provider/instance id -> claim uid, name
@@ -547,15 +561,16 @@ TEST_F(GpuChaos, KillNineDuringLaunchesNeverDoublesAMachine) {
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::printf(
-      "gpu chaos (seed %llu): %zu pods, %zu claims launched, %lld machines made (%lld of claims "
+      "gpu chaos (seed %llu): %zu pods, %zu claims launched (%lld idle), %lld machines made (%lld "
+      "of claims "
       "since deleted, %lld collected by the GC), %lld create requests, %zu ledger entries, %d "
       "kills, %d operator starts, %lld ambiguous creates seen (swallowed or 500), %lld adoptions "
       "by tag, $%.4f billed, %.1f s\n",
       static_cast<unsigned long long>(Seed()), pods.size(), claims.size(),
-      static_cast<long long>(made), static_cast<long long>(gone_claims),
-      static_cast<long long>(collected), static_cast<long long>(Creates()), entries, kills,
-      op_->starts(), static_cast<long long>(ambiguous), static_cast<long long>(adopted), spend,
-      seconds);
+      static_cast<long long>(idle), static_cast<long long>(made),
+      static_cast<long long>(gone_claims), static_cast<long long>(collected),
+      static_cast<long long>(Creates()), entries, kills, op_->starts(),
+      static_cast<long long>(ambiguous), static_cast<long long>(adopted), spend, seconds);
   if (rounds * per_round >= 50) {
     EXPECT_GE(claims.size(), 50u);
   }
