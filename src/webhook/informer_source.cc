@@ -51,7 +51,7 @@ void Trim(kube::Object& obj, const std::vector<std::vector<std::string_view>>& p
 
 class InformerObjectSource : public ObjectSource {
  public:
-  explicit InformerObjectSource(std::shared_ptr<kube::Client> client)
+  explicit InformerObjectSource(const std::shared_ptr<kube::Client>& client)
       : client_(client), factory_(client) {
     Add(kube::resources::StatefulSets(), [](kube::Object& o) {
       Trim(o, {{"spec", "replicas"}, {"spec", "serviceName"}, {"spec", "ordinals"}});

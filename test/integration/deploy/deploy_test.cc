@@ -336,6 +336,32 @@ std::string FailurePolicy(const std::vector<YAML::Node>& docs, const std::string
   return Str((*cfg)["webhooks"][0]["failurePolicy"]);
 }
 
+// The webhook named `hook` in the ValidatingWebhookConfiguration hyperslice-tpunodegroups (which
+// holds both validations: TPUNodeGroups and tgp.io), or a null node.
+YAML::Node ValidatingHook(const std::vector<YAML::Node>& docs, const std::string& hook) {
+  const YAML::Node* cfg = Find(docs, "ValidatingWebhookConfiguration", "hyperslice-tpunodegroups");
+  if (cfg == nullptr) return YAML::Node();
+  for (const auto& h : (*cfg)["webhooks"]) {
+    if (Str(h["name"]) == hook) return h;
+  }
+  return YAML::Node();
+}
+
+// GPUNodePools and GPUNodeClasses go to /validate-tgp on CREATE and UPDATE, failing closed.
+void ExpectTgpValidation(const std::vector<YAML::Node>& docs, const std::string& what) {
+  YAML::Node h = ValidatingHook(docs, "tgp.hyperslice.dev");
+  ASSERT_TRUE(h.IsMap()) << what << ": no tgp.hyperslice.dev webhook";
+  EXPECT_EQ(Str(h["failurePolicy"]), "Fail") << what;
+  EXPECT_EQ(Str(h["clientConfig"]["service"]["path"]), "/validate-tgp") << what;
+  EXPECT_EQ(Str(h["clientConfig"]["service"]["name"]), "hyperslice-webhook") << what;
+  ASSERT_EQ(h["rules"].size(), 1u) << what;
+  const YAML::Node rule = h["rules"][0];
+  EXPECT_EQ(Canonical(rule["apiGroups"]), Canonical(YAML::Load("[tgp.io]"))) << what;
+  EXPECT_EQ(Canonical(rule["operations"]), Canonical(YAML::Load("[CREATE, UPDATE]"))) << what;
+  EXPECT_EQ(Canonical(rule["resources"]), Canonical(YAML::Load("[gpunodepools, gpunodeclasses]")))
+      << what;
+}
+
 // deploy/webhook on its own installs what deploy/ does (self-signed); cert-manager is an explicit
 // overlay; failing open is a component, and only for the Pod injection.
 TEST(Kustomize, WebhookDefaultIsSelfSignedAndFailOpenIsAComponent) {
@@ -362,11 +388,14 @@ TEST(Kustomize, WebhookDefaultIsSelfSignedAndFailOpenIsAComponent) {
   EXPECT_EQ(FailurePolicy(open, "MutatingWebhookConfiguration", "hyperslice-tpu-env"), "Ignore");
   EXPECT_EQ(FailurePolicy(open, "ValidatingWebhookConfiguration", "hyperslice-tpunodegroups"),
             "Fail");
+  ExpectTgpValidation(open, "kustomize with webhook/fail-open");
   CommandResult closed = Kustomize(kDeploy);
   ASSERT_EQ(closed.exit_code, 0) << closed.errors;
   EXPECT_EQ(
       FailurePolicy(Documents(closed.output), "MutatingWebhookConfiguration", "hyperslice-tpu-env"),
       "Fail");
+  ExpectTgpValidation(Documents(closed.output), "kustomize deploy/");
+  ExpectTgpValidation(cm_docs, "kustomize deploy/webhook/cert-manager");
 }
 
 TEST(Kustomize, CredentialsComponentMountsTheKeyAndSetsAdcPath) {
@@ -710,10 +739,22 @@ TEST_F(DeployOnApiserver, OperatorServiceAccountMayDoNothingElse) {
 
 TEST_F(DeployOnApiserver, WebhookServiceAccountReadsOwnersAndWritesOnlyItsCa) {
   ASSERT_NO_FATAL_FAILURE(ApplyTopLevelOnce());
-  for (const char* r : {"statefulsets.apps", "jobs.batch", "tpunodegroups.tpu.google.com"}) {
-    EXPECT_TRUE(CanI(kWebhookSa, {"watch", r, "-n", "default"})) << r;
+  for (const char* r :
+       {"statefulsets.apps", "jobs.batch", "tpunodegroups.tpu.google.com", "gpunodepools.tgp.io"}) {
+    for (const char* verb : {"get", "list", "watch"}) {
+      EXPECT_TRUE(CanI(kWebhookSa, {verb, r, "-n", "default"})) << verb << " " << r;
+    }
     EXPECT_FALSE(CanI(kWebhookSa, {"create", r, "-n", "default"})) << r;
   }
+  // /validate-tgp reads the classes pools name (cluster-scoped), and writes no tgp.io object.
+  for (const char* verb : {"get", "list", "watch"}) {
+    EXPECT_TRUE(CanI(kWebhookSa, {verb, "gpunodeclasses.tgp.io"})) << verb;
+  }
+  for (const char* verb : {"create", "update", "patch", "delete"}) {
+    EXPECT_FALSE(CanI(kWebhookSa, {verb, "gpunodeclasses.tgp.io"})) << verb;
+    EXPECT_FALSE(CanI(kWebhookSa, {verb, "gpunodepools.tgp.io", "-n", "default"})) << verb;
+  }
+  EXPECT_FALSE(CanI(kWebhookSa, {"get", "gpunodeclaims.tgp.io"}));
   EXPECT_TRUE(CanI(kWebhookSa, {"get", "secrets/hyperslice-webhook-tls", "-n", "tpu-node-group"}));
   // Renewal rewrites the Secret (resourceVersion-preconditioned updates).
   EXPECT_TRUE(
@@ -803,6 +844,20 @@ TEST(HelmChart, LintsAndRendersTheSameObjectsAsKustomize) {
   }
   EXPECT_EQ((*ho)["spec"]["replicas"].as<int>(), 2);
   EXPECT_EQ(EnvValue(Container(*ho, "operator"), "DEVICE_PLUGIN_IMAGE"), "hyperslice:latest");
+
+  // The webhook's grants and its tgp.io validation are the same in both.
+  const YAML::Node* hr = Find(hd, "ClusterRole", "hyperslice-webhook");
+  const YAML::Node* kr = Find(kd, "ClusterRole", "hyperslice-webhook");
+  ASSERT_NE(hr, nullptr);
+  ASSERT_NE(kr, nullptr);
+  EXPECT_EQ(Canonical((*hr)["rules"]), Canonical((*kr)["rules"]));
+  ExpectTgpValidation(hd, "helm");
+  ExpectTgpValidation(kd, "kustomize");
+  YAML::Node hh = ValidatingHook(hd, "tgp.hyperslice.dev");
+  YAML::Node kh = ValidatingHook(kd, "tgp.hyperslice.dev");
+  for (const char* field : {"rules", "matchConditions", "failurePolicy", "timeoutSeconds"}) {
+    EXPECT_EQ(Canonical(hh[field]), Canonical(kh[field])) << field;
+  }
 }
 
 TEST(HelmChart, ValuesReachTheObjects) {
