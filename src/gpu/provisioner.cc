@@ -149,6 +149,11 @@ class Provisioner final : public kube::Runnable {
   }
 
  private:
+  bool Synced() const {
+    return inf_.pods->HasSynced() && inf_.claims->HasSynced() && inf_.pools->HasSynced() &&
+           inf_.classes->HasSynced();
+  }
+
   void Loop() {
     std::unique_lock lock(mu_);
     clock_.Register(&cv_);
@@ -158,6 +163,13 @@ class Provisioner final : public kube::Runnable {
       Clock::TimePoint wake = next_status;
       if (batch_open_) {
         auto close = std::min(last_trigger_ + o_.batch_idle, batch_started_ + o_.batch_max);
+        if (now >= close && !Synced()) {
+          // Planning before every cache has listed would miss the claims still launching (right
+          // after a restart) and rent a second machine for their pods: try again shortly.
+          last_trigger_ = batch_started_ = now;
+          clock_.WaitUntil(cv_, lock, now + o_.batch_idle);
+          continue;
+        }
         if (now >= close) {
           batch_open_ = false;
           lock.unlock();
@@ -170,7 +182,7 @@ class Provisioner final : public kube::Runnable {
       }
       if (now >= next_status) {
         lock.unlock();
-        if ((!gate_ || gate_()) && inf_.pods->HasSynced()) Provision();
+        if ((!gate_ || gate_()) && Synced()) Provision();
         lock.lock();
         next_status = clock_.Now() + o_.status_interval;
         continue;

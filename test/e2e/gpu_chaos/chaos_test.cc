@@ -335,8 +335,9 @@ spec:
         continue;
       }
       if (live[0]->provider != provider || live[0]->id != id) {
-        out += "claim " + name + " names " + provider + "/" + id + " but its machine is " +
-               live[0]->provider + "/" + live[0]->id + "\n";
+        out.append("claim ").append(name).append(" names ").append(provider).append("/");
+        out.append(id).append(" but its machine is ").append(live[0]->provider).append("/");
+        out.append(live[0]->id).append("\n");
       }
     }
     for (const auto& [uid, live] : live_by_uid) {
@@ -419,9 +420,9 @@ TEST_F(GpuChaos, KillNineDuringLaunchesNeverDoublesAMachine) {
       these.push_back(name);
       pods.push_back(name);
     }
-    // One or two kills per round, each after a random number of this round's creates reached a
+    // One to three kills per round, each after a random number of this round's creates reached a
     // simulator (0: while the batch is planned and claims written) plus a random delay.
-    int kills_now = static_cast<int>(Uniform(1, 2));
+    int kills_now = static_cast<int>(Uniform(1, 3));
     for (int k = 0; k < kills_now; ++k) {
       int64_t target = Creates() + Uniform(0, per_round - 1);
       (void)Eventually([&] { return Creates() >= target; }, 20s, 5ms);
