@@ -32,9 +32,9 @@
 #include "src/kube/object_helpers.h"
 #include "src/kube/yaml.h"
 #include "src/net/http.h"
-#include "test/testenv/crds.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/testenv.h"
+#include "test/testenv/tgp.h"
 
 namespace hyperslice::gpu {
 namespace {
@@ -82,10 +82,7 @@ class GpuProvisioning : public ::testing::Test {
   void SetUp() override {
     client_ = testenv::AdminClient();
     ASSERT_TRUE(client_);
-    Status st = testenv::InstallCrds({HS_DEPLOY_DIR "/crds/tgp.io_gpunodeclasses.yaml",
-                                      HS_DEPLOY_DIR "/crds/tgp.io_gpunodepools.yaml",
-                                      HS_DEPLOY_DIR "/crds/tgp.io_gpunodeclaims.yaml"},
-                                     {GPUNodeClasses(), GPUNodePools(), GPUNodeClaims()});
+    Status st = testenv::InstallTgpCrds(HS_DEPLOY_DIR);
     ASSERT_TRUE(st.ok()) << st.error().ToString();
 
     // The market: RTX 4090s in two regions (us-west cheapest), an A10 cheaper still (but not
@@ -112,16 +109,9 @@ class GpuProvisioning : public ::testing::Test {
     // machines do after booting from the payload).
     observer_ = sim_->market().Subscribe([this](const market::Instance& i) { OnInstance(i); });
 
-    (void)client_->Create(kube::resources::Namespaces(), "",
-                          bj::object{{"apiVersion", "v1"},
-                                     {"kind", "Namespace"},
-                                     {"metadata", bj::object{{"name", "tgp-system"}}}});
-    bj::object secret{
-        {"apiVersion", "v1"},
-        {"kind", "Secret"},
-        {"metadata", bj::object{{"name", "tgp-operator-secret"}, {"namespace", "tgp-system"}}},
-        {"stringData", bj::object{{"LAMBDA_LABS_API_KEY", "sim-key"}}}};
-    (void)client_->Create(kube::resources::Secrets(), "tgp-system", secret);
+    ASSERT_TRUE(testenv::PutSecret(*client_, "tgp-system", "tgp-operator-secret",
+                                   {{"LAMBDA_LABS_API_KEY", "sim-key"}})
+                    .ok());
 
     kube::ManagerOptions mo;
     mo.client = client_;

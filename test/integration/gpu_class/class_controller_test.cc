@@ -22,9 +22,9 @@
 #include "src/kube/metrics.h"
 #include "src/kube/object_helpers.h"
 #include "src/kube/yaml.h"
-#include "test/testenv/crds.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/testenv.h"
+#include "test/testenv/tgp.h"
 
 namespace hyperslice::gpu {
 namespace {
@@ -109,24 +109,13 @@ class ClassControllerTest : public ::testing::Test {
   void SetUp() override {
     client_ = testenv::AdminClient();
     ASSERT_TRUE(client_);
-    Status st = testenv::InstallCrds({HS_DEPLOY_DIR "/crds/tgp.io_gpunodeclasses.yaml",
-                                      HS_DEPLOY_DIR "/crds/tgp.io_gpunodepools.yaml",
-                                      HS_DEPLOY_DIR "/crds/tgp.io_gpunodeclaims.yaml"},
-                                     {GPUNodeClasses(), GPUNodePools(), GPUNodeClaims()});
+    Status st = testenv::InstallTgpCrds(HS_DEPLOY_DIR);
     ASSERT_TRUE(st.ok()) << st.error().ToString();
     // Seed 002's Secret: created in tgp-system, named by credentialsRefs without a namespace.
-    (void)client_->Create(kube::resources::Namespaces(), "",
-                          bj::object{{"apiVersion", "v1"},
-                                     {"kind", "Namespace"},
-                                     {"metadata", bj::object{{"name", "tgp-system"}}}});
-    bj::object secret{
-        {"apiVersion", "v1"},
-        {"kind", "Secret"},
-        {"metadata", bj::object{{"name", "tgp-operator-secret"}, {"namespace", "tgp-system"}}},
-        {"stringData",
-         bj::object{{"RUNPOD_API_KEY", "good-key"}, {"LAMBDA_LABS_API_KEY", "stale-key"}}}};
-    auto created = client_->Create(kube::resources::Secrets(), "tgp-system", secret);
-    ASSERT_TRUE(created.ok()) << created.error().ToString();
+    Status secret =
+        testenv::PutSecret(*client_, "tgp-system", "tgp-operator-secret",
+                           {{"RUNPOD_API_KEY", "good-key"}, {"LAMBDA_LABS_API_KEY", "stale-key"}});
+    ASSERT_TRUE(secret.ok()) << secret.error().ToString();
 
     kube::ManagerOptions mo;
     mo.client = client_;
