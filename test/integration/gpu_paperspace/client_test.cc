@@ -322,7 +322,10 @@ TEST_F(PaperspaceTest, CapacityRefusalMarksTheOfferUnavailableForAWhile) {
 
   // An injected capacity fault is the same answer; the orphaned scripts were removed.
   Fault("POST /v1/machines", "capacity");
-  req.offer = Find(*p->ListOffers(), "A5000", "ams1");
+  auto offers_now = p->ListOffers();  // kept: the request points into it
+  ASSERT_TRUE(offers_now.ok());
+  req.offer = Find(*offers_now, "A5000", "ams1");
+  ASSERT_NE(req.offer, nullptr);
   auto r2 = p->Create(req);
   ASSERT_FALSE(r2.ok());
   EXPECT_EQ(KindOf(r2.error()), ErrorKind::kCapacity);
