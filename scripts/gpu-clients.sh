@@ -11,6 +11,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/versions.env"
 cache=${HYPERSLICE_CACHE:-$HOME/.cache/hyperslice}
 dest="$cache/gpu-clients-runpod${RUNPOD_PY_VERSION}-vastai${VASTAI_PY_VERSION}"
+mkdir -p "$cache"
+# Two runs at once (parallel test jobs) must not install into the same folder: the second waits.
+exec 9>"$dest.lock"
+flock 9
 if [[ -f $dest/.complete ]]; then
   echo "$dest"; exit 0
 fi
