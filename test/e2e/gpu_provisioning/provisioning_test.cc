@@ -1,4 +1,5 @@
-// Seed 002's GPUNodePool and a GPUNodeClass naming only Lambda (pointed at the Lambda simulator),
+// Seed 002's GPUNodeClass and GPUNodePool, unchanged (RunPod and Lambda, pointed at their
+// simulators by the operator's default endpoints),
 // the GPU controllers in-process as `hyperslice operator --gpu` runs them, a real kube-apiserver
 // and kube-scheduler: a pod asking for nvidia.com/gpu with the seed's toleration and a
 // tgp.io/gpu-type=RTX4090 selector becomes a GPUNodeClaim, the cheapest fitting offer is launched
@@ -20,6 +21,7 @@
 #include <boost/json.hpp>
 
 #include "sim/lambda/simulator.h"
+#include "sim/runpod/simulator.h"
 #include "src/base/json.h"
 #include "src/gpu/api.h"
 #include "src/gpu/claim_controller.h"
@@ -108,10 +110,20 @@ class GpuProvisioning : public ::testing::Test {
     // Stand-in machines: a running instance registers its Node (what issue 3/4's simulated
     // machines do after booting from the payload).
     observer_ = sim_->market().Subscribe([this](const market::Instance& i) { OnInstance(i); });
+    // Seed 002's class also names RunPod: its simulator sells the rest of its default market, but
+    // no RTX 4090, so the pool's machines come from Lambda.
+    market::ServerOptions ro;
+    for (const auto& l : sim::runpod::DefaultListings()) {
+      if (l.gpu_name.find("4090") == std::string::npos) ro.market.listings.push_back(l);
+    }
+    auto runpod = sim::runpod::Start(ro);
+    ASSERT_TRUE(runpod.ok()) << runpod.error().ToString();
+    runpod_ = std::move(*runpod);
 
-    ASSERT_TRUE(testenv::PutSecret(*client_, "tgp-system", "tgp-operator-secret",
-                                   {{"LAMBDA_LABS_API_KEY", "sim-key"}})
-                    .ok());
+    ASSERT_TRUE(
+        testenv::PutSecret(*client_, "tgp-system", "tgp-operator-secret",
+                           {{"RUNPOD_API_KEY", "sim-key"}, {"LAMBDA_LABS_API_KEY", "sim-key"}})
+            .ok());
 
     kube::ManagerOptions mo;
     mo.client = client_;
@@ -138,6 +150,9 @@ class GpuProvisioning : public ::testing::Test {
       x.burst = 50;
       return NewProvider(x);
     };
+    // Seed 002's class names no endpoints: the operator's --gpu-endpoint defaults point them at
+    // the simulators, so the class is applied exactly as the seed writes it.
+    co.default_endpoints = {{kLambda, sim_->api_endpoint()}, {kRunPod, runpod_->api_endpoint()}};
     ASSERT_TRUE(RegisterClassController(*manager_, co).ok());
     ClaimControllerOptions cl;
     cl.client = client_;
@@ -153,7 +168,7 @@ class GpuProvisioning : public ::testing::Test {
       BootPayload p;
       p.ssh_key_names = {"sim-ssh-key"};
       p.user_data = "#cloud-config\n";
-      return p;
+      return p;  // (RunPod sells no RTX 4090 here, so no container payload is needed)
     };
     ASSERT_TRUE(RegisterClaimController(*manager_, cl).ok());
     ProvisionerOptions po;
@@ -165,14 +180,9 @@ class GpuProvisioning : public ::testing::Test {
     ASSERT_TRUE(RegisterProvisioner(*manager_, po).ok());
     runner_ = std::thread([this] { (void)manager_->Run(); });
 
-    // Seed 002's class, narrowed to Lambda at the simulator; seed 002's pool unchanged.
+    // Seed 002's class and pool, unchanged (deploy/examples holds them as the seed writes them).
     bj::object cls =
         kube::YamlToJson(YAML::LoadFile(HS_DEPLOY_DIR "/examples/gpunodeclass.yaml")).as_object();
-    bj::array& providers = cls["spec"].as_object()["providers"].as_array();
-    providers.erase(providers.begin());  // runpod: its simulator is tested elsewhere
-    providers[0].as_object()["endpoint"] = sim_->api_endpoint();
-    // Seed 002's template is not a config Talos accepts (issue 3/4 reports it); not used here.
-    cls["spec"].as_object().erase("talosConfig");
     ASSERT_TRUE(client_->Create(GPUNodeClasses(), "", cls).ok());
     ASSERT_TRUE(
         client_
@@ -223,6 +233,10 @@ class GpuProvisioning : public ::testing::Test {
             << i.id << " " << market::StateName(i.state);
       }
       sim_->Stop();
+    }
+    if (runpod_) {
+      EXPECT_TRUE(runpod_->market().List("").empty()) << "nothing was to be rented on RunPod";
+      runpod_->Stop();
     }
     auto nodes = client_->List(kube::resources::Nodes(), "");
     if (nodes.ok()) {
@@ -373,7 +387,8 @@ spec:
 
   std::shared_ptr<kube::Client> client_;
   kube::metrics::Registry registry_;
-  std::unique_ptr<market::MarketSimulator> sim_;
+  std::unique_ptr<market::MarketSimulator> sim_;     // Lambda
+  std::unique_ptr<market::MarketSimulator> runpod_;  // sells no RTX 4090
   uint64_t observer_ = 0;
   std::unique_ptr<kube::Manager> manager_;
   std::thread runner_;
