@@ -392,7 +392,22 @@ Plan MakePlan(const std::vector<PendingPod>& pods, const std::vector<PoolView>& 
       if (best) {
         decided_pool = c.pool;
       } else if (reason.empty()) {
-        reason = "on pool " + pool.key + ": " + offers.Explain(r);
+        // Did a cost budget, not the market, rule the offers out? Then say which limit.
+        OfferRequirements uncapped = c.req;
+        uncapped.min_gpu_count = std::max(uncapped.min_gpu_count, pod.gpus);
+        auto without_budget = skip ? offers.Select(uncapped, skip) : offers.Select(uncapped);
+        if (without_budget && r.max_price && without_budget->price > *r.max_price &&
+            (!c.req.max_price || without_budget->price <= *c.req.max_price)) {
+          bool pool_tighter = pool.budget.hourly_cost_left &&
+                              (!cls || !cls->hourly_cost_left ||
+                               *pool.budget.hourly_cost_left <= *cls->hourly_cost_left);
+          reason = (pool_tighter ? "pool " + pool.key : "GPUNodeClass " + pool.class_name) +
+                   " has reached its hourly cost limit: $" + FormatUsd(*r.max_price) +
+                   "/h left, the cheapest fitting offer costs $" +
+                   FormatUsd(without_budget->price) + "/h";
+        } else {
+          reason = "on pool " + pool.key + ": " + offers.Explain(r);
+        }
       }
     }
     if (!best) {

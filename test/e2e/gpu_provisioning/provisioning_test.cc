@@ -474,6 +474,33 @@ TEST_F(GpuProvisioning, PoolLimitHoldsPodsBackWithACondition) {
   EXPECT_FALSE(Eventually([&] { return ListClaims().size() > 2; }, 3s));
 }
 
+TEST_F(GpuProvisioning, ClassHourlyCostHoldsPodsBackWithACondition) {
+  // $1.00/h for the whole class: one $0.69 machine fits, a second does not.
+  auto cls = client_->Get(GPUNodeClasses(), "", "standard-gpu-class");
+  ASSERT_TRUE(cls.ok());
+  (*cls)["spec"].as_object()["limits"].as_object()["maxHourlyCost"] = "1.0";
+  ASSERT_TRUE(client_->Update(GPUNodeClasses(), "", *cls).ok());
+  CreateGpuPod("cost-0");
+  ASSERT_TRUE(Eventually([&] { return !NodeOf("cost-0").empty(); }, 90s)) << Diagnose("cost-0");
+  CreateGpuPod("cost-1");
+  ASSERT_TRUE(Eventually([&] {
+    auto p = client_->Get(GPUNodePools(), "default", "ml-workload-pool");
+    auto c = p.ok() ? kube::FindCondition(*p, "LimitsReached") : std::nullopt;
+    return c && c->status == "True";
+  })) << Diagnose("cost-1");
+  auto p = client_->Get(GPUNodePools(), "default", "ml-workload-pool");
+  std::string msg = kube::FindCondition(*p, "LimitsReached")->message;
+  EXPECT_NE(msg.find("GPUNodeClass standard-gpu-class has reached its hourly cost limit"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(ListClaims().size(), 1u);
+  EXPECT_TRUE(NodeOf("cost-1").empty());
+  EXPECT_TRUE(Eventually([&] {
+    auto c = client_->Get(GPUNodeClasses(), "", "standard-gpu-class");
+    return c.ok() && Str(*c, "status", "hourlyCost") == "0.69";
+  }));
+}
+
 TEST_F(GpuProvisioning, CapacityFailureMovesToTheNextOfferAndSwallowedCreateIsNotDoubled) {
   // The first launch fails for capacity: that offer (one region) is left out and the claim is
   // replanned onto the next one (the other region).
