@@ -27,6 +27,7 @@
 #include "src/gpu/claim_controller.h"
 #include "src/gpu/class_controller.h"
 #include "src/gpu/planner.h"
+#include "src/gpu/providers.h"
 #include "src/gpu/provisioner.h"
 #include "src/kube/client.h"
 #include "src/kube/events.h"
@@ -92,7 +93,7 @@ class GpuProvisioning : public ::testing::Test {
     market::ServerOptions so;
     // Lambda prices an instance type the same in every region: the choice between regions is
     // the tie-break, between types the price.
-    so.market.listings = {Rtx4090("us-west-1", 690000, 3), Rtx4090("us-east-1", 690000, 5)};
+    so.market.listings = {Rtx4090("us-west-1", 690000, 8), Rtx4090("us-east-1", 690000, 8)};
     market::Listing a10 = Rtx4090("us-west-1", 500000, 5);
     a10.id = "gpu_1x_a10@us-west-1";
     a10.gpu_name = "A10 (24 GB PCIe)";
@@ -161,6 +162,7 @@ class GpuProvisioning : public ::testing::Test {
     cl.events = events;
     cl.cluster_id = "e2e-cluster";
     cl.ambiguous_settle = 2s;
+    cl.registration_timeout = 15s;  // stand-in Nodes register within a second or two
     cl.gc_interval = 1s;
     cl.gc_grace = 3s;
     // Lambda launches need one SSH key; the simulator's accounts have "sim-ssh-key".
@@ -250,6 +252,7 @@ class GpuProvisioning : public ::testing::Test {
     if (i.state != market::State::kRunning) return;
     {
       std::lock_guard lock(mu_);
+      if (!register_nodes_) return;  // a machine whose payload does not boot
       if (!registered_.insert(i.id).second) return;
     }
     // On its own thread: the observer must not block the market.
@@ -394,6 +397,7 @@ spec:
   std::thread runner_;
   std::mutex mu_;
   std::set<std::string> registered_;
+  bool register_nodes_ = true;  // guarded by mu_
 };
 
 TEST_F(GpuProvisioning, PendingPodGetsTheCheapestFittingMachineAndIsScheduledOnIt) {
@@ -450,18 +454,18 @@ TEST_F(GpuProvisioning, PendingPodGetsTheCheapestFittingMachineAndIsScheduledOnI
 TEST_F(GpuProvisioning, PoolLimitHoldsPodsBackWithACondition) {
   auto pool = client_->Get(GPUNodePools(), "default", "ml-workload-pool");
   ASSERT_TRUE(pool.ok());
-  (*pool)["spec"].as_object()["limits"] = bj::object{{"maxNodes", 2}};
+  (*pool)["spec"].as_object()["limits"] = bj::object{{"maxNodes", 10}};
   ASSERT_TRUE(client_->Update(GPUNodePools(), "default", *pool).ok());
-  for (int i = 0; i < 3; ++i) CreateGpuPod("worker-" + std::to_string(i));
+  for (int i = 0; i < 12; ++i) CreateGpuPod("worker-" + std::to_string(i));
   ASSERT_TRUE(Eventually(
       [&] {
         int bound = 0;
-        for (int i = 0; i < 3; ++i) bound += !NodeOf("worker-" + std::to_string(i)).empty();
-        return bound == 2;
+        for (int i = 0; i < 12; ++i) bound += !NodeOf("worker-" + std::to_string(i)).empty();
+        return bound == 10;
       },
       120s));
-  EXPECT_EQ(ListClaims().size(), 2u);
-  EXPECT_EQ(RunningInstances(), 2);
+  EXPECT_EQ(ListClaims().size(), 10u);
+  EXPECT_EQ(RunningInstances(), 10);
   ASSERT_TRUE(Eventually([&] {
     auto p = client_->Get(GPUNodePools(), "default", "ml-workload-pool");
     auto c = p.ok() ? kube::FindCondition(*p, "LimitsReached") : std::nullopt;
@@ -470,8 +474,8 @@ TEST_F(GpuProvisioning, PoolLimitHoldsPodsBackWithACondition) {
   auto p = client_->Get(GPUNodePools(), "default", "ml-workload-pool");
   EXPECT_NE(kube::FindCondition(*p, "LimitsReached")->message.find("node limit"), std::string::npos)
       << kube::FindCondition(*p, "LimitsReached")->message;
-  // Still two after more batches: the third pod waits.
-  EXPECT_FALSE(Eventually([&] { return ListClaims().size() > 2; }, 3s));
+  // Still ten after more batches (the pool's status is refreshed every second here): two wait.
+  EXPECT_FALSE(Eventually([&] { return ListClaims().size() > 10; }, 3s));
 }
 
 TEST_F(GpuProvisioning, ClassHourlyCostHoldsPodsBackWithACondition) {
@@ -499,6 +503,90 @@ TEST_F(GpuProvisioning, ClassHourlyCostHoldsPodsBackWithACondition) {
     auto c = client_->Get(GPUNodeClasses(), "", "standard-gpu-class");
     return c.ok() && Str(*c, "status", "hourlyCost") == "0.69";
   }));
+}
+
+TEST_F(GpuProvisioning, MachineThatNeverRegistersIsReturnedAfterTheTimeout) {
+  {
+    std::lock_guard lock(mu_);
+    register_nodes_ = false;  // the machine runs but its payload never joins it
+  }
+  CreateGpuPod("stranded");
+  std::string claim;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto l = ListClaims();
+        if (l.size() != 1 || !kube::IsConditionTrue(l[0], "Launched")) return false;
+        claim = Str(l[0], "metadata", "name");
+        return true;
+      },
+      60s))
+      << Diagnose("stranded");
+  std::string instance = Str(ListClaims()[0], "status", "instanceID");
+  // 15 s after the launch the claim goes with the reason, and its machine is returned.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto events = client_->List(kube::resources::Events(), "");
+        if (!events.ok()) return false;
+        for (const auto& e : events->items) {
+          if (Str(e, "involvedObject", "name") == claim &&
+              Str(e, "", "reason") == "RegistrationTimeout") {
+            return true;
+          }
+        }
+        return false;
+      },
+      60s))
+      << Diagnose("stranded");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto c = client_->Get(GPUNodeClaims(), "", claim);
+        auto i = sim_->market().Get(instance);
+        return !c.ok() && i && i->state == market::State::kTerminated;
+      },
+      30s))
+      << Diagnose("stranded");
+  kube::DeleteOptions d;
+  d.grace_period_seconds = 0;
+  ASSERT_TRUE(client_->Delete(kube::resources::Pods(), "default", "stranded", d).ok());
+}
+
+TEST_F(GpuProvisioning, GarbageCollectorReturnsOurMachinesThatNoClaimOwns) {
+  ProviderConfig c;
+  c.name = kLambda;
+  c.endpoint = sim_->api_endpoint();
+  c.credentials = StaticCredential("sim-key");
+  c.requests_per_second = 50;
+  c.burst = 50;
+  auto lambda = NewProvider(c);
+  ASSERT_TRUE(lambda.ok());
+  auto offers = (*lambda)->ListOffers();
+  ASSERT_TRUE(offers.ok() && !offers->empty());
+  auto launch = [&](const std::string& name, const std::string& cluster) {
+    LaunchRequest req;
+    req.offer = &offers->front();
+    req.name = name;
+    req.claim_uid = "00000000-0000-0000-0000-00000000dead";
+    req.tags = {{kTagCluster, cluster}, {kTagClaimUid, req.claim_uid}};
+    req.payload.ssh_key_names = {"sim-ssh-key"};
+    return (*lambda)->Create(req);
+  };
+  // One tagged with this cluster and a claim that does not exist; one of another cluster.
+  auto ours = launch("leaked", "e2e-cluster");
+  ASSERT_TRUE(ours.ok()) << ours.error().ToString();
+  auto theirs = launch("not-ours", "other-cluster");
+  ASSERT_TRUE(theirs.ok()) << theirs.error().ToString();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto i = sim_->market().Get(ours->id);
+        return i &&
+               (i->state == market::State::kTerminated || i->state == market::State::kStopping);
+      },
+      30s));
+  auto other = sim_->market().Get(theirs->id);
+  ASSERT_TRUE(other);
+  EXPECT_NE(other->state, market::State::kTerminated) << "another cluster's machine was collected";
+  EXPECT_NE(other->state, market::State::kStopping) << "another cluster's machine was collected";
+  ASSERT_TRUE((*lambda)->Delete(theirs->id).ok());
 }
 
 TEST_F(GpuProvisioning, CapacityFailureMovesToTheNextOfferAndSwallowedCreateIsNotDoubled) {
