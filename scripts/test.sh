@@ -53,6 +53,13 @@ if [[ -f scripts/build-helm.sh ]]; then
   HELM=$(bash scripts/build-helm.sh) && export HELM || echo "helm build failed; the chart test will skip"
 fi
 
+# Talos's own config loader and validator, the judge of the machine configs the GPU operator
+# renders (built from its pinned Go module, cached likewise); the Talos tests skip without it.
+if [[ -f scripts/build-talos-checker.sh ]]; then
+  HYPERSLICE_TALOS_CHECKER=$(bash scripts/build-talos-checker.sh) && export HYPERSLICE_TALOS_CHECKER ||
+    echo "talos checker build failed; the Talos config tests will skip"
+fi
+
 # ccache keeps object files outside the clone, keyed by content, so a fresh clone rebuilds fast.
 launcher=()
 if command -v ccache >/dev/null; then
