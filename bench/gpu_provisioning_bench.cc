@@ -25,6 +25,7 @@
 //
 // Run: build/bench/gpu_provisioning_bench [--claims N=200] [--rounds R=20] [--burst B=100]
 //                                          [--phase latency|scale|both] [--workers 4]
+//                                          [--operator <another hyperslice binary>]
 // The control plane binaries come from HYPERSLICE_CONTROLPLANE_BIN (as for the e2e tests).
 // Figures measured and what bounds them: src/gpu/README.md, "Benchmarks".
 #include <fcntl.h>
@@ -257,11 +258,13 @@ bool Live(const market::Instance& i) {
 
 class Bench {
  public:
-  explicit Bench(std::string workers) : workers_(std::move(workers)) {}
+  Bench(std::string workers, std::string binary)
+      : workers_(std::move(workers)), binary_(std::move(binary)) {}
 
   ~Bench() {
     if (op_) op_->Kill();
     if (pods_) pods_->Stop();
+    if (claims_) claims_->Stop();
     if (nodes_) nodes_->Stop();
     if (lambda_) lambda_->Stop();
     if (paperspace_) paperspace_->Stop();
@@ -362,6 +365,19 @@ spec:
          .on_update = [seen](const kube::ObjectPtr&, const kube::ObjectPtr& cur) { seen(cur); },
          .on_delete = nullptr});
     pods_->Start();
+    // And when each claim first appears (the provisioner's create, seen through a watch).
+    claims_ = std::make_unique<kube::SharedInformer>(client_, GPUNodeClaims());
+    claims_->AddEventHandler({.on_add =
+                                  [this](const kube::ObjectPtr& claim) {
+                                    if (!claim) return;
+                                    auto now = std::chrono::steady_clock::now();
+                                    std::lock_guard lock(mu_);
+                                    claim_seen_at_.emplace(
+                                        std::string(kube::MetaString(*claim, "name")), now);
+                                  },
+                              .on_update = nullptr,
+                              .on_delete = nullptr});
+    claims_->Start();
 
     dir_ = std::filesystem::temp_directory_path() / ("hs-gpu-bench-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
@@ -370,9 +386,9 @@ spec:
     std::ofstream(dir_ / "gce-token") << "unused\n";
     op_ = std::make_unique<OperatorProcess>(
         std::vector<std::string>{
-            HS_HYPERSLICE_BIN, "operator", "--gpu",
-            "--kubeconfig=" + testenv::Cluster().kubeconfig_path(), "--leader-elect=false",
-            "--health-probe-port=-1", "--cluster-id=gpu-bench", "--gce-endpoint=http://127.0.0.1:9",
+            binary_, "operator", "--gpu", "--kubeconfig=" + testenv::Cluster().kubeconfig_path(),
+            "--leader-elect=false", "--health-probe-port=-1", "--cluster-id=gpu-bench",
+            "--gce-endpoint=http://127.0.0.1:9",
             "--gce-access-token-file=" + (dir_ / "gce-token").string(), "--orphan-sweep-interval=0",
             "--drift-check-interval=1h", "--device-plugin-namespace=tgp-system",
             "--workers=" + workers_, "--gpu-endpoint=lambdalabs=" + lambda_->api_endpoint(),
@@ -399,23 +415,25 @@ spec:
 
   // ---- pending pod -> create request ----
   int Latency(int rounds, int burst) {
-    std::vector<double> one_created, one_unsched, many_created, many_unsched;
+    Latencies one, many;
     for (int r = 0; r < rounds; ++r) {
-      if (!LatencyRound(1, "one-" + std::to_string(r) + "-", &one_created, &one_unsched)) return 1;
+      if (!LatencyRound(1, "one-" + std::to_string(r) + "-", &one)) return 1;
     }
-    if (burst > 0 && !LatencyRound(burst, "burst-", &many_created, &many_unsched)) return 1;
-    auto line = [](const char* what, const std::vector<double>& v) {
-      std::printf("  %-44s n=%-4zu p50 %7.0f ms  p99 %7.0f ms  min %6.0f  max %6.0f\n", what,
-                  v.size(), Percentile(v, 50), Percentile(v, 99), Percentile(v, 0),
+    if (burst > 0 && !LatencyRound(burst, "burst-", &many)) return 1;
+    auto line = [](const std::string& what, const std::vector<double>& v) {
+      std::printf("  %-56s n=%-4zu p50 %6.0f ms  p99 %6.0f ms  min %6.0f  max %6.0f\n",
+                  what.c_str(), v.size(), Percentile(v, 50), Percentile(v, 99), Percentile(v, 0),
                   Percentile(v, 100));
     };
     std::printf("pending pod -> provider create request (default batch 200 ms idle / 2 s max):\n");
-    line("1 pending pod, from pod create", one_created);
-    line("1 pending pod, from Unschedulable", one_unsched);
-    std::string b = std::to_string(burst) + " pending pods, from pod create";
-    line(b.c_str(), many_created);
-    b = std::to_string(burst) + " pending pods, from Unschedulable";
-    line(b.c_str(), many_unsched);
+    for (auto [label, l] : {std::pair<std::string, Latencies*>{"1 pending pod", &one},
+                            {std::to_string(burst) + " pending pods", &many}}) {
+      if (l->from_created.empty()) continue;
+      line(label + ", from pod create", l->from_created);
+      line(label + ", from Unschedulable", l->from_unsched);
+      line(label + ":   Unschedulable -> claim created (batch, plan)", l->to_claim);
+      line(label + ":   claim created -> provider create (launch)", l->launch);
+    }
     return 0;
   }
 
@@ -589,6 +607,40 @@ spec:
     }
   }
 
+  // What a failed wait leaves to read: pods, claims, Nodes, Events.
+  std::string Diagnose() {
+    std::string out;
+    auto pods = client_->List(kube::resources::Pods(), kNs);
+    if (pods.ok()) {
+      for (const auto& p : pods->items) {
+        out += "pod " + Str(p, "metadata", "name") + " node=" + Str(p, "spec", "nodeName") +
+               " status=" + (p.contains("status") ? bj::serialize(p.at("status")) : "") + "\n";
+      }
+    }
+    auto claims = client_->List(GPUNodeClaims(), "");
+    if (claims.ok()) {
+      for (auto c : claims->items) {
+        c["metadata"].as_object().erase("managedFields");
+        out += "claim " + bj::serialize(c) + "\n";
+      }
+    }
+    auto nodes = client_->List(kube::resources::Nodes(), "");
+    if (nodes.ok()) {
+      for (auto n : nodes->items) {
+        n["metadata"].as_object().erase("managedFields");
+        out += "node " + Str(n, "metadata", "name") + " " + bj::serialize(n["spec"]) + "\n";
+      }
+    }
+    auto events = client_->ListAll(kube::resources::Events(), kNs, {});
+    if (events.ok()) {
+      for (const auto& e : events->items) {
+        out += "event " + Str(e, "involvedObject", "name") + " " + Str(e, "", "reason") + ": " +
+               Str(e, "", "message") + "\n";
+      }
+    }
+    return out;
+  }
+
   int LiveInstances() {
     int n = 0;
     for (auto* sim : {lambda_.get(), paperspace_.get()}) {
@@ -626,8 +678,13 @@ spec:
     return out;
   }
 
-  bool LatencyRound(int pods, const std::string& prefix, std::vector<double>* from_created,
-                    std::vector<double>* from_unsched) {
+  // Milliseconds per pod: pod create -> provider create, Unschedulable -> provider create, and
+  // the two parts of the latter: Unschedulable -> claim seen, claim seen -> provider create.
+  struct Latencies {
+    std::vector<double> from_created, from_unsched, to_claim, launch;
+  };
+
+  bool LatencyRound(int pods, const std::string& prefix, Latencies* out) {
     std::vector<std::string> names;
     for (int i = 0; i < pods; ++i) {
       names.push_back(prefix + std::to_string(i));
@@ -647,19 +704,24 @@ spec:
         },
         120s, 200ms);
     if (!all) {
-      std::fprintf(stderr, "round %s: not every pod got a create within 120 s\n%s\n",
-                   prefix.c_str(), op_->Tail().c_str());
+      std::fprintf(stderr, "round %s: not every pod got a create within 120 s\n%s\n%s\n",
+                   prefix.c_str(), Diagnose().c_str(), op_->Tail().c_str());
       return false;
     }
     {
       std::lock_guard lock(mu_);
+      auto ms = [](SteadyTime from, SteadyTime to) {
+        return std::chrono::duration<double, std::milli>(to - from).count();
+      };
       for (const auto& n : names) {
         SteadyTime created = creates[nominated[n]];
-        from_created->push_back(
-            std::chrono::duration<double, std::milli>(created - created_at_[n]).count());
-        if (auto u = unschedulable_at_.find(n); u != unschedulable_at_.end()) {
-          from_unsched->push_back(
-              std::chrono::duration<double, std::milli>(created - u->second).count());
+        out->from_created.push_back(ms(created_at_[n], created));
+        auto u = unschedulable_at_.find(n);
+        if (u != unschedulable_at_.end()) out->from_unsched.push_back(ms(u->second, created));
+        auto c = claim_seen_at_.find(nominated[n]);
+        if (c != claim_seen_at_.end()) {
+          out->launch.push_back(ms(c->second, created));
+          if (u != unschedulable_at_.end()) out->to_claim.push_back(ms(u->second, c->second));
         }
       }
     }
@@ -679,15 +741,15 @@ spec:
     return gone;
   }
 
-  std::string workers_;
+  std::string workers_, binary_;
   std::shared_ptr<kube::Client> client_;
   std::unique_ptr<market::MarketSimulator> lambda_, paperspace_;
   std::unique_ptr<StandInNodes> nodes_;
-  std::unique_ptr<kube::SharedInformer> pods_;
+  std::unique_ptr<kube::SharedInformer> pods_, claims_;
   std::filesystem::path dir_;
   std::unique_ptr<OperatorProcess> op_;
   std::mutex mu_;
-  std::map<std::string, SteadyTime> created_at_, unschedulable_at_;
+  std::map<std::string, SteadyTime> created_at_, unschedulable_at_, claim_seen_at_;
 };
 
 }  // namespace
@@ -695,7 +757,7 @@ spec:
 
 int main(int argc, char** argv) {
   int claims = 200, rounds = 20, burst = 100;
-  std::string phase = "both", workers = "4";
+  std::string phase = "both", workers = "4", binary = HS_HYPERSLICE_BIN;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -709,17 +771,19 @@ int main(int argc, char** argv) {
       phase = next();
     } else if (a == "--workers") {
       workers = next();
+    } else if (a == "--operator") {
+      binary = next();  // another build of hyperslice, for before/after comparisons
     } else {
       std::fprintf(stderr,
                    "usage: %s [--claims N=200] [--rounds R=20] [--burst B=100] "
-                   "[--phase latency|scale|both] [--workers 4]\n",
+                   "[--phase latency|scale|both] [--workers 4] [--operator path]\n",
                    argv[0]);
       return 2;
     }
   }
   hyperslice::log::SetLevel(hyperslice::log::Level::kWarn);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // figures survive an interrupted run
-  hyperslice::gpu::bench::Bench b(workers);
+  hyperslice::gpu::bench::Bench b(workers, binary);
   if (auto st = b.SetUp(); !st.ok()) {
     std::fprintf(stderr, "set-up: %s\n", st.error().ToString().c_str());
     return 1;

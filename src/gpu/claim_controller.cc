@@ -36,6 +36,9 @@ using kube::ObjectPtr;
 // Our own index name: in `hyperslice operator` the Nodes informer is shared with the TPU
 // controllers, which index spec.providerID under that name already.
 constexpr char kNodesByProviderId[] = "tgp.io/node-by-provider-id";
+// Claims by status.providerID: a Node's event finds its claim without scanning every claim (the
+// scan made registering N machines cost N² with many claims).
+constexpr char kClaimsByProviderId[] = "tgp.io/claim-by-provider-id";
 
 // The Node as the apiserver has it. The shared Nodes informer may be trimmed (the TPU controllers
 // cache only labels, providerID, taints and the Ready condition: no allocatable, no annotations),
@@ -89,6 +92,8 @@ class ClaimReconciler {
         inf_(std::move(inf)) {}
 
   static Status AddIndexes(const Informers& inf) {
+    HS_RETURN_IF_ERROR(
+        inf.claims->AddIndex(kClaimsByProviderId, kube::FieldIndexFunc("status.providerID")));
     return inf.nodes->AddIndex(kNodesByProviderId, [](const kube::Object& node) {
       const bj::object* spec = ObjectField(node, "spec");
       std::string id = spec ? std::string(StringField(*spec, "providerID")) : std::string();
@@ -642,13 +647,34 @@ class ClaimReconciler {
         return Error::Make(Error::Code::kUnavailable,
                            "cannot return the machine: provider " + provider + " not ready");
       }
-      Status d = state->client->Delete(instance);
-      if (!d.ok()) return d.error();
+      // A delete the provider accepted is not sent again while the machine is stopping: only
+      // its state is polled (a provider takes minutes to terminate, and every re-sent delete
+      // is a call against its rate limit).
+      std::string key = provider + "/" + instance;
+      bool sent_before = false;
+      {
+        std::lock_guard lock(mu_);
+        sent_before = delete_sent_.count(key) != 0;
+      }
+      if (!sent_before) {
+        Status d = state->client->Delete(instance);
+        if (!d.ok()) return d.error();
+        std::lock_guard lock(mu_);
+        delete_sent_.insert(key);
+      }
       auto got = state->client->Get(instance);
       bool gone = (!got.ok() && KindOf(got.error()) == ErrorKind::kNotFound) ||
                   (got.ok() && got->state == InstanceState::kTerminated);
       if (!got.ok() && !gone) return got.error();
-      if (!gone) return kube::ReconcileResult{.requeue_after = std::chrono::seconds(1)};
+      if (!gone) {
+        if (sent_before && got->state != InstanceState::kStopping) {
+          std::lock_guard lock(mu_);
+          delete_sent_.erase(key);  // not stopping after all: the next pass deletes again
+        }
+        return kube::ReconcileResult{.requeue_after = std::chrono::seconds(1)};
+      }
+      std::lock_guard lock(mu_);
+      delete_sent_.erase(key);
     }
     if (std::string node(StringField(ctx.status, "nodeName")); !node.empty()) {
       Status d = o_.client->Delete(kube::resources::Nodes(), "", node);
@@ -673,6 +699,7 @@ class ClaimReconciler {
   std::mutex mu_;
   std::map<std::string, Clock::TimePoint> orphan_since_;
   int64_t collected_ = 0;
+  std::set<std::string> delete_sent_;  // "<provider>/<instance>" whose delete was accepted
 };
 
 // Runs the garbage collector every gc_interval while leading.
@@ -755,10 +782,9 @@ Status RegisterClaimController(kube::Manager& mgr, ClaimControllerOptions option
     const bj::object* spec = ObjectField(*node, "spec");
     std::string id = spec ? std::string(StringField(*spec, "providerID")) : std::string();
     if (id.empty()) return;
-    for (const ObjectPtr& claim : claims->store().List()) {
-      const bj::object* st = ObjectField(*claim, "status");
-      if (st && StringField(*st, "providerID") == id) c->Enqueue(Meta(*claim, "name"));
-    }
+    auto owners = claims->store().ByIndex(kClaimsByProviderId, id);
+    if (!owners.ok()) return;
+    for (const ObjectPtr& claim : *owners) c->Enqueue(Meta(*claim, "name"));
   };
   inf.nodes->AddEventHandler(
       {.on_add = enqueue,
