@@ -8,6 +8,11 @@
 //   status.providersReady "<valid>/<enabled>", activeNodes and hourlyCost (its live claims)
 //   conditions ProvidersReady (every enabled provider's credentials work; the message names the
 //   ones that do not) and Ready (at least one does), with observedGeneration.
+//   Condition MachineConfigValid: the inline talosConfig.machineConfigTemplate, rendered with
+//   placeholder values, checked for what Talos would refuse (talos.h); False (reason
+//   TemplateInvalid, the refusals in the message) when it does not render or Talos would refuse
+//   it. A provider in `talos_providers` does not count towards Ready then; when no other provider
+//   is usable, Ready is False with reason MachineConfigInvalid, so nothing is rented for it.
 // A class is kept (finalizer tgp.io/termination) while a GPUNodePool references it or a
 // GPUNodeClaim still uses it (its machine is returned through the class's providers): deletion
 // waits, and the Ready condition names what holds it (reason InUse).
@@ -20,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "src/base/clock.h"
@@ -60,6 +66,10 @@ struct ClassControllerOptions {
   // documented default (the operator's --gpu-provider-qps, for private endpoints with other
   // limits and for tests).
   std::map<std::string, double> provider_qps;
+  // Providers whose machines boot Talos from the class's machine config. Which providers boot
+  // Talos is decided per provider by the boot payloads (issue "Ephemeral GPUs 3/4", item 1); until
+  // that lands the operator passes none, and an invalid template is only reported.
+  std::set<std::string> talos_providers;
   ProviderFactory factory;  // empty: NewProvider
   int workers = 2;
   Clock* clock = nullptr;                       // nullptr: RealClock()

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -124,6 +125,7 @@ class ClassControllerTest : public ::testing::Test {
     ASSERT_TRUE(m.ok()) << m.error().ToString();
     manager_ = std::move(*m);
     ClassControllerOptions o;
+    o.talos_providers = TalosProviders();
     o.client = client_;
     o.cache = cache_;
     o.credentials_check_interval = 500ms;
@@ -138,6 +140,9 @@ class ClassControllerTest : public ::testing::Test {
     ASSERT_TRUE(reg.ok()) << reg.error().ToString();
     runner_ = std::thread([this] { (void)manager_->Run(); });
   }
+
+  // Providers whose machines boot Talos from the class's template (none in the operator yet).
+  virtual std::set<std::string> TalosProviders() const { return {}; }
 
   void TearDown() override {
     if (manager_) manager_->Stop();
@@ -197,6 +202,20 @@ TEST_F(ClassControllerTest, SeedClassReportsEachProviderRotatesAndWaitsForItsPoo
   auto ready = kube::FindCondition(cls, "Ready");
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->status, "True");
+  // Seed 002's Talos template as written is one Talos refuses: reported with each refusal and
+  // its fix. Neither of the seed's providers boots Talos here, so the class stays Ready.
+  auto machine_config = kube::FindCondition(cls, "MachineConfigValid");
+  ASSERT_TRUE(machine_config);
+  EXPECT_EQ(machine_config->status, "False");
+  EXPECT_EQ(machine_config->reason, "TemplateInvalid");
+  EXPECT_EQ(machine_config->observed_generation, generation);
+  for (const char* refusal :
+       {"unknown key machine.systemd (Talos runs no systemd units", "machine.type is missing",
+        "machine.files[0].path \"/etc/tailscale/authkey\" is outside /var",
+        "machine.files[1].path \"/etc/systemd/system/tailscaled.service\" is outside /var"}) {
+    EXPECT_NE(machine_config->message.find(refusal), std::string::npos)
+        << refusal << " not in: " << machine_config->message;
+  }
   // No secret value anywhere in the status.
   EXPECT_EQ(bj::serialize(cls).find("good-key"), std::string::npos);
   EXPECT_EQ(bj::serialize(cls).find("stale-key"), std::string::npos);
@@ -268,9 +287,11 @@ TEST_F(ClassControllerTest, SeedClassReportsEachProviderRotatesAndWaitsForItsPoo
   auto pool = client_->Create(GPUNodePools(), "default", LoadExample("gpunodepool.yaml"));
   ASSERT_TRUE(pool.ok()) << pool.error().ToString();
   ASSERT_TRUE(client_->Delete(GPUNodeClasses(), "", "standard-gpu-class").ok());
+  // The claim alone already holds it: wait until the pool's informer event has been seen too.
   ASSERT_TRUE(Eventually([&] {
     auto cond = kube::FindCondition(GetClass(), "Ready");
-    return cond && cond->reason == "InUse";
+    return cond && cond->reason == "InUse" &&
+           cond->message.find("GPUNodePool") != std::string::npos;
   })) << bj::serialize(GetClass());
   std::string holders = kube::FindCondition(GetClass(), "Ready")->message;
   EXPECT_NE(holders.find("GPUNodePool default/ml-workload-pool"), std::string::npos) << holders;
@@ -290,6 +311,89 @@ TEST_F(ClassControllerTest, SeedClassReportsEachProviderRotatesAndWaitsForItsPoo
     return !c.ok() && c.error().code == Error::Code::kNotFound;
   }));
   EXPECT_TRUE(cache_->ForClass("standard-gpu-class").empty());
+}
+
+// RunPod boots Talos from the class's template here; Lambda (whose key is stale) does not.
+class TalosBootedClassTest : public ClassControllerTest {
+ protected:
+  std::set<std::string> TalosProviders() const override { return {kRunPod}; }
+
+  void SetTemplate(const std::string& tmpl) {
+    for (int attempt = 0; attempt < 5; ++attempt) {  // a status write may race the update
+      bj::object cls = GetClass();
+      cls["spec"].as_object()["talosConfig"].as_object()["machineConfigTemplate"] = tmpl;
+      if (client_->Update(GPUNodeClasses(), "", cls).ok()) return;
+    }
+    ADD_FAILURE() << "could not update the class's template";
+  }
+
+  bj::object WaitForMachineConfig(const std::string& status, const std::string& reason) {
+    EXPECT_TRUE(Eventually([&] {
+      bj::object c = GetClass();
+      auto cond = kube::FindCondition(c, "MachineConfigValid");
+      return cond && cond->status == status && cond->reason == reason &&
+             cond->observed_generation == kube::Generation(c);
+    })) << bj::serialize(GetClass());
+    return GetClass();
+  }
+};
+
+// Seed 002's template with the fixes the condition names applied.
+std::string FixedSeedTemplate(std::string t) {
+  auto replace = [&t](const std::string& from, const std::string& to) {
+    size_t at = t.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    t.replace(at, from.size(), to);
+  };
+  replace("  systemd:\n    services:\n      - name: tailscaled.service\n        enabled: true\n",
+          "");
+  replace("machine:\n", "machine:\n  type: worker\n");
+  replace("path: /etc/tailscale/authkey", "path: /var/etc/tailscale/authkey");
+  replace("path: /etc/systemd/", "path: /var/etc/systemd/");
+  return t;
+}
+
+TEST_F(TalosBootedClassTest, AnInvalidTemplateKeepsTheClassFromBeingReady) {
+  bj::object seed = LoadExample("gpunodeclass.yaml");
+  std::string seed_template(jsonfield::StringField(*jsonfield::ObjectAt(seed, "spec.talosConfig"),
+                                                   "machineConfigTemplate"));
+  auto created = client_->Create(GPUNodeClasses(), "", seed);
+  ASSERT_TRUE(created.ok()) << created.error().ToString();
+
+  // RunPod is the only usable provider and boots Talos from a template Talos refuses.
+  bj::object cls = WaitForMachineConfig("False", "TemplateInvalid");
+  ASSERT_TRUE(Eventually([&] {
+    auto ready = kube::FindCondition(GetClass(), "Ready");
+    return ready && ready->reason == "MachineConfigInvalid";
+  })) << bj::serialize(GetClass());
+  auto ready = kube::FindCondition(GetClass(), "Ready");
+  EXPECT_EQ(ready->status, "False");
+  EXPECT_NE(ready->message.find("unknown key machine.systemd"), std::string::npos)
+      << ready->message;
+
+  // Fixed as the condition says: valid, and RunPod counts again.
+  SetTemplate(FixedSeedTemplate(seed_template));
+  WaitForMachineConfig("True", "TemplateValid");
+  ASSERT_TRUE(Eventually([&] {
+    auto r = kube::FindCondition(GetClass(), "Ready");
+    return r && r->status == "True";
+  })) << bj::serialize(GetClass());
+
+  // A variable the renderer does not know is an error on the class, naming it.
+  SetTemplate(FixedSeedTemplate(seed_template) + "# {{.NodeNmae}}\n");
+  cls = WaitForMachineConfig("False", "TemplateInvalid");
+  auto mc = kube::FindCondition(cls, "MachineConfigValid");
+  EXPECT_NE(mc->message.find("unknown variable NodeNmae"), std::string::npos) << mc->message;
+  ASSERT_TRUE(Eventually([&] {
+    auto r = kube::FindCondition(GetClass(), "Ready");
+    return r && r->status == "False" && r->reason == "MachineConfigInvalid";
+  })) << bj::serialize(GetClass());
+
+  ASSERT_TRUE(client_->Delete(GPUNodeClasses(), "", "standard-gpu-class").ok());
+  EXPECT_TRUE(Eventually([&] {
+    auto c = client_->Get(GPUNodeClasses(), "", "standard-gpu-class");
+    return !c.ok() && c.error().code == Error::Code::kNotFound;
+  }));
 }
 
 }  // namespace
