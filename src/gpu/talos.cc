@@ -167,7 +167,8 @@ void UnknownKeys(const YAML::Node& map, const std::string& where, const std::str
   for (const auto& kv : map) {
     std::string key = Scalar(kv.first);
     if (Known(known, key)) continue;
-    std::string msg = where + "unknown key " + path + key;
+    std::string msg = where;
+    msg.append("unknown key ").append(path).append(key);
     if (path == "machine." && key == "systemd") {
       msg +=
           " (Talos runs no systemd units: remove it; services run as system extensions, "
@@ -198,10 +199,15 @@ void CheckV1Alpha1(const YAML::Node& doc, const std::string& where, std::vector<
       for (size_t i = 0; i < files.size(); ++i) {
         std::string path = files[i].IsMap() ? Scalar(files[i]["path"]) : std::string();
         if (path != "/var" && path.rfind("/var/", 0) != 0) {
-          out.push_back(
-              where + "machine.files[" + std::to_string(i) + "].path \"" + path +
-              "\" is outside /var (Talos's root file system is read-only: write it under /var or "
-              "drop it)");
+          std::string msg = where;
+          msg.append("machine.files[")
+              .append(std::to_string(i))
+              .append("].path \"")
+              .append(path)
+              .append(
+                  "\" is outside /var (Talos's root file system is read-only: write it under "
+                  "/var or drop it)");
+          out.push_back(std::move(msg));
         }
       }
     }

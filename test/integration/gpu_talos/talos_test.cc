@@ -5,6 +5,7 @@
 // $HYPERSLICE_TALOS_CHECKER), and our checker refuses what Talos refuses, naming the same keys.
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <set>
