@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <set>
@@ -91,11 +92,52 @@ bool Known(const std::array<std::string_view, N>& keys, std::string_view key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
-// A YAML double-quoted scalar holding exactly `value` (YAML 1.2 §5.7 escapes).
+// YAML text is Unicode: a value that is not UTF-8 cannot be written into it.
+bool ValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xe  ? 3
+                 : (c >> 3) == 0x1e ? 4
+                                    : 0;
+    if (len == 0 || (len == 2 && c < 0xc2) || i + len > s.size()) return false;
+    uint32_t cp = len == 1 ? c : c & (0x7fU >> len);
+    for (size_t k = 1; k < len; ++k) {
+      auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3fU);
+    }
+    // Overlong forms, surrogates, beyond U+10FFFF.
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff)) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+// A YAML double-quoted scalar holding exactly `value` (YAML 1.2 §5.7 escapes). NEL, LS and PS are
+// escaped too (YAML 1.1 parsers read them as line breaks), as \u: yaml-cpp decodes \N to a lone
+// byte.
 std::string DoubleQuoted(std::string_view value) {
   std::string out = "\"";
-  for (char ch : value) {
+  for (size_t i = 0; i < value.size(); ++i) {
+    char ch = value[i];
     auto c = static_cast<unsigned char>(ch);
+    std::string_view rest = value.substr(i);
+    if (rest.substr(0, 2) == "\xc2\x85") {
+      out += "\\u0085";
+      ++i;
+      continue;
+    }
+    if (rest.substr(0, 3) == "\xe2\x80\xa8" || rest.substr(0, 3) == "\xe2\x80\xa9") {
+      out += rest[2] == '\xa8' ? "\\u2028" : "\\u2029";
+      i += 2;
+      continue;
+    }
     switch (c) {
       case '"':
         out += "\\\"";
@@ -247,6 +289,10 @@ Result<std::string> RenderTalosTemplate(std::string_view tmpl, const TemplateVal
     std::string_view after;
     if (i + 1 < parts->size() && (*parts)[i + 1].kind == TemplatePart::Kind::kText) {
       after = (*parts)[i + 1].text;
+    }
+    if (!ValidUtf8(value->second)) {
+      return Error::Make(Error::Code::kInvalidArgument,
+                         at + "the value of " + std::string(part.text) + " is not UTF-8 text");
     }
     if (WholeScalar(out, after)) {
       out += DoubleQuoted(value->second);

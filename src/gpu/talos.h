@@ -12,6 +12,7 @@
 //   - anywhere else (inside a longer scalar, quotes the template wrote, a block scalar): verbatim,
 //     as text/template does; a value holding a line break or other control character there is an
 //     error, as it would end the scalar or break the block's indentation.
+//   A value that is not UTF-8 is an error anywhere (YAML is Unicode text).
 //
 // Checking (CheckTalosConfig) — a subset of what Talos's own loader and validator
 // (github.com/siderolabs/talos/pkg/machinery v1.13.6: configloader.NewFromBytes, strict, then

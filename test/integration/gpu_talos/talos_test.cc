@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -126,6 +127,77 @@ TEST(TalosRender, AValueNeverChangesTheStructure) {
   EXPECT_NE(broken.error().message.find("KubernetesCA"), std::string::npos);
   // Quotes the template wrote: verbatim inside them.
   EXPECT_EQ(MustRender("a: \"{{.NodeName}}\"\n", v), "a: \"gpu-placeholder-0\"\n");
+}
+
+// Random values (ASCII with every control character, quotes, backslashes, YAML indicators, and
+// multi-byte characters including NEL, LS and PS) in every whole-scalar position read back
+// unchanged. Seeded: a failure names its seed and value.
+TEST(TalosRender, RandomValuesReadBackUnchanged) {
+  const std::vector<std::string> pieces = {"\"",
+                                           "'",
+                                           "\\",
+                                           ": ",
+                                           " #",
+                                           "#",
+                                           "- ",
+                                           "{",
+                                           "}",
+                                           "[",
+                                           "]",
+                                           ",",
+                                           "&a",
+                                           "*a",
+                                           "!t",
+                                           "|",
+                                           ">",
+                                           "%",
+                                           "@",
+                                           "`",
+                                           "---",
+                                           "...",
+                                           " ",
+                                           "\t",
+                                           "\n",
+                                           "\r\n",
+                                           "\x7f",
+                                           "\xc2\x85",
+                                           "\xe2\x80\xa8",
+                                           "\xe2\x80\xa9",
+                                           "\xc3\xa9",
+                                           "\xe4\xb8\xad",
+                                           "\xf0\x9f\x99\x82",
+                                           "true",
+                                           "null",
+                                           "0x1"};
+  std::mt19937 rng(20261125);
+  for (int iteration = 0; iteration < 2000; ++iteration) {
+    std::string value;
+    int n = static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i) {
+      if (rng() % 3 == 0) {
+        value += static_cast<char>(rng() % 0x80);  // any ASCII, controls and NUL included
+      } else {
+        value += pieces[rng() % pieces.size()];
+      }
+    }
+    TemplateValues v = PlaceholderTemplateValues();
+    v["NodeName"] = value;
+    auto out = RenderTalosTemplate("a: {{.NodeName}}\nb:\n  - {{.NodeName}}  # c\n", v);
+    ASSERT_TRUE(out.ok()) << iteration << ": " << out.error().ToString();
+    YAML::Node doc;
+    try {
+      doc = YAML::Load(*out);
+    } catch (const std::exception& e) {
+      FAIL() << "iteration " << iteration << ": " << e.what() << "\n" << *out;
+    }
+    ASSERT_EQ(doc["a"].as<std::string>(), value) << iteration << "\n" << *out;
+    ASSERT_EQ(doc["b"][0].as<std::string>(), value) << iteration << "\n" << *out;
+  }
+  TemplateValues bad = PlaceholderTemplateValues();
+  bad["NodeName"] = "\xff\xfe";
+  auto refused = RenderTalosTemplate("a: {{.NodeName}}\n", bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("NodeName is not UTF-8"), std::string::npos);
 }
 
 TEST(TalosCheck, DefaultTemplateIsAcceptedAndStaysYamlWithARawPem) {
