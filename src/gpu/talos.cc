@@ -311,6 +311,18 @@ Result<std::string> RenderTalosTemplate(std::string_view tmpl, const TemplateVal
 
 std::string_view DefaultTalosTemplate() { return kDefaultTemplate; }
 
+std::vector<std::string_view> TalosKnownKeys(std::string_view section) {
+  auto list = [](const auto& keys) {
+    return std::vector<std::string_view>(keys.begin(), keys.end());
+  };
+  if (section == "config") return list(kConfigKeys);
+  if (section == "machine") return list(kMachineKeys);
+  if (section == "cluster") return list(kClusterKeys);
+  if (section == "ExtensionServiceConfig") return list(kExtensionServiceKeys);
+  if (section == "HostnameConfig") return list(kHostnameKeys);
+  return {};
+}
+
 TemplateValues PlaceholderTemplateValues() {
   // base64 of "-----BEGIN CERTIFICATE-----\nplaceholder\n-----END CERTIFICATE-----\n": Talos
   // base64-decodes ca.crt when loading, so the shape must be right; the content is not checked.

@@ -63,6 +63,11 @@ TemplateValues PlaceholderTemplateValues();
 // ("unknown key machine.systemd", ...); empty when accepted. See the header comment for the scope.
 std::vector<std::string> CheckTalosConfig(std::string_view yaml);
 
+// The keys CheckTalosConfig knows in a section ("config" for the top level, "machine",
+// "cluster", "ExtensionServiceConfig", "HostnameConfig"; empty for another): tests hold them to
+// the Go types of the pinned Talos version (talos-checker --keys).
+std::vector<std::string_view> TalosKnownKeys(std::string_view section);
+
 // The class controller's check of a template: rendered with PlaceholderTemplateValues, then
 // CheckTalosConfig. An error (kInvalidArgument) when it does not render; otherwise the refusals.
 Result<std::vector<std::string>> CheckTalosTemplate(std::string_view tmpl);

@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -324,6 +326,22 @@ std::set<std::string> OurUnknownKeys(const std::vector<std::string>& refusals) {
   return keys;
 }
 
+// Our allow-lists are exactly the keys of the pinned Talos version's Go types.
+TEST_F(TalosJudge, KnowsExactlyTheKeysOfTalosTypes) {
+  auto listed = testenv::RunCommand({checker_, "--keys"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.errors;
+  std::map<std::string, std::set<std::string>> talos;
+  std::istringstream lines(listed.output);
+  std::string section, key;
+  while (lines >> section >> key) talos[section].insert(key);
+  ASSERT_EQ(talos.size(), 5u) << listed.output;
+  for (const auto& [name, keys] : talos) {
+    std::vector<std::string_view> ours = TalosKnownKeys(name);
+    EXPECT_EQ(std::set<std::string>(ours.begin(), ours.end()), keys) << name;
+    EXPECT_EQ(ours.size(), keys.size()) << name << ": a key listed twice";
+  }
+}
+
 TEST_F(TalosJudge, AcceptsTheDefaultTemplateAndTheFixedSeedTemplate) {
   std::string rendered = MustRender(DefaultTalosTemplate(), PlaceholderTemplateValues());
   auto verdict = Judge(rendered);
@@ -364,6 +382,15 @@ TEST_F(TalosJudge, RefusesTheSeedTemplateAsWrittenWithTheKeysWeName) {
   EXPECT_EQ(TalosUnknownKeys(verdict.output), (std::set<std::string>{"foo", "cluster.bar"}))
       << verdict.output;
   EXPECT_EQ(OurUnknownKeys(CheckTalosConfig(rendered3)), TalosUnknownKeys(verdict.output));
+
+  // And in the Tailscale extension's document of the default template.
+  std::string ext = Replace(std::string(DefaultTalosTemplate()), "name: tailscale\n",
+                            "name: tailscale\nenv: []\n");
+  std::string rendered4 = MustRender(ext, PlaceholderTemplateValues());
+  verdict = Judge(rendered4);
+  ASSERT_EQ(verdict.exit_code, 1) << verdict.output;
+  EXPECT_EQ(TalosUnknownKeys(verdict.output), std::set<std::string>{"env"}) << verdict.output;
+  EXPECT_EQ(OurUnknownKeys(CheckTalosConfig(rendered4)), TalosUnknownKeys(verdict.output));
 }
 
 }  // namespace
