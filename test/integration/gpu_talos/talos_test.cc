@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include "src/base/base64.h"
 #include "src/gpu/talos.h"
 #include "src/gpu/template_vars.h"
 #include "test/testenv/command.h"
@@ -351,6 +352,52 @@ TEST_F(TalosJudge, AcceptsTheDefaultTemplateAndTheFixedSeedTemplate) {
   std::string fixed = MustRender(FixedSeedTemplate(), PlaceholderTemplateValues());
   verdict = Judge(fixed);
   EXPECT_EQ(verdict.exit_code, 0) << verdict.output << verdict.errors << "\n" << fixed;
+}
+
+// A fresh token in Talos's and Kubernetes's format ([a-z0-9]{6}.[a-z0-9]{16}).
+std::string RandomToken(std::mt19937& rng) {
+  const std::string alphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::string t;
+  for (int i = 0; i < 23; ++i) t += i == 6 ? '.' : alphabet[rng() % alphabet.size()];
+  return t;
+}
+
+// Values as the operator will pass them: real CA certificates (made here with openssl), fresh
+// tokens and cluster secrets, a pool and node name; the rendered default and fixed seed templates
+// are accepted by Talos and carry them.
+TEST_F(TalosJudge, AcceptsConfigsRenderedWithRealValues) {
+  std::mt19937 rng(std::random_device{}());
+  auto make_ca = [](const std::string& cn) {
+    auto r = testenv::RunCommand({"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                                  "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=" + cn,
+                                  "-days", "1", "-keyout", "/dev/null", "-out", "-"});
+    EXPECT_EQ(r.exit_code, 0) << r.errors;
+    EXPECT_NE(r.output.find("BEGIN CERTIFICATE"), std::string::npos);
+    return Base64Encode(r.output);
+  };
+  std::string secret_bytes;
+  for (int i = 0; i < 32; ++i) secret_bytes += static_cast<char>(rng() % 256);
+  TemplateValues v = {{"MachineToken", RandomToken(rng)},
+                      {"ClusterCA", make_ca("talos")},
+                      {"ClusterID", Base64Encode(secret_bytes.substr(0, 16))},
+                      {"ClusterSecret", Base64Encode(secret_bytes)},
+                      {"ControlPlaneEndpoint", "https://controlplane.tailnet.invalid:6443"},
+                      {"ClusterName", "hyperslice-test"},
+                      {"TailscaleAuthKey", "tskey-auth-k" + RandomToken(rng).substr(7)},
+                      {"NodeName", "ml-workload-pool-" + RandomToken(rng).substr(0, 5)},
+                      {"NodePool", "ml-workload-pool"},
+                      {"NodeIndex", "3"},
+                      {"KubernetesBootstrapToken", RandomToken(rng)},
+                      {"KubernetesCA", make_ca("kubernetes")}};
+  for (const std::string& tmpl : {std::string(DefaultTalosTemplate()), FixedSeedTemplate()}) {
+    std::string rendered = MustRender(tmpl, v);
+    EXPECT_TRUE(CheckTalosConfig(rendered).empty()) << JoinLines(CheckTalosConfig(rendered));
+    auto verdict = Judge(rendered);
+    EXPECT_EQ(verdict.exit_code, 0) << verdict.output << verdict.errors << "\n" << rendered;
+    YAML::Node doc = YAML::LoadAll(rendered).at(0);
+    EXPECT_EQ(doc["machine"]["token"].as<std::string>(), v["MachineToken"]);
+    EXPECT_EQ(doc["machine"]["ca"]["crt"].as<std::string>(), v["ClusterCA"]);
+  }
 }
 
 TEST_F(TalosJudge, RefusesTheSeedTemplateAsWrittenWithTheKeysWeName) {
