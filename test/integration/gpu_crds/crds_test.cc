@@ -80,8 +80,18 @@ std::string ReadFile(const fs::path& path) {
 class CrdEnv {
  public:
   static CrdEnv& Get() {
-    static CrdEnv* env = new CrdEnv();  // lives until exit, like the cluster
+    static CrdEnv* env = Created() = new CrdEnv();  // lives until exit, like the cluster
     return *env;
+  }
+  // The webhook server (and its informers) stop after the last test, before the process exits:
+  // a reflector still retrying while the statics it uses are destroyed (the cluster stops at
+  // exit too) crashed the process under ASan after every test had passed.
+  static void Shutdown() {
+    if (Created() != nullptr) Created()->server.reset();
+  }
+  static CrdEnv*& Created() {
+    static CrdEnv* created = nullptr;
+    return created;
   }
   std::shared_ptr<kube::Client> client;
   std::unique_ptr<webhook::Server> server;
@@ -196,6 +206,12 @@ spec:
 
   fs::path dir_;
 };
+
+class CrdEnvShutdown : public ::testing::Environment {
+ public:
+  void TearDown() override { CrdEnv::Shutdown(); }
+};
+const auto* const kCrdEnvShutdown = ::testing::AddGlobalTestEnvironment(new CrdEnvShutdown);
 
 class GpuCrds : public ::testing::Test {
  protected:
