@@ -738,6 +738,14 @@ spec:
         },
         120s, 100ms);
     if (!gone) std::fprintf(stderr, "round %s: claims not gone within 120 s\n", prefix.c_str());
+    // A stand-in registers its Node on its own thread and may do so after a claim deleted this
+    // early was terminated (a real machine would be gone): no Node outlives its round.
+    auto nodes = client_->List(kube::resources::Nodes(), "");
+    if (nodes.ok()) {
+      for (const auto& n : nodes->items) {
+        (void)client_->Delete(kube::resources::Nodes(), "", Str(n, "metadata", "name"));
+      }
+    }
     return gone;
   }
 

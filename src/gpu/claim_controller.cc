@@ -676,7 +676,20 @@ class ClaimReconciler {
       std::lock_guard lock(mu_);
       delete_sent_.erase(key);
     }
+    // The Node by name, and any Node with the machine's providerID: a claim deleted while it
+    // registered (the Node synced, the status with nodeName not written yet) has no nodeName,
+    // and its Node would stay behind for pods to be scheduled on.
+    std::set<std::string> node_names;
     if (std::string node(StringField(ctx.status, "nodeName")); !node.empty()) {
+      node_names.insert(node);
+    }
+    if (std::string id(StringField(ctx.status, "providerID")); !id.empty()) {
+      auto nodes = inf_.nodes->store().ByIndex(kNodesByProviderId, id);
+      if (nodes.ok()) {
+        for (const ObjectPtr& n : *nodes) node_names.insert(Meta(*n, "name"));
+      }
+    }
+    for (const std::string& node : node_names) {
       Status d = o_.client->Delete(kube::resources::Nodes(), "", node);
       if (!d.ok() && d.error().code != Error::Code::kNotFound) return d.error();
     }
