@@ -74,7 +74,6 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 
 constexpr char kNs[] = "gpu-bench";
 constexpr char kClass[] = "bench-class";
-constexpr char kPool[] = "bench-pool";
 
 // `hyperslice operator` as a child process, its output in one file (gpu_chaos's OperatorProcess
 // does not give its pid, which the RSS and CPU figures need).
@@ -166,6 +165,8 @@ ProcStats ReadProc(pid_t pid) {
   }
   return s;
 }
+
+double Mib(int64_t kib) { return static_cast<double>(kib) / 1024.0; }
 
 using Counts = std::map<std::string, int64_t>;
 
@@ -493,7 +494,7 @@ spec:
     std::printf(
         "operator RSS at all Ready: %.1f MiB = %.1f MiB anonymous (heap: caches, queues, "
         "buffers) + %.1f MiB file-backed (the binary and its shared libraries)\n",
-        at_ready.rss_kib / 1024.0, at_ready.anon_kib / 1024.0, at_ready.file_kib / 1024.0);
+        Mib(at_ready.rss_kib), Mib(at_ready.anon_kib), Mib(at_ready.file_kib));
     Counts up;
     for (const auto& [k, v] : Delta(l0, l1)) up["lambdalabs " + k] = v;
     for (const auto& [k, v] : Delta(p0, p1)) up["paperspace " + k] = v;
@@ -536,8 +537,8 @@ spec:
         "operator process: peak RSS (VmHWM) %.1f MiB (idle before the first pod %.1f MiB); "
         "CPU (utime+stime) %.2f s to all Ready, %.2f s for the whole lifecycle = %.2f ms "
         "per claim lifecycle\n",
-        peak.hwm_kib / 1024.0, idle.hwm_kib / 1024.0, at_ready.cpu_s - idle.cpu_s,
-        end.cpu_s - idle.cpu_s, 1000.0 * (end.cpu_s - idle.cpu_s) / claims_n);
+        Mib(peak.hwm_kib), Mib(idle.hwm_kib), at_ready.cpu_s - idle.cpu_s, end.cpu_s - idle.cpu_s,
+        1000.0 * (end.cpu_s - idle.cpu_s) / claims_n);
     struct rusage self {};
     getrusage(RUSAGE_SELF, &self);
     std::printf(
