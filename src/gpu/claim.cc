@@ -2,6 +2,7 @@
 
 #include "src/base/json.h"
 #include "src/gpu/internal/claim.h"
+#include "src/kube/store.h"
 
 namespace hyperslice::gpu::internal {
 namespace {
@@ -97,17 +98,23 @@ std::string ClassNameOf(const bj::object& claim) {
   return ref != nullptr ? std::string(jsonfield::StringField(*ref, "name")) : std::string();
 }
 
+std::string Meta(const bj::object& o, std::string_view field) {
+  return std::string(kube::MetaString(o, field));
+}
+
+std::optional<MicroUsd> PriceField(const bj::object* o, std::string_view key) {
+  if (o == nullptr) return std::nullopt;
+  std::string_view s = jsonfield::StringField(*o, key);
+  if (s.empty()) return std::nullopt;
+  auto p = ParseUsd(s);
+  return p.ok() ? std::optional<MicroUsd>(*p) : std::nullopt;
+}
+
 MicroUsd ClaimHourlyCost(const bj::object& claim) {
-  auto price = [](const bj::object* o, std::string_view key) -> std::optional<MicroUsd> {
-    if (o == nullptr) return std::nullopt;
-    std::string_view s = jsonfield::StringField(*o, key);
-    if (s.empty()) return std::nullopt;
-    auto p = ParseUsd(s);
-    return p.ok() ? std::optional<MicroUsd>(*p) : std::nullopt;
-  };
-  if (auto p = price(jsonfield::ObjectField(claim, "status"), "price")) return *p;
+  if (auto p = PriceField(jsonfield::ObjectField(claim, "status"), "price")) return *p;
   // The planned price (tgp.io/planned-price, claim_controller.h) while launching.
-  if (auto p = price(jsonfield::ObjectAt(claim, "metadata.annotations"), "tgp.io/planned-price")) {
+  if (auto p =
+          PriceField(jsonfield::ObjectAt(claim, "metadata.annotations"), "tgp.io/planned-price")) {
     return *p;
   }
   return 0;

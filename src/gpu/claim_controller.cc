@@ -27,6 +27,7 @@ namespace hyperslice::gpu {
 namespace {
 
 namespace bj = boost::json;
+using internal::Meta;
 using jsonfield::ArrayField;
 using jsonfield::ObjectAt;
 using jsonfield::ObjectField;
@@ -47,16 +48,10 @@ Result<kube::Object> FullNode(kube::Client& client, const kube::Object& cached) 
   return client.Get(kube::resources::Nodes(), "", std::string(kube::MetaString(cached, "name")));
 }
 
-std::string Meta(const kube::Object& o, std::string_view field) {
-  return std::string(kube::MetaString(o, field));
-}
-
 std::string Annotation(const kube::Object& o, std::string_view key) {
   const bj::object* a = ObjectAt(o, "metadata.annotations");
   return a != nullptr ? std::string(StringField(*a, key)) : std::string();
 }
-
-bool Deleting(const kube::Object& o) { return !Meta(o, "deletionTimestamp").empty(); }
 
 // Seconds since an RFC 3339 timestamp ("2026-11-25T04:13:15Z"), by the wall clock.
 std::optional<std::chrono::seconds> Age(std::string_view rfc3339) {
@@ -109,7 +104,7 @@ class ClaimReconciler {
                      ? ctx.claim["status"].get_object()
                      : bj::object{};
     ctx.written = ctx.status;
-    if (Deleting(ctx.claim)) return Terminate(ctx);
+    if (kube::IsDeleting(ctx.claim)) return Terminate(ctx);
     if (!kube::HasFinalizer(ctx.claim, kClaimFinalizer)) {
       kube::AddFinalizer(ctx.claim, kClaimFinalizer);
       auto updated = o_.client->Update(GPUNodeClaims(), "", ctx.claim);

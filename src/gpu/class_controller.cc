@@ -156,10 +156,7 @@ class ClassReconciler {
       return kube::ReconcileResult{};
     }
     kube::Object cls = *cached;
-    const bj::object* meta = ObjectField(cls, "metadata");
-    if (meta != nullptr && !StringField(*meta, "deletionTimestamp").empty()) {
-      return Finalize(name, cls);
-    }
+    if (kube::IsDeleting(cls)) return Finalize(name, cls);
     if (!kube::HasFinalizer(cls, kClassFinalizer)) {
       kube::AddFinalizer(cls, kClassFinalizer);
       auto updated = o_.client->Update(GPUNodeClasses(), "", cls);

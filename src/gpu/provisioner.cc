@@ -27,18 +27,13 @@ namespace hyperslice::gpu {
 namespace {
 
 namespace bj = boost::json;
+using internal::Meta;
 using jsonfield::ArrayField;
 using jsonfield::IntField;
 using jsonfield::ObjectAt;
 using jsonfield::ObjectField;
 using jsonfield::StringField;
 using kube::ObjectPtr;
-
-std::string Meta(const kube::Object& o, std::string_view field) {
-  return std::string(kube::MetaString(o, field));
-}
-
-bool Deleting(const kube::Object& o) { return !Meta(o, "deletionTimestamp").empty(); }
 
 // The uids of the pods a claim was created for (a JSON array of strings), so nominations survive
 // a restart of the operator: without it, pods still waiting for a claim that is launching are
@@ -61,7 +56,7 @@ std::vector<std::string> NominatedPods(const kube::Object& claim) {
 
 // A pod the scheduler gave up on for now (PodScheduled False, Unschedulable) that wants GPUs.
 bool UnschedulableGpuPod(const kube::Object& pod) {
-  if (Deleting(pod)) return false;
+  if (kube::IsDeleting(pod)) return false;
   const bj::object* spec = ObjectField(pod, "spec");
   if (spec == nullptr || !StringField(*spec, "nodeName").empty()) return false;
   const bj::object* status = ObjectField(pod, "status");
@@ -91,13 +86,6 @@ bool UnschedulableGpuPod(const kube::Object& pod) {
     }
   }
   return false;
-}
-
-std::optional<MicroUsd> Price(const bj::object& o, std::string_view key) {
-  std::string_view s = StringField(o, key);
-  if (s.empty()) return std::nullopt;
-  auto p = ParseUsd(s);
-  return p.ok() ? std::optional<MicroUsd>(*p) : std::nullopt;
 }
 
 std::string RandomSuffix() {
@@ -199,7 +187,7 @@ class Provisioner final : public kube::Runnable {
     std::vector<ObjectPtr> claims = inf_.claims->store().List();
     std::map<std::string, const kube::Object*> live;  // name -> claim
     for (const ObjectPtr& c : claims) {
-      if (!Deleting(*c)) live[Meta(*c, "name")] = c.get();
+      if (!kube::IsDeleting(*c)) live[Meta(*c, "name")] = c.get();
       created_.erase(Meta(*c, "name"));  // the cache has it now
     }
     for (auto it = created_pending_.begin(); it != created_pending_.end();) {
@@ -275,13 +263,13 @@ class Provisioner final : public kube::Runnable {
     std::vector<Offer> offers;
     std::set<std::string> offered_providers;
     for (const ObjectPtr& pool : inf_.pools->store().List()) {
-      if (Deleting(*pool)) continue;
+      if (kube::IsDeleting(*pool)) continue;
       std::string key = Meta(*pool, "namespace") + "/" + Meta(*pool, "name");
       const bj::object* ref = ObjectAt(*pool, "spec.nodeClassRef");
       std::string class_name = ref ? std::string(StringField(*ref, "name")) : "";
       ObjectPtr cls = inf_.classes->store().Get(class_name);
       pool_objs.push_back(pool);
-      if (!cls || Deleting(*cls)) {
+      if (!cls || kube::IsDeleting(*cls)) {
         pool_not_ready[key] = "GPUNodeClass " + class_name + " not found";
         continue;
       }
@@ -343,7 +331,8 @@ class Provisioner final : public kube::Runnable {
     Budget b;
     if (limits == nullptr) return b;
     if (auto n = IntField(*limits, "maxNodes")) b.nodes_left = static_cast<int>(*n) - used.first;
-    if (auto c = Price(*limits, "maxHourlyCost")) b.hourly_cost_left = *c - used.second;
+    if (auto c = internal::PriceField(limits, "maxHourlyCost"))
+      b.hourly_cost_left = *c - used.second;
     return b;
   }
 
@@ -393,7 +382,8 @@ class Provisioner final : public kube::Runnable {
       return Error::Make(Error::Code::kUnavailable,
                          "GPUNodeClass " + class_name + " has no provider with valid credentials");
     }
-    if (auto p = Price(*ObjectField(pool, "spec"), "maxHourlyPrice")) base.max_price = *p;
+    if (auto p = internal::PriceField(ObjectField(pool, "spec"), "maxHourlyPrice"))
+      base.max_price = *p;
     v.budget = BudgetOf(ObjectAt(pool, "spec.limits"), used);
     return v;
   }
@@ -478,7 +468,7 @@ class Provisioner final : public kube::Runnable {
                           const std::map<std::string, std::vector<std::string>>& limited) {
     std::map<std::string, std::pair<int, MicroUsd>> usage;
     for (const ObjectPtr& c : inf_.claims->store().List()) {
-      if (Deleting(*c)) continue;
+      if (kube::IsDeleting(*c)) continue;
       auto& u = usage[internal::PoolKeyOf(*c)];
       ++u.first;
       u.second += internal::ClaimHourlyCost(*c);

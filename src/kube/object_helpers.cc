@@ -179,6 +179,11 @@ std::optional<std::string> ControllerUid(const Object& object) {
   return std::nullopt;
 }
 
+bool IsDeleting(const Object& object) {
+  const auto* meta = object.if_contains("metadata");
+  return meta != nullptr && meta->is_object() && meta->get_object().contains("deletionTimestamp");
+}
+
 bool HasFinalizer(const Object& object, const std::string& finalizer) {
   const auto* m = Sub(object, "metadata");
   const auto* f = m ? Array(*m, "finalizers") : nullptr;

@@ -35,6 +35,9 @@ std::optional<std::string> ControllerUid(const Object& object);
 
 // --- finalizers ---------------------------------------------------------------------------
 
+// Whether the object is being deleted (metadata.deletionTimestamp set; finalizers hold it).
+bool IsDeleting(const Object& object);
+
 bool HasFinalizer(const Object& object, const std::string& finalizer);
 bool AddFinalizer(Object& object, const std::string& finalizer);     // true when added
 bool RemoveFinalizer(Object& object, const std::string& finalizer);  // true when removed
