@@ -14,9 +14,12 @@ if [[ -f scripts/gce-schema.sh ]]; then
 fi
 launcher=()
 if command -v ccache >/dev/null; then
-  export CCACHE_DIR="$cache/ccache" CCACHE_BASEDIR="$repo" CCACHE_NOHASHDIR=1
+  export CCACHE_DIR="$cache/ccache" CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G} CCACHE_BASEDIR="$repo"
+  export CCACHE_NOHASHDIR=1
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
-cmake -S . -B build -G Ninja "${launcher[@]}" >/dev/null
+# The same build folder, type and ccache settings as scripts/test.sh, so running this first and
+# the tests second compiles each object once.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 ninja -C build hyperslice
 exec build/hyperslice dev "$@"

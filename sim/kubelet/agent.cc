@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <condition_variable>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <regex>
 #include <thread>
@@ -14,6 +16,7 @@
 #include <boost/json.hpp>
 
 #include "sim/kubelet/internal/crypto.h"
+#include "sim/kubelet/pod_runtime.h"
 #include "src/base/log.h"
 #include "src/kube/client.h"
 #include "src/net/http.h"
@@ -140,7 +143,13 @@ class AgentImpl final : public Agent {
     st_.node_name = options_.instance;
     st_.provider_id = tpu::ProviderId(options_.project, options_.zone, options_.instance);
   }
-  ~AgentImpl() override { Vanish(); }
+  ~AgentImpl() override {
+    Vanish();
+    if (own_root_) {
+      std::error_code ec;
+      std::filesystem::remove_all(vm_root_, ec);
+    }
+  }
 
   Status Init() {
     if (options_.project.empty() || options_.zone.empty() || options_.instance.empty() ||
@@ -153,6 +162,7 @@ class AgentImpl final : public Agent {
                                                  .user_agent = "hyperslice-sim-kubelet"}));
     if (auto mt = tpu::LookupMachineType(options_.machine_type); mt.ok())
       chips_ = mt->chips_per_host;
+    HS_RETURN_IF_ERROR(MakeVmRoot());
     Boot();
     return OkStatus();
   }
@@ -195,6 +205,38 @@ class AgentImpl final : public Agent {
   }
 
  private:
+  // The VM's "/": with run_pods, the TPU chips as the accel driver shows them (/dev/accel<N>, and
+  // /sys/class/accel/accel<N>/device -> its PCI function with vendor 0x1ae0 and a NUMA node: the
+  // first half of the chips on node 0, the rest on node 1).
+  Status MakeVmRoot() {
+    namespace fs = std::filesystem;
+    vm_root_ = options_.vm_root;
+    if (vm_root_.empty()) {
+      char tmpl[] = "/tmp/hsvm-XXXXXX";
+      if (::mkdtemp(tmpl) == nullptr)
+        return Error::Make(Error::Code::kInternal, "sim kubelet: cannot make the VM's folder");
+      vm_root_ = tmpl;
+      own_root_ = true;
+    }
+    std::error_code ec;
+    fs::create_directories(fs::path(vm_root_) / "dev", ec);
+    if (ec)
+      return Error::Make(Error::Code::kInternal, "sim kubelet: " + vm_root_ + ": " + ec.message());
+    if (!options_.run_pods) return OkStatus();
+    for (int n = 0; n < chips_; ++n) {
+      std::string bdf = "0000:00:" + std::to_string(4 + n) + ".0";
+      fs::path pci = fs::path(vm_root_) / "sys/bus/pci/devices" / bdf;
+      fs::create_directories(pci, ec);
+      std::ofstream(pci / "vendor") << "0x1ae0\n";
+      std::ofstream(pci / "numa_node") << (n < (chips_ + 1) / 2 ? 0 : 1) << "\n";
+      fs::path cls = fs::path(vm_root_) / "sys/class/accel" / ("accel" + std::to_string(n));
+      fs::create_directories(cls, ec);
+      if (!fs::exists(cls / "device")) fs::create_directory_symlink(pci, cls / "device", ec);
+      std::ofstream(fs::path(vm_root_) / "dev" / ("accel" + std::to_string(n)));
+    }
+    return OkStatus();
+  }
+
   void Boot() {
     {
       std::lock_guard lock(mu_);
@@ -285,6 +327,8 @@ class AgentImpl final : public Agent {
       backoff = options_.retry_interval;
       Heartbeat();
     }
+    if (runtime_) runtime_->Stop();
+    runtime_.reset();
     std::lock_guard lock(mu_);
     st_.phase = Phase::kStopped;
   }
@@ -571,6 +615,21 @@ class AgentImpl final : public Agent {
     cfg.user_agent =
         "kubelet/" + std::string(kKubeletVersion) + " (linux/" + options_.arch + ") sim";
     HS_ASSIGN_OR_RETURN(node_client_, kube::Client::Create(cfg));
+    if (!runtime_) {
+      HS_ASSIGN_OR_RETURN(runtime_, PodRuntime::Start({.node_name = options_.instance,
+                                                       .vm_root = vm_root_,
+                                                       .node_client = node_client_,
+                                                       .run_pods = options_.run_pods,
+                                                       .on_resources_changed = [this] {
+                                                         std::lock_guard lock(mu_);
+                                                         status_dirty_ = true;
+                                                         cv_.notify_all();
+                                                       }}));
+      std::lock_guard lock(mu_);
+      st_.address = runtime_->endpoint().ip;
+      st_.kubelet_port = runtime_->endpoint().port;
+      st_.vm_root = vm_root_;
+    }
 
     json::object labels{{"kubernetes.io/hostname", options_.instance},
                         {"kubernetes.io/os", "linux"},
@@ -645,6 +704,13 @@ class AgentImpl final : public Agent {
           log::Info("sim kubelet: heartbeats resumed", {{"node", options_.instance}});
         }
       }
+      {
+        std::lock_guard lock(mu_);
+        if (status_dirty_) {
+          status_dirty_ = false;
+          next_status = SteadyClock::now();
+        }
+      }
       auto now = SteadyClock::now();
       if (now >= next_lease) {
         if (auto s = RenewLease(); !s.ok())
@@ -660,7 +726,7 @@ class AgentImpl final : public Agent {
       }
       std::unique_lock lock(mu_);
       cv_.wait_until(lock, std::min(next_lease, next_status),
-                     [&] { return stop_ || !heartbeating_; });
+                     [&] { return stop_ || !heartbeating_ || status_dirty_; });
     }
   }
 
@@ -676,12 +742,28 @@ class AgentImpl final : public Agent {
     return false;
   }
 
-  json::object Resources() const {
+  // Capacity (allocatable = false) or allocatable: with run_pods the extended resources are what
+  // the device plugins list (all devices / healthy ones), as the kubelet's device manager reports.
+  json::object Resources(bool allocatable) {
     json::object r{{"cpu", options_.cpu},
                    {"memory", options_.memory},
                    {"pods", options_.pods},
                    {"ephemeral-storage", "100Gi"}};
-    if (chips_ > 0) r[tpu::kTpuResourceName] = std::to_string(chips_);
+    if (!options_.run_pods) {
+      if (chips_ > 0) r[tpu::kTpuResourceName] = std::to_string(chips_);
+      return r;
+    }
+    if (!runtime_) return r;
+    for (const auto& [name, d] : runtime_->Resources()) {
+      r[name] = std::to_string(allocatable ? d.allocatable : d.capacity);
+      if (name == tpu::kTpuResourceName) {
+        std::lock_guard lock(mu_);
+        st_.tpu_capacity = d.capacity;
+        st_.tpu_allocatable = d.allocatable;
+      }
+    }
+    std::lock_guard lock(mu_);
+    st_.plugin_registrations = runtime_->plugin_registrations();
     return r;
   }
 
@@ -732,22 +814,37 @@ class AgentImpl final : public Agent {
           {"lastHeartbeatTime", now_s},
           {"lastTransitionTime", same ? Str(it->second, "lastTransitionTime") : now_s}});
     }
-    json::object want = Resources();
+    json::object want = Resources(false);
+    json::object want_allocatable = Resources(true);
+    if (options_.run_pods && status != nullptr) {
+      // An extended resource the Node had and no plugin has registered for since this boot: the
+      // kubelet keeps it with nothing allocatable until its plugin registers again.
+      if (const json::object* had = Obj(*status, "capacity")) {
+        for (const auto& [name, v] : *had) {
+          if (name.find('/') == std::string::npos || want.contains(name)) continue;
+          want[name] = v;
+          want_allocatable[name] = "0";
+        }
+      }
+    }
     if (status == nullptr || !Obj(*status, "capacity") || *Obj(*status, "capacity") != want ||
-        !Obj(*status, "allocatable") || *Obj(*status, "allocatable") != want)
+        !Obj(*status, "allocatable") || *Obj(*status, "allocatable") != want_allocatable)
       changed = true;
     if (!changed) return OkStatus();
-    json::array addresses{json::object{{"type", "Hostname"}, {"address", options_.instance}}};
-    if (!disk_.ip.empty())
-      addresses.push_back(json::object{{"type", "InternalIP"}, {"address", disk_.ip}});
+    // The VM's loopback address, not its GCE networkIP: the apiserver dials the InternalIP for
+    // logs, and a private address must never be a destination from this machine.
+    json::array addresses{
+        json::object{{"type", "InternalIP"}, {"address", runtime_->endpoint().ip}},
+        json::object{{"type", "Hostname"}, {"address", options_.instance}}};
     json::object patch{
         {"status",
          json::object{
              {"capacity", want},
-             {"allocatable", want},
+             {"allocatable", want_allocatable},
              {"conditions", conds},
              {"addresses", addresses},
-             {"daemonEndpoints", json::object{{"kubeletEndpoint", json::object{{"Port", 10250}}}}},
+             {"daemonEndpoints",
+              json::object{{"kubeletEndpoint", json::object{{"Port", runtime_->endpoint().port}}}}},
              {"nodeInfo", json::object{{"machineID", st_.provider_id},
                                        {"systemUUID", options_.instance},
                                        {"bootID", options_.instance},
@@ -837,6 +934,7 @@ class AgentImpl final : public Agent {
   bool stop_ = false, heartbeating_ = true;
   AgentState st_;
   kube::WatchStream* watch_ = nullptr;  // the CSR watch in progress, for Vanish to cancel
+  bool status_dirty_ = false;           // devices changed: report node status now
   std::thread thread_;
 
   // The VM's "disk": what survives a reboot (Vanish + Restore). Written by the agent thread
@@ -851,6 +949,10 @@ class AgentImpl final : public Agent {
   std::shared_ptr<kube::Client> node_client_;
   std::string node_uid_;
   std::optional<kube::Object> lease_;
+  std::unique_ptr<PodRuntime> runtime_;  // from the first registration of a boot to its end
+
+  std::string vm_root_;  // the VM's "/" (set by Init)
+  bool own_root_ = false;
 };
 
 }  // namespace

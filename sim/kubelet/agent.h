@@ -27,6 +27,10 @@
 // Restore() resumes heartbeats, or after Vanish() boots again with what was on "disk" (the node
 // credentials, so a rebooted VM does not join again).
 //
+// The Node's InternalIP is the VM's own loopback address (127.A.B.1), where the agent serves the
+// kubelet API, so nothing dials the VM's GCE address; with run_pods the agent also runs the pods
+// bound to its Node (pod_runtime.h).
+//
 // Thread-safety: every method may be called from any thread. The agent runs on its own thread.
 #pragma once
 
@@ -77,6 +81,14 @@ struct AgentOptions {
   // Longest metadata long-poll (`timeout_sec`); also bounds how long Vanish() takes while the
   // agent waits for its join values.
   std::chrono::seconds metadata_wait{2};
+  // Run the pods bound to the Node (pod_runtime.h): a fake TPU device tree of the machine type's
+  // chips under the VM's root folder, the kubelet's device manager, the DaemonSet's device plugin
+  // in process; google.com/tpu capacity then comes from the plugin's ListAndWatch. False: the
+  // Node reports the machine type's chips as capacity and pods bound to it stay Pending.
+  bool run_pods = false;
+  // The VM's root folder ("/" of the VM); empty: a fresh /tmp/hsvm-XXXXXX, removed with the agent.
+  // Short: the plugin sockets live below it (unix socket paths are limited to 108 bytes).
+  std::string vm_root;
   std::string arch = "amd64";
   std::string cpu = "224";
   std::string memory = "990000000Ki";
@@ -97,6 +109,13 @@ struct AgentState {
   int64_t join_attempts = 0;     // discovery + TLS bootstrap runs, failed ones included
   int64_t lease_renewals = 0;    // successful Lease creates/updates
   int64_t status_updates = 0;    // successful node status patches
+  // The VM's loopback address (the Node's InternalIP and kubelet API) and root folder.
+  std::string address;
+  uint16_t kubelet_port = 0;
+  std::string vm_root;
+  // With run_pods: google.com/tpu as the device plugin reports it (-1 before it registered).
+  int tpu_capacity = -1, tpu_allocatable = -1;
+  int plugin_registrations = 0;
 };
 
 class Agent {

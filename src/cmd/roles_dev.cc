@@ -1,15 +1,23 @@
 // `hyperslice dev`: the local default (issue 5). On one machine it runs what a real deployment
 // spreads over a cluster and a cloud:
-//   1. the local control plane (etcd, kube-apiserver, kube-controller-manager) with what
-//      `kubeadm init` leaves for nodes to join (bootstrap tokens, cluster-info, CSR approval);
+//   1. the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)
+//      with what `kubeadm init` leaves for nodes to join (bootstrap tokens, cluster-info, CSR
+//      approval);
 //   2. the GCE simulator with the example's project, zone us-central1-c and the reservation
 //      my-tpu-reservation of the example's machine type;
-//   3. the simulated TPU VMs (one agent per RUNNING instance, joining as kubeadm + kubelet would);
+//   3. the simulated TPU VMs (one agent per RUNNING instance, joining as kubeadm + kubelet would,
+//      and running the pods bound to it: the operator's device-plugin DaemonSet in process on a
+//      fake TPU device tree, workload pods with their chips allocated; sim/kubelet/pod_runtime.h);
 //   4. the TPU operator in-process, talking to both through the real clients;
+//   5. the admission webhook in-process (TLS from its own CA), registered with the apiserver by
+//      deploy/webhook/base/webhooks.yaml's two configurations, unchanged but for clientConfig
+//      (a URL instead of the in-cluster Service), so the same rules and selectors apply;
 // then applies the CRDs (deploy/crds) and seed 000's example TPUNodeGroup (deploy/examples, the
-// seed's text with its variables substituted), prints progress until the group is Ready, prints
-// `kubectl get tpunodegroups,nodes` and the kubeconfig path, and runs until SIGINT/SIGTERM, then
-// stops everything in reverse order.
+// seed's text with its variables substituted), prints progress until the group is Ready, applies
+// the example's workload (the seed's Service + StatefulSet, deploy/examples/tpu-workload.yaml, when
+// the example's .env names it in WORKLOAD; --no-workload skips it), prints its pods with their
+// node, chips and injected variables, prints `kubectl get tpunodegroups,nodes,pods` and the
+// kubeconfig path, and runs until SIGINT/SIGTERM, then stops everything in reverse order.
 //
 // Logs of the operator and the simulators go to <work-dir>/hyperslice.log (JSON lines), so the
 // terminal shows progress only.
@@ -17,12 +25,14 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,8 +56,10 @@
 #include "src/kube/manager.h"
 #include "src/kube/yaml.h"
 #include "src/localcluster/localcluster.h"
+#include "src/net/pki.h"
 #include "src/tpu/api.h"
 #include "src/tpu/operator.h"
+#include "src/webhook/webhook.h"
 #ifdef HS_HAVE_SIM_KUBELET
 #include "sim/kubelet/fleet.h"
 #endif
@@ -72,6 +84,7 @@ struct DevFlags {
   bool exit_after_ready = false;
   bool exit_when_ready = false;
   bool log_to_stderr = false;
+  bool no_workload = false;
 };
 
 DevFlags& Flags() {
@@ -295,7 +308,7 @@ std::string KubectlGet(const std::string& kubeconfig) {
   if (std::system(("command -v " + kubectl + " >/dev/null 2>&1").c_str()) != 0) return "";
   ::setenv("KUBECONFIG", kubeconfig.c_str(), 1);
   std::string out;
-  FILE* p = ::popen((kubectl + " get tpunodegroups,nodes 2>&1").c_str(), "r");
+  FILE* p = ::popen((kubectl + " get tpunodegroups,nodes,pods -A -o wide 2>&1").c_str(), "r");
   if (p == nullptr) return "";
   char buf[4096];
   while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
@@ -320,6 +333,155 @@ std::string RandomToken() {
   return t;
 }
 
+// The admission webhook in process (TLS from its own CA), registered with the apiserver by
+// deploy/webhook/base/webhooks.yaml's configurations: unchanged but for clientConfig, a URL to this
+// server instead of the in-cluster Service, so the same rules, selectors and failure policies
+// apply.
+Result<std::unique_ptr<webhook::Server>> StartWebhook(const std::shared_ptr<kube::Client>& client,
+                                                      const std::string& deploy_dir,
+                                                      const std::string& work_dir) {
+  fs::path dir = fs::path(work_dir) / "webhook";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  HS_ASSIGN_OR_RETURN(auto ca, net::pki::MakeCa("hyperslice-dev-webhook-ca"));
+  HS_ASSIGN_OR_RETURN(auto pair, net::pki::Issue(ca, {.common_name = "hyperslice-webhook",
+                                                      .ip_addresses = {"127.0.0.1"},
+                                                      .server = true}));
+  std::ofstream(dir / "tls.crt") << pair.cert_pem;
+  std::ofstream(dir / "tls.key") << pair.key_pem;
+  webhook::ServerOptions o;
+  o.tls_cert_file = (dir / "tls.crt").string();
+  o.tls_key_file = (dir / "tls.key").string();
+  o.source = webhook::NewInformerObjectSource(client, std::chrono::seconds(20));
+  HS_ASSIGN_OR_RETURN(auto server, webhook::Server::Start(std::move(o)));
+  HS_RETURN_IF_ERROR(webhook::RegisterConfigurations(
+      *client, deploy_dir + "/webhook/base/webhooks.yaml",
+      "https://127.0.0.1:" + std::to_string(server->port()), ca.cert_pem));
+  return server;
+}
+
+// What a workload container sees, as `kubectl logs` shows it (a simulated container prints its
+// environment): KEY=VALUE lines.
+std::map<std::string, std::string> ContainerEnv(kube::Client& client, const std::string& ns,
+                                                const std::string& pod,
+                                                const std::string& container) {
+  std::map<std::string, std::string> env;
+  auto logs = client.Raw(
+      "GET", "/api/v1/namespaces/" + ns + "/pods/" + pod + "/log?container=" + container);
+  if (!logs.ok() || logs->status != 200) return env;
+  std::istringstream lines(logs->body);
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return env;
+}
+
+// Applies the example's workload (Service + StatefulSet, variables substituted), waits up to
+// `timeout` for its pods to run and prints each with its node, chips and TPU variables. False
+// when the pods did not all run.
+bool RunWorkload(kube::Client& client, const std::string& file,
+                 const std::map<std::string, std::string>& vars, std::chrono::seconds timeout,
+                 const std::function<double()>& elapsed) {
+  auto text = ReadText(file);
+  if (!text.ok()) {
+    Say("hyperslice dev: workload: %s\n", text.error().ToString().c_str());
+    return false;
+  }
+  auto yaml = Substitute(*text, vars);
+  if (!yaml.ok()) {
+    Say("hyperslice dev: workload: %s\n", yaml.error().ToString().c_str());
+    return false;
+  }
+  auto docs = YamlDocuments(*yaml, file);
+  if (!docs.ok()) {
+    Say("hyperslice dev: workload: %s\n", docs.error().ToString().c_str());
+    return false;
+  }
+  static const kube::Resource kServices{"", "v1", "services", "Service", true};
+  std::string ns, selector;
+  int replicas = 0;
+  std::string container;
+  for (const auto& doc : *docs) {
+    std::string kind = StringAt(doc, {"kind"});
+    const kube::Resource* r = kind == "Service"       ? &kServices
+                              : kind == "StatefulSet" ? &kube::resources::StatefulSets()
+                                                      : nullptr;
+    if (r == nullptr) continue;
+    if (Status st = ServerSideApply(client, *r, doc); !st.ok()) {
+      Say("hyperslice dev: workload: applying %s %s: %s\n", kind.c_str(),
+          StringAt(doc, {"metadata", "name"}).c_str(), st.error().ToString().c_str());
+      return false;
+    }
+    Say("hyperslice dev: applied %s %s/%s\n", kind.c_str(),
+        StringAt(doc, {"metadata", "namespace"}).c_str(),
+        StringAt(doc, {"metadata", "name"}).c_str());
+    if (kind == "StatefulSet") {
+      ns = StringAt(doc, {"metadata", "namespace"});
+      replicas = std::atoi(StringAt(doc, {"spec", "replicas"}).c_str());
+      const json::value* labels = nullptr;
+      if (auto* spec = doc.if_contains("spec"); spec && spec->is_object())
+        if (auto* sel = spec->as_object().if_contains("selector"); sel && sel->is_object())
+          labels = sel->as_object().if_contains("matchLabels");
+      if (labels != nullptr && labels->is_object())
+        for (const auto& [k, v] : labels->as_object())
+          if (v.is_string())
+            selector +=
+                (selector.empty() ? "" : ",") + std::string(k) + "=" + std::string(v.as_string());
+      if (auto* spec = doc.if_contains("spec"); spec && spec->is_object()) {
+        const json::value* cs = spec->as_object().if_contains("template");
+        cs = cs && cs->is_object() ? cs->as_object().if_contains("spec") : nullptr;
+        cs = cs && cs->is_object() ? cs->as_object().if_contains("containers") : nullptr;
+        if (cs && cs->is_array() && !cs->as_array().empty() && cs->as_array()[0].is_object())
+          container = StringAt(cs->as_array()[0].as_object(), {"name"});
+      }
+    }
+  }
+  if (replicas <= 0 || selector.empty()) return true;
+  Say("Waiting for the workload's %d pods to run...\n", replicas);
+  const auto deadline = Clock::now() + timeout;
+  std::vector<json::object> pods;
+  while (true) {
+    kube::ListOptions lo;
+    lo.label_selector = selector;
+    auto list = client.List(kube::resources::Pods(), ns, lo);
+    pods.clear();
+    int running = 0;
+    if (list.ok()) {
+      for (auto& p : list->items) {
+        running += StringAt(p, {"status", "phase"}) == "Running" ? 1 : 0;
+        pods.push_back(p);
+      }
+    }
+    if (running >= replicas) break;
+    if (Clock::now() > deadline) {
+      Say("hyperslice dev: the workload's pods did not all run within %lld s:\n",
+          static_cast<long long>(timeout.count()));
+      for (const auto& p : pods)
+        Say("  %s %s\n", StringAt(p, {"metadata", "name"}).c_str(),
+            StringAt(p, {"status", "phase"}).c_str());
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  std::sort(pods.begin(), pods.end(), [](const json::object& a, const json::object& b) {
+    return StringAt(a, {"metadata", "name"}) < StringAt(b, {"metadata", "name"});
+  });
+  Say("  [%6.1fs] workload running:\n", elapsed());
+  for (const auto& p : pods) {
+    std::string name = StringAt(p, {"metadata", "name"});
+    auto env = ContainerEnv(client, ns, name, container);
+    Say("  pod %s on node %s (chips %s)\n", name.c_str(), StringAt(p, {"spec", "nodeName"}).c_str(),
+        env.count("TPU_VISIBLE_CHIPS") ? env["TPU_VISIBLE_CHIPS"].c_str() : "?");
+    for (const auto& [k, v] : env)
+      if (k.rfind("TPU_", 0) == 0) Say("      %s=%s\n", k.c_str(), v.c_str());
+  }
+  Say("  (each simulated container prints its environment: kubectl logs -n %s <pod>)\n",
+      ns.c_str());
+  return true;
+}
+
 // Everything `hyperslice dev` runs, stopped in reverse order of start by the destructor.
 struct DevStack {
   std::unique_ptr<localcluster::LocalCluster> cluster;
@@ -327,6 +489,7 @@ struct DevStack {
 #ifdef HS_HAVE_SIM_KUBELET
   std::unique_ptr<sim::kubelet::Fleet> fleet;
 #endif
+  std::unique_ptr<webhook::Server> webhook;
   std::unique_ptr<kube::Manager> manager;
   std::thread manager_thread;
   std::mutex mu;
@@ -338,6 +501,8 @@ struct DevStack {
     if (manager) manager->Stop();
     if (manager_thread.joinable()) manager_thread.join();
     manager.reset();
+    if (webhook) webhook->Stop(std::chrono::milliseconds(1000));
+    webhook.reset();
 #ifdef HS_HAVE_SIM_KUBELET
     if (fleet) fleet->Stop();
     fleet.reset();
@@ -377,6 +542,9 @@ void SetupDev(CLI::App& app) {
   app.add_flag("--exit-when-ready", f.exit_when_ready,
                "run everything, wait until the example TPUNodeGroup is Ready, print the summary, "
                "stop and exit 0 (non-zero if it is not Ready within --ready-timeout)");
+  app.add_flag("--no-workload", f.no_workload,
+               "do not apply the example's workload (seed 000's Service + StatefulSet) once the "
+               "group is Ready");
   app.add_flag("--log-to-stderr", f.log_to_stderr,
                "operator and simulator logs on stderr instead of <work-dir>/hyperslice.log");
 }
@@ -432,8 +600,9 @@ int RunDev(CLI::App&) {
   options.bin_dir = f.bin_dir;
   options.controller_manager = true;
   options.kubeadm_bootstrap = true;
+  options.scheduler = true;
   Say("hyperslice dev: starting the control plane (etcd, kube-apiserver, "
-      "kube-controller-manager)...\n");
+      "kube-controller-manager, kube-scheduler)...\n");
   auto cluster = localcluster::LocalCluster::Start(options);
   if (!cluster.ok()) {
     std::fprintf(stderr, "hyperslice dev: the control plane did not start: %s\n",
@@ -503,6 +672,7 @@ int RunDev(CLI::App&) {
     sim::kubelet::FleetOptions fleet_options;
     fleet_options.simulator = stack.simulator.get();
     fleet_options.apiserver_url = c.server_url();
+    fleet_options.agent.run_pods = true;
     auto fleet = sim::kubelet::Fleet::Start(fleet_options);
     if (!fleet.ok()) {
       std::fprintf(stderr, "hyperslice dev: the simulated TPU VMs did not start: %s\n",
@@ -510,7 +680,8 @@ int RunDev(CLI::App&) {
       return 1;
     }
     stack.fleet = std::move(fleet).value();
-    Say("hyperslice dev: simulated TPU VMs join as kubeadm + kubelet would, once RUNNING\n");
+    Say("hyperslice dev: simulated TPU VMs join as kubeadm + kubelet would, once RUNNING, and "
+        "run the pods bound to them\n");
   }
 #else
   missing.push_back("the simulated TPU VMs (sim/kubelet is not in this build): no VM will join");
@@ -534,6 +705,15 @@ int RunDev(CLI::App&) {
     std::fprintf(stderr, "hyperslice dev: namespace %s: %s\n", kOperatorNamespace,
                  s.error().ToString().c_str());
     return 1;
+  }
+
+  if (auto hook = StartWebhook(*client, deploy_dir, c.work_dir()); !hook.ok()) {
+    missing.push_back("the admission webhook (" + hook.error().ToString() + ")");
+  } else {
+    stack.webhook = std::move(hook).value();
+    Say("hyperslice dev: admission webhook at https://127.0.0.1:%u (deploy/webhook's "
+        "configurations)\n",
+        static_cast<unsigned>(stack.webhook->port()));
   }
 
   // The operator, in-process: a Manager without leader election (one process) on the admin client,
@@ -642,17 +822,22 @@ int RunDev(CLI::App&) {
 
   Say("hyperslice dev: TPUNodeGroup %s/%s is Ready after %.1f s\n\n", group_ns.c_str(),
       group_name.c_str(), elapsed());
+  bool workload_ok = true;
+  if (!f.no_workload && vars.count("WORKLOAD") != 0 && !vars["WORKLOAD"].empty()) {
+    workload_ok = RunWorkload(**client, deploy_dir + "/examples/" + vars["WORKLOAD"], vars,
+                              std::chrono::seconds(120), elapsed);
+  }
   std::string table = KubectlGet(c.kubeconfig_path());
   if (table.empty()) {
-    Say("(kubectl not found: install it to see `kubectl get tpunodegroups,nodes`)\n");
+    Say("(kubectl not found: install it to see `kubectl get tpunodegroups,nodes,pods`)\n");
   } else {
-    Say("$ kubectl get tpunodegroups,nodes\n%s\n", table.c_str());
+    Say("$ kubectl get tpunodegroups,nodes,pods -A -o wide\n%s\n", table.c_str());
   }
   Say("Kubeconfig: %s\n  export KUBECONFIG=%s\n", c.kubeconfig_path().c_str(),
       c.kubeconfig_path().c_str());
   if (f.exit_when_ready) {
     Say("hyperslice dev: stopping (--exit-when-ready)\n");
-    return 0;
+    return workload_ok ? 0 : 1;
   }
   Say("Press Ctrl-C to stop.\n");
   sigwait(&stop_signals, &sig);

@@ -393,6 +393,10 @@ class LocalClusterImpl final : public LocalCluster {
         // 127.0.0.1 is not a valid Endpoints address, so the default reconciler would fail and
         // log every 10 s; nothing in this cluster reaches the apiserver through the Service.
         "--endpoint-reconciler-type=none",
+        // Logs and exec reach a kubelet at its Node's InternalIP. The default order tries the
+        // Hostname first, which would send a DNS query for a simulated VM's name off this machine;
+        // simulated VMs report a loopback InternalIP.
+        "--kubelet-preferred-address-types=InternalIP",
     };
     // Without kube-controller-manager nobody creates the "default" ServiceAccount of a namespace,
     // and the ServiceAccount admission plugin would reject every pod (envtest does the same).

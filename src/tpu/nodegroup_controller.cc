@@ -38,6 +38,7 @@ constexpr char kReasonWaitingPrereqs[] = "WaitingForPrerequisites";
 constexpr char kReasonWaitingInstances[] = "WaitingForInstances";
 constexpr char kReasonNodesNotJoined[] = "NodesNotJoined";
 constexpr char kReasonNodeNotReady[] = "NodeNotReady";
+constexpr char kReasonChipsUnavailable[] = "TPUChipsUnavailable";
 constexpr char kReasonNodesReady[] = "NodesReady";
 constexpr char kReasonSliceReady[] = "SliceReady";
 constexpr char kReasonDeleting[] = "Deleting";
@@ -94,6 +95,24 @@ bool NodeIsReady(const Object& node) {
   return c && c->status == "True";
 }
 
+// A Ready Node whose device plugin reports fewer healthy chips (allocatable google.com/tpu) than
+// its machine type has: the slice cannot run a workload over its whole topology, so the slice is
+// not Ready. Which chip is known to the kubelet and the device plugin (its log names it), not to
+// the API. A Node without google.com/tpu (no device plugin registered yet) is not judged here.
+std::optional<std::string> ChipShortfall(const Object& node, int chips_per_host) {
+  const auto* status = ObjectAt(node, "status");
+  const auto* alloc = status ? ObjectAt(*status, "allocatable") : nullptr;
+  if (alloc == nullptr || chips_per_host <= 0) return std::nullopt;
+  std::string have = StringAt(*alloc, kTpuResourceName);
+  if (have.empty()) return std::nullopt;
+  long n = std::strtol(have.c_str(), nullptr, 10);
+  if (n >= chips_per_host) return std::nullopt;
+  return "node " + std::string(kube::MetaString(node, "name")) + " has " + std::to_string(n) +
+         " of " + std::to_string(chips_per_host) +
+         " TPU chips allocatable (the device plugin reports " + std::to_string(chips_per_host - n) +
+         " unhealthy or missing)";
+}
+
 std::string NodeNotReadyWhy(const Object& node) {
   auto c = kube::FindCondition(node, "Ready");
   if (!c) return "has no Ready condition";
@@ -132,7 +151,15 @@ void TrimNode(Object& node) {
         conditions.push_back(std::move(ready));
       }
     }
-    out["status"] = json::object{{"conditions", std::move(conditions)}};
+    json::object trimmed{{"conditions", std::move(conditions)}};
+    // google.com/tpu only: whether the device plugin reports every chip healthy.
+    for (const char* k : {"capacity", "allocatable"}) {
+      const auto* res = ObjectAt(*status, k);
+      if (res == nullptr) continue;
+      if (const auto* v = res->if_contains(kTpuResourceName))
+        trimmed[k] = json::object{{kTpuResourceName, *v}};
+    }
+    out["status"] = std::move(trimmed);
   }
   node = std::move(out);
 }
@@ -576,7 +603,7 @@ Result<kube::ReconcileResult> NodeGroupReconciler::ReconcileLive(Ctx& ctx) {
     }
   }
   std::set<std::string> joined;
-  std::vector<std::string> not_joined, not_ready;
+  std::vector<std::string> not_joined, not_ready, chips_missing;
   bool retry = false;
   int ready_nodes = 0;
   for (const auto& is : instances) {
@@ -594,10 +621,12 @@ Result<kube::ReconcileResult> NodeGroupReconciler::ReconcileLive(Ctx& ctx) {
         errors.push_back("labelling node " + NodeName(node) + ": " + st.error().message);
       }
     }
-    if (NodeIsReady(node)) {
-      ++ready_nodes;
-    } else {
+    if (!NodeIsReady(node)) {
       not_ready.push_back("node " + NodeName(node) + " " + NodeNotReadyWhy(node));
+    } else if (auto shortfall = ChipShortfall(node, s.slice.machine_type.chips_per_host)) {
+      chips_missing.push_back(*shortfall);
+    } else {
+      ++ready_nodes;
     }
   }
 
@@ -638,6 +667,8 @@ Result<kube::ReconcileResult> NodeGroupReconciler::ReconcileLive(Ctx& ctx) {
                  "0 of " + std::to_string(desired) + " VMs exist; see ManagedInstanceGroupReady");
   } else if (!not_ready.empty()) {
     SetCondition(ctx, kCondNodesReady, false, kReasonNodeNotReady, JoinNames(not_ready));
+  } else if (!chips_missing.empty()) {
+    SetCondition(ctx, kCondNodesReady, false, kReasonChipsUnavailable, JoinNames(chips_missing));
   } else if (!not_joined.empty()) {
     SetCondition(ctx, kCondNodesReady, false, kReasonNodesNotJoined,
                  std::to_string(not_joined.size()) + " of " + std::to_string(desired) +
@@ -666,6 +697,8 @@ Result<kube::ReconcileResult> NodeGroupReconciler::ReconcileLive(Ctx& ctx) {
   } else if (!not_ready.empty()) {
     // A lost or unhealthy host names itself, whatever the MIG is doing about it.
     SetCondition(ctx, kCondReady, false, kReasonNodeNotReady, JoinNames(not_ready));
+  } else if (!chips_missing.empty()) {
+    SetCondition(ctx, kCondReady, false, kReasonChipsUnavailable, JoinNames(chips_missing));
   } else if (!mig.ready) {
     SetCondition(ctx, kCondReady, false, mig.reason, "ManagedInstanceGroup: " + mig.message);
   } else {

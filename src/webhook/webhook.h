@@ -168,4 +168,12 @@ class Server {
   virtual std::string Metrics() const = 0;
 };
 
+// Registers the admission configurations of `file` (deploy/webhook/base/webhooks.yaml) with the
+// apiserver for a webhook served at `base_url` ("https://127.0.0.1:<port>"): each webhook's
+// clientConfig becomes {url: base_url + its service path, caBundle: ca_pem}; rules, selectors,
+// match conditions and failure policies stay as shipped. Server-side apply, so it is idempotent.
+// For `hyperslice dev` and tests, where the webhook is not behind the in-cluster Service.
+Status RegisterConfigurations(kube::Client& client, const std::string& file,
+                              const std::string& base_url, const std::string& ca_pem);
+
 }  // namespace hyperslice::webhook

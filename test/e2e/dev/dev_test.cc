@@ -103,6 +103,7 @@ class DevRole : public ::testing::Test {
     DevRun r = RunDev({"--exit-when-ready", "--example", example, "--sim-latency-ms", "100",
                        "--ready-timeout", "240", "--work-dir", work_dir_},
                       420);
+    output_ = r.output;
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_THAT(r.output, HasSubstr("TPUNodeGroup default/my-tpu-node-group is Ready after"));
     // Progress was printed on the way: a not-Ready line before the Ready one.
@@ -128,10 +129,32 @@ class DevRole : public ::testing::Test {
   }
 
   std::string work_dir_;
+  std::string output_;  // of the last ExpectReadyRun
 };
 
 TEST_F(DevRole, SeedExampleTpu7xReachesReadyWithTwoNodesAndExits) {
   ExpectReadyRun("tpu7x-2x2x2", 2);
+  if (HasFatalFailure()) return;
+  // Then the seed's workload ran: both pods on the slice's two Nodes, all four chips each, the
+  // webhook's worker variables and the seed's own, as dev prints them from `kubectl logs`.
+  EXPECT_THAT(output_, HasSubstr("applied StatefulSet default/tpu-worker-v7x"));
+  EXPECT_EQ(CountMatches(output_, std::regex("pod tpu-worker-v7x-[01] on node "
+                                             "my-tpu-node-group-\\S+ \\(chips 0,1,2,3\\)")),
+            2)
+      << output_;
+  std::smatch m0, m1;
+  ASSERT_TRUE(std::regex_search(output_, m0, std::regex("pod tpu-worker-v7x-0 on node (\\S+)")));
+  ASSERT_TRUE(std::regex_search(output_, m1, std::regex("pod tpu-worker-v7x-1 on node (\\S+)")));
+  EXPECT_NE(m0[1].str(), m1[1].str()) << "one pod per host";
+  EXPECT_THAT(output_, HasSubstr("TPU_WORKER_ID=0"));
+  EXPECT_THAT(output_, HasSubstr("TPU_WORKER_ID=1"));
+  EXPECT_EQ(CountMatches(output_, std::regex("TPU_WORKER_HOSTNAMES=tpu-worker-v7x-0\\.tpu-svc-v7x,"
+                                             "tpu-worker-v7x-1\\.tpu-svc-v7x")),
+            2);
+  EXPECT_EQ(CountMatches(output_, std::regex("TPU_ACCELERATOR_TYPE=tpu7x-4\\n")), 2);
+  EXPECT_EQ(CountMatches(output_, std::regex("TPU_HOST_BOUNDS=1,1,2\\n")), 2);
+  EXPECT_EQ(CountMatches(output_, std::regex("pod/tpu-worker-v7x-[01]\\s+1/1\\s+Running")), 2)
+      << output_;
 }
 
 TEST_F(DevRole, SingleHostV6eExampleReachesReadyWithOneNode) { ExpectReadyRun("v6e-2x2", 1); }

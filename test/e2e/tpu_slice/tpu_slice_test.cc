@@ -3,8 +3,13 @@
 // GCE simulator reached over HTTP by the real GCE client, the TPU operator in-process
 // (tpu::RegisterOperator on a kube::Manager), and simulated TPU VMs (sim/kubelet) that join as
 // kubeadm + kubelet do: bootstrap token from their metadata, cluster-info JWS and CA pin, CSR
-// approved and signed by kube-controller-manager, their own Node and Lease.
+// approved and signed by kube-controller-manager, their own Node and Lease. kube-scheduler binds
+// pods; the VMs run them (the operator's device-plugin DaemonSet in process on each VM's fake TPU
+// tree, registering with the VM's kubelet), and the admission webhook runs in process, registered
+// by deploy/webhook's configurations: seed 000's workload (deploy/examples/tpu-workload.yaml),
+// applied with kubectl, runs on the slice with its chips and its variables.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -14,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,9 +40,11 @@
 #include "src/kube/yaml.h"
 #include "src/localcluster/localcluster.h"
 #include "src/net/http.h"
+#include "src/net/pki.h"
 #include "src/tpu/api.h"
 #include "src/tpu/internal/device_plugin.h"
 #include "src/tpu/operator.h"
+#include "src/webhook/webhook.h"
 
 namespace hyperslice::tpu {
 namespace {
@@ -187,6 +195,7 @@ class TpuSliceE2eTest : public ::testing::Test {
     localcluster::Options lo;
     lo.controller_manager = true;
     lo.kubeadm_bootstrap = true;
+    lo.scheduler = true;
     lo.extra_controller_manager_flags = {"--node-monitor-grace-period=8s",
                                          "--node-monitor-period=1s"};
     auto cluster = localcluster::LocalCluster::Start(lo);
@@ -212,6 +221,7 @@ class TpuSliceE2eTest : public ::testing::Test {
                     {"kind", "Namespace"},
                     {"metadata", json::object{{"name", kDevicePluginNs}}}};
     ASSERT_TRUE(client_->Create(kube::resources::Namespaces(), "", ns).ok());
+    StartWebhook();
 
     sim::gce::Options so;
     so.projects = {kProject};
@@ -241,6 +251,7 @@ class TpuSliceE2eTest : public ::testing::Test {
     fo.agent.node_status_report_interval = 5s;
     fo.agent.retry_interval = 200ms;
     fo.agent.metadata_wait = 1s;
+    fo.agent.run_pods = true;
     auto fleet = sim::kubelet::Fleet::Start(fo);
     ASSERT_TRUE(fleet.ok()) << fleet.error().ToString();
     fleet_ = std::move(*fleet);
@@ -298,6 +309,9 @@ class TpuSliceE2eTest : public ::testing::Test {
     nodes_.reset();
     secrets_.reset();
     fleet_.reset();
+    if (webhook_) webhook_->Stop(500ms);
+    webhook_.reset();
+    if (!webhook_dir_.empty()) std::filesystem::remove_all(webhook_dir_);
     compute_.reset();
     sim_.reset();
     client_.reset();
@@ -322,6 +336,77 @@ class TpuSliceE2eTest : public ::testing::Test {
       }
     }
     return out;
+  }
+
+  // The webhook in process, registered by deploy/webhook's own configurations (URL clientConfig).
+  void StartWebhook() {
+    webhook_dir_ = std::filesystem::temp_directory_path() /
+                   ("hs-tpu-slice-webhook-" + std::to_string(getpid()));
+    std::filesystem::create_directories(webhook_dir_);
+    auto ca = net::pki::MakeCa("tpu-slice-e2e-webhook-ca");
+    ASSERT_TRUE(ca.ok());
+    auto pair = net::pki::Issue(
+        *ca, {.common_name = "webhook", .ip_addresses = {"127.0.0.1"}, .server = true});
+    ASSERT_TRUE(pair.ok());
+    std::ofstream(webhook_dir_ + "/tls.crt") << pair->cert_pem;
+    std::ofstream(webhook_dir_ + "/tls.key") << pair->key_pem;
+    webhook::ServerOptions o;
+    o.tls_cert_file = webhook_dir_ + "/tls.crt";
+    o.tls_key_file = webhook_dir_ + "/tls.key";
+    o.source = webhook::NewInformerObjectSource(client_, 20s);
+    auto server = webhook::Server::Start(std::move(o));
+    ASSERT_TRUE(server.ok()) << server.error().ToString();
+    webhook_ = std::move(*server);
+    Status registered = webhook::RegisterConfigurations(
+        *client_, std::string(HS_DEPLOY_DIR) + "/webhook/base/webhooks.yaml",
+        "https://127.0.0.1:" + std::to_string(webhook_->port()), ca->cert_pem);
+    ASSERT_TRUE(registered.ok()) << registered.error().ToString();
+  }
+
+  // deploy/examples/<file> with the variables of deploy/examples/<env>, as envsubst writes it.
+  static std::string Substituted(const std::string& file, const std::string& env) {
+    std::map<std::string, std::string> vars;
+    std::ifstream envf(std::string(HS_DEPLOY_DIR) + "/examples/" + env);
+    for (std::string line; std::getline(envf, line);) {
+      auto eq = line.find('=');
+      if (!line.empty() && line[0] != '#' && eq != std::string::npos)
+        vars[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    std::ifstream in(std::string(HS_DEPLOY_DIR) + "/examples/" + file);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string out;
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (text[i] != '$') {
+        out += text[i];
+        continue;
+      }
+      size_t end = i + 1;
+      while (end < text.size() &&
+             (std::isalnum(static_cast<unsigned char>(text[end])) != 0 || text[end] == '_'))
+        ++end;
+      out += vars[text.substr(i + 1, end - i - 1)];
+      i = end - 1;
+    }
+    return out;
+  }
+
+  // `kubectl logs`: a simulated container prints its environment, KEY=VALUE per line.
+  std::map<std::string, std::string> PodEnv(const std::string& pod) {
+    auto [rc, out] = Shell(kubectl_ + "logs -n default " + pod);
+    std::map<std::string, std::string> env;
+    if (rc != 0) return env;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      auto eq = line.find('=');
+      if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    return env;
+  }
+
+  std::string Allocatable(const std::string& node) {
+    auto n = client_->Get(kube::resources::Nodes(), "", node);
+    if (!n.ok()) return "";
+    return Str(n->at("status").at("allocatable").as_object(), kTpuResourceName);
   }
 
   std::optional<kube::Condition> GroupCondition(const std::string& type) {
@@ -357,6 +442,8 @@ class TpuSliceE2eTest : public ::testing::Test {
   std::unique_ptr<sim::gce::Simulator> sim_;
   std::shared_ptr<gce::Compute> compute_;
   std::unique_ptr<sim::kubelet::Fleet> fleet_;
+  std::unique_ptr<webhook::Server> webhook_;
+  std::string webhook_dir_;
   std::unique_ptr<kube::Manager> mgr_;
   std::thread mgr_thread_;
   std::unique_ptr<Follower> secrets_, nodes_;
@@ -406,7 +493,8 @@ TEST_F(TpuSliceE2eTest, SeedExampleJoinsForRealSurvivesAHostFailureAndTearsDown)
     auto node = client_->Get(kube::resources::Nodes(), "", name);
     ASSERT_TRUE(node.ok()) << name;
     EXPECT_EQ(Str(node->at("spec").as_object(), "providerID"), ProviderId(kProject, kZone, name));
-    EXPECT_EQ(Str(node->at("status").at("capacity").as_object(), kTpuResourceName), "4");
+    // google.com/tpu from the device plugin the DaemonSet runs on the VM.
+    EXPECT_TRUE(Eventually([&] { return Allocatable(name) == "4"; }, 60s)) << Allocatable(name);
     EXPECT_EQ(NodeReady(name), "True");
     // Labels and taint, by the operator.
     ASSERT_TRUE(Eventually(
@@ -466,6 +554,68 @@ TEST_F(TpuSliceE2eTest, SeedExampleJoinsForRealSurvivesAHostFailureAndTearsDown)
   for (const auto& e : events->items)
     for (const auto& t : tokens)
       EXPECT_EQ(json::serialize(e).find(t.substr(7)), std::string::npos) << "token in an Event";
+
+  // 3b. Seed 000's workload, applied with kubectl: one pod per host with all four chips, the
+  //     webhook's TPU_WORKER_ID/TPU_WORKER_HOSTNAMES, and every variable the seed sets as written.
+  std::string workload = std::filesystem::temp_directory_path() /
+                         ("hs-tpu-slice-workload-" + std::to_string(getpid()) + ".yaml");
+  std::ofstream(workload) << Substituted("tpu-workload.yaml", "tpu7x-2x2x2.env");
+  auto [arc, aout] = Shell(kubectl_ + "apply -f " + workload);
+  std::filesystem::remove(workload);
+  ASSERT_EQ(arc, 0) << aout;
+  auto [prc, pout] = Shell(kubectl_ +
+                           "wait --for=condition=Ready pod/tpu-worker-v7x-0 pod/tpu-worker-v7x-1 "
+                           "-n default --timeout=120s");
+  ASSERT_EQ(prc, 0) << pout << Shell(kubectl_ + "get pods -A -o wide").second;
+  std::set<std::string> pod_nodes;
+  for (int i = 0; i < 2; ++i) {
+    std::string pod = "tpu-worker-v7x-" + std::to_string(i);
+    auto p = client_->Get(kube::resources::Pods(), "default", pod);
+    ASSERT_TRUE(p.ok());
+    pod_nodes.insert(Str(p->at("spec").as_object(), "nodeName"));
+    auto env = PodEnv(pod);
+    EXPECT_EQ(env["TPU_WORKER_ID"], std::to_string(i)) << pod;
+    EXPECT_EQ(env["TPU_WORKER_HOSTNAMES"],
+              "tpu-worker-v7x-0.tpu-svc-v7x,tpu-worker-v7x-1.tpu-svc-v7x")
+        << pod;
+    EXPECT_EQ(env["TPU_VISIBLE_CHIPS"], "0,1,2,3") << pod;  // the device plugin's Allocate
+    // As the seed wrote them (the webhook would compute tpu7x-16 for TPU_ACCELERATOR_TYPE).
+    EXPECT_EQ(env["TPU_ACCELERATOR_TYPE"], "tpu7x-4") << pod;
+    EXPECT_EQ(env["TPU_TOPOLOGY"], "2x2x2") << pod;
+    EXPECT_EQ(env["TPU_HOST_BOUNDS"], "1,1,2") << pod;
+    EXPECT_EQ(env["TPU_CHIPS_PER_HOST_BOUNDS"], "2,2,1") << pod;
+    EXPECT_EQ(env["K8S_POD_NAME"], pod);
+    EXPECT_EQ(env["NODE_IP"].rfind("127.", 0), 0u) << env["NODE_IP"];
+  }
+  EXPECT_EQ(pod_nodes, std::set<std::string>(names.begin(), names.end()));
+
+  // 3c. A chip of one host is lost: its Node's allocatable drops to 3, and the slice is not
+  //     Ready, naming the node. The chip back: Ready again.
+  {
+    const std::string host = names[1];
+    auto agent = fleet_->agent(kProject, kZone, host);
+    ASSERT_TRUE(agent.has_value());
+    const std::string chip = agent->agent.vm_root + "/dev/accel2";
+    ASSERT_EQ(::unlink(chip.c_str()), 0);
+    EXPECT_TRUE(Eventually([&] { return Allocatable(host) == "3"; }, 5s)) << Allocatable(host);
+    ASSERT_TRUE(Eventually(
+        [&] {
+          auto c = GroupCondition(kCondReady);
+          return c && c->status == "False" && c->reason == "TPUChipsUnavailable" &&
+                 c->message.find(host) != std::string::npos &&
+                 c->message.find("3 of 4") != std::string::npos;
+        },
+        30s))
+        << DescribeGroup();
+    std::ofstream(chip).flush();
+    ASSERT_TRUE(Eventually(
+        [&] {
+          auto c = GroupCondition(kCondReady);
+          return c && c->status == "True";
+        },
+        30s))
+        << DescribeGroup();
+  }
 
   // 4. One host dies (the VM stops): its Node goes silent, kube-controller-manager marks it
   //    Unknown, the group is not Ready and names it. Restored: Ready again.

@@ -3,6 +3,8 @@
 // LocalCluster with kubeadm's join objects, and the GCE simulator reached over HTTP by the real
 // GCE client. The test plays the operator's part by hand: a bootstrap token Secret and the join
 // values in the VM's metadata.
+#include <unistd.h>
+
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -21,6 +23,7 @@
 #include "src/kube/client.h"
 #include "src/localcluster/localcluster.h"
 #include "src/net/http.h"
+#include "src/tpu/internal/device_plugin.h"
 
 namespace hyperslice::sim::kubelet {
 namespace {
@@ -84,6 +87,7 @@ class SimKubeletTest : public ::testing::Test {
     localcluster::Options lo;
     lo.controller_manager = true;
     lo.kubeadm_bootstrap = true;
+    lo.scheduler = true;  // the pod tests: pods are bound to the simulated VMs
     lo.extra_controller_manager_flags = {"--node-monitor-grace-period=8s",
                                          "--node-monitor-period=1s"};
     auto cluster = localcluster::LocalCluster::Start(lo);
@@ -119,9 +123,19 @@ class SimKubeletTest : public ::testing::Test {
     fo.agent.node_status_report_interval = milliseconds(5000);
     fo.agent.retry_interval = milliseconds(200);
     fo.agent.metadata_wait = seconds(1);
+    // VMs of MIGs named pods-* run their pods (a second fleet); the others only join.
+    auto running_pods = [](const std::string&, const std::string&, const std::string& name,
+                           const std::string&) { return name.rfind("pods-", 0) == 0; };
+    fo.filter = [running_pods](const std::string& p, const std::string& z, const std::string& n,
+                               const std::string& m) { return !running_pods(p, z, n, m); };
     auto fleet = Fleet::Start(fo);
     ASSERT_TRUE(fleet.ok()) << fleet.error().ToString();
     fleet_ = std::move(fleet).value().release();
+    fo.filter = running_pods;
+    fo.agent.run_pods = true;
+    auto pod_fleet = Fleet::Start(fo);
+    ASSERT_TRUE(pod_fleet.ok()) << pod_fleet.error().ToString();
+    pod_fleet_ = std::move(pod_fleet).value().release();
 
     // One instance template for every group of the suite.
     json::object tmpl = json::parse(R"json({
@@ -143,6 +157,7 @@ class SimKubeletTest : public ::testing::Test {
   }
 
   static void TearDownTestSuite() {
+    delete pod_fleet_;
     delete fleet_;
     delete compute_;
     delete sim_;
@@ -221,6 +236,7 @@ class SimKubeletTest : public ::testing::Test {
 
   std::optional<AgentState> AgentOf(const std::string& vm) {
     auto a = fleet_->agent(kProject, kZone, vm);
+    if (!a) a = pod_fleet_->agent(kProject, kZone, vm);
     if (!a) return std::nullopt;
     return a->agent;
   }
@@ -267,11 +283,11 @@ class SimKubeletTest : public ::testing::Test {
   std::string CaHash() { return OpensslCaHash(cluster_->ca_cert_path()); }
 
   // Creates a VM, a token and the metadata, and waits for the agent to run.
-  std::string JoinedVm(const std::string& mig) {
+  std::string JoinedVm(const std::string& mig, const std::string& kube_labels = "") {
     std::string vm = CreateVm(mig);
     if (vm.empty()) return vm;
     Token t = CreateBootstrapToken();
-    SetJoinMetadata(vm, t, CaHash());
+    SetJoinMetadata(vm, t, CaHash(), kube_labels);
     EXPECT_TRUE(Eventually([&] { return AgentPhase(vm, Phase::kRunning); }, seconds(60)))
         << vm << " phase " << (AgentOf(vm) ? PhaseName(AgentOf(vm)->phase) : "none") << ": "
         << (AgentOf(vm) ? AgentOf(vm)->message : "");
@@ -283,6 +299,7 @@ class SimKubeletTest : public ::testing::Test {
   static gce::Simulator* sim_;
   static hyperslice::gce::Compute* compute_;
   static Fleet* fleet_;
+  static Fleet* pod_fleet_;
   static std::string template_link_;
 };
 
@@ -291,6 +308,7 @@ std::shared_ptr<kube::Client>* SimKubeletTest::admin_ = nullptr;
 gce::Simulator* SimKubeletTest::sim_ = nullptr;
 hyperslice::gce::Compute* SimKubeletTest::compute_ = nullptr;
 Fleet* SimKubeletTest::fleet_ = nullptr;
+Fleet* SimKubeletTest::pod_fleet_ = nullptr;
 std::string SimKubeletTest::template_link_;
 
 TEST_F(SimKubeletTest, VmJoinsThroughBootstrapTokenAndTlsBootstrap) {
@@ -338,6 +356,12 @@ TEST_F(SimKubeletTest, VmJoinsThroughBootstrapTokenAndTlsBootstrap) {
   const json::object& status = (*node)["status"].as_object();
   EXPECT_EQ(Str(status.at("capacity").as_object(), "google.com/tpu"), "4");
   EXPECT_EQ(Str(status.at("allocatable").as_object(), "google.com/tpu"), "4");
+  // Its address is the VM's own loopback address, never the GCE networkIP.
+  const json::array& addresses = status.at("addresses").as_array();
+  ASSERT_FALSE(addresses.empty());
+  EXPECT_EQ(Str(addresses[0].as_object(), "type"), "InternalIP");
+  EXPECT_EQ(Str(addresses[0].as_object(), "address"), AgentOf(vm)->address);
+  EXPECT_EQ(AgentOf(vm)->address.rfind("127.", 0), 0u) << AgentOf(vm)->address;
 
   // The Lease is renewed.
   std::string first = LeaseRenewTime(vm);
@@ -572,6 +596,151 @@ TEST(SimulatorInstanceEvents, ReportCreationStatusChangesDeletionAndStopAfterUns
   EXPECT_EQ(Str(*got, "status"), "TERMINATED");
   EXPECT_FALSE(Eventually([&] { return seen().size() != before; }, milliseconds(300)));
   (*sim)->Stop();
+}
+
+// The pods bound to a VM run as a kubelet runs them, with the real device-plugin protocol: the
+// operator's device-plugin DaemonSet (KCM's daemonset controller, kube-scheduler) runs in process
+// on the VM and registers with the VM's kubelet; the Node's google.com/tpu comes from its
+// ListAndWatch; a pod asking for chips is allocated them through GetPreferredAllocation and
+// Allocate, runs with the plugin's variables and its own, and `kubectl logs` (the apiserver
+// dialling the VM's loopback kubelet API) shows its environment.
+TEST_F(SimKubeletTest, PodsRunWithTheDevicePluginAndChipsAllocated) {
+  std::string vm = JoinedVm(
+      "pods-a",
+      "cloud.google.com/gke-tpu-accelerator=tpu7x,cloud.google.com/gke-tpu-topology=2x2x2");
+  ASSERT_FALSE(vm.empty());
+  // Before the plugin runs the Node has no google.com/tpu at all (a kubelet knows nothing of it).
+  auto node = GetNode(vm);
+  ASSERT_TRUE(node.has_value());
+  EXPECT_EQ(
+      (*node)["status"].as_object().at("allocatable").as_object().if_contains("google.com/tpu"),
+      nullptr);
+
+  auto ds = admin().Create(kube::resources::DaemonSets(), "kube-system",
+                           tpu::internal::DevicePluginDaemonSet("kube-system", "hyperslice:dev"));
+  ASSERT_TRUE(ds.ok()) << ds.error().ToString();
+  auto allocatable = [&](const std::string& name) -> std::string {
+    auto n = GetNode(name);
+    if (!n) return "";
+    return Str((*n)["status"].as_object().at("allocatable").as_object(), "google.com/tpu");
+  };
+  ASSERT_TRUE(Eventually([&] { return allocatable(vm) == "4"; }, seconds(60)))
+      << "allocatable " << allocatable(vm) << ", registrations "
+      << AgentOf(vm)->plugin_registrations;
+  EXPECT_EQ(AgentOf(vm)->plugin_registrations, 1);
+  // The DaemonSet's pod is Running on the VM.
+  auto ds_pods = admin().List(kube::resources::Pods(), "kube-system",
+                              {.field_selector = "spec.nodeName=" + vm});
+  ASSERT_TRUE(ds_pods.ok());
+  ASSERT_EQ(ds_pods->items.size(), 1u);
+  EXPECT_EQ(Str(ds_pods->items[0]["status"].as_object(), "phase"), "Running");
+
+  // A workload pod: four chips, its own variables (one the plugin also sets), a fieldRef and an
+  // expansion.
+  json::object pod = json::parse(R"json({
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "worker", "namespace": "default", "labels": {"app": "w"}},
+    "spec": {
+      "terminationGracePeriodSeconds": 1,
+      "containers": [{
+        "name": "main", "image": "example.com/tpu-job:1",
+        "env": [{"name": "TPU_PROCESS_BOUNDS", "value": "9,9,9"},
+                {"name": "MY_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                {"name": "MY_APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+                {"name": "GREETING", "value": "hello $(MY_POD)"}],
+        "resources": {"limits": {"google.com/tpu": "2"}}}]}})json")
+                         .as_object();
+  pod["spec"].as_object()["nodeSelector"] = json::object{{"kubernetes.io/hostname", vm}};
+  ASSERT_TRUE(admin().Create(kube::resources::Pods(), "default", pod).ok());
+  auto phase = [&](const std::string& name) -> std::string {
+    auto p = admin().Get(kube::resources::Pods(), "default", name);
+    if (!p.ok()) return "gone";
+    return Str((*p)["status"].as_object(), "phase");
+  };
+  ASSERT_TRUE(Eventually([&] { return phase("worker") == "Running"; }, seconds(30)))
+      << phase("worker");
+  auto running = admin().Get(kube::resources::Pods(), "default", "worker");
+  ASSERT_TRUE(running.ok());
+  const json::object& pst = (*running)["status"].as_object();
+  EXPECT_EQ(Str(pst, "hostIP"), AgentOf(vm)->address);
+  EXPECT_EQ(Str(pst, "podIP").rfind("127.", 0), 0u);
+  const json::object& cs = pst.at("containerStatuses").as_array()[0].as_object();
+  EXPECT_FALSE(Str(cs.at("state").as_object().at("running").as_object(), "startedAt").empty());
+  int ready = 0;
+  for (const auto& c : pst.at("conditions").as_array())
+    ready += Str(c.as_object(), "status") == "True" ? 1 : 0;
+  EXPECT_EQ(ready,
+            5);  // PodScheduled, PodReadyToStartContainers, Initialized, ContainersReady, Ready
+
+  // kubectl logs: the apiserver reaches the VM's kubelet API at its loopback InternalIP.
+  auto logs = admin().Raw("GET", "/api/v1/namespaces/default/pods/worker/log?container=main");
+  ASSERT_TRUE(logs.ok()) << logs.error().ToString();
+  ASSERT_EQ(logs->status, 200) << logs->body;
+  const std::string& out = logs->body;
+  // Two chips of four, contiguous on one NUMA node (GetPreferredAllocation), with the plugin's
+  // sub-host bounds; the bound the user set wins over the plugin's.
+  EXPECT_NE(out.find("TPU_VISIBLE_CHIPS=0,1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("TPU_CHIPS_PER_PROCESS_BOUNDS=1,2,1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("TPU_PROCESS_BOUNDS=9,9,9\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("TPU_PROCESS_BOUNDS=1,1,1"), std::string::npos) << out;
+  EXPECT_NE(out.find("MY_POD=worker\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("MY_APP=w\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("GREETING=hello worker\n"), std::string::npos) << out;
+
+  // More chips than the VM has: the scheduler keeps it Pending and says why.
+  json::object big = pod;
+  big["metadata"].as_object()["name"] = "too-big";
+  big["spec"].as_object()["containers"].as_array()[0].as_object()["resources"] =
+      json::object{{"limits", json::object{{"google.com/tpu", "5"}}}};
+  ASSERT_TRUE(admin().Create(kube::resources::Pods(), "default", big).ok());
+  std::string reason;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto p = admin().Get(kube::resources::Pods(), "default", "too-big");
+        if (!p.ok()) return false;
+        auto* conds = (*p)["status"].as_object().if_contains("conditions");
+        if (conds == nullptr) return false;
+        for (const auto& c : conds->as_array())
+          if (Str(c.as_object(), "type") == "PodScheduled" &&
+              Str(c.as_object(), "status") == "False") {
+            reason = Str(c.as_object(), "message");
+            return true;
+          }
+        return false;
+      },
+      seconds(30)));
+  EXPECT_NE(reason.find("Insufficient google.com/tpu"), std::string::npos) << reason;
+  EXPECT_EQ(phase("too-big"), "Pending");
+
+  // A chip disappears from the VM: the plugin sees it, the kubelet reports allocatable 3 at once.
+  auto removed_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(::unlink((AgentOf(vm)->vm_root + "/dev/accel3").c_str()), 0);
+  ASSERT_TRUE(Eventually([&] { return allocatable(vm) == "3"; }, seconds(5)));
+  auto took =
+      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - removed_at);
+  std::printf("chip removed -> Node allocatable 3 in %lld ms\n",
+              static_cast<long long>(took.count()));
+  EXPECT_LT(took.count(), 1000);
+  node = GetNode(vm);
+  EXPECT_EQ(Str((*node)["status"].as_object().at("capacity").as_object(), "google.com/tpu"), "4");
+
+  // Deleted: the kubelet frees the chips and makes the final delete; the three healthy chips
+  // left are all free again, so a pod asking for three runs.
+  ASSERT_TRUE(admin().Delete(kube::resources::Pods(), "default", "worker").ok());
+  ASSERT_TRUE(Eventually([&] { return phase("worker") == "gone"; }, seconds(30)));
+  ASSERT_TRUE(admin().Delete(kube::resources::Pods(), "default", "too-big").ok());
+  json::object three = pod;
+  three["metadata"].as_object()["name"] = "three";
+  three["spec"].as_object()["containers"].as_array()[0].as_object()["resources"] =
+      json::object{{"limits", json::object{{"google.com/tpu", "3"}}}};
+  ASSERT_TRUE(admin().Create(kube::resources::Pods(), "default", three).ok());
+  ASSERT_TRUE(Eventually([&] { return phase("three") == "Running"; }, seconds(30)))
+      << phase("three");
+  ASSERT_TRUE(admin().Delete(kube::resources::Pods(), "default", "three").ok());
+  ASSERT_TRUE(admin()
+                  .Delete(kube::resources::DaemonSets(), "kube-system",
+                          tpu::internal::kDevicePluginDaemonSetName)
+                  .ok());
 }
 
 }  // namespace
