@@ -105,6 +105,7 @@ std::vector<std::string> CandidateAddresses(const std::string& seed) {
   rng.discard(static_cast<unsigned long long>(::getpid()) % 1000);
   std::uniform_int_distribution<int> a(16, 250), b(0, 255);
   std::vector<std::string> out;
+  out.reserve(32);
   for (int i = 0; i < 32; ++i)
     out.push_back("127." + std::to_string(a(rng)) + "." + std::to_string(b(rng)) + ".1");
   return out;
@@ -163,7 +164,12 @@ class PodRuntimeImpl final : public PodRuntime {
     std::lock_guard lock(mu_);
     std::map<std::string, ContainerRecord> out;
     for (const auto& [key, p] : running_)
-      for (const auto& [c, rec] : p.containers) out[key + "/" + c] = rec;
+      for (const auto& [c, rec] : p.containers) {
+        std::string k = key;
+        k += '/';
+        k += c;
+        out[k] = rec;
+      }
     return out;
   }
 
@@ -210,8 +216,8 @@ class PodRuntimeImpl final : public PodRuntime {
         so.tls =
             net::ServerTlsFiles{(dir / "kubelet.crt").string(), (dir / "kubelet.key").string()};
         auto server = net::HttpServer::Start(
-            so, [this](const net::ServerRequest& r, std::shared_ptr<net::Responder> w) {
-              HandleKubeletApi(r, std::move(w));
+            so, [this](const net::ServerRequest& r, const std::shared_ptr<net::Responder>& w) {
+              HandleKubeletApi(r, w);
             });
         if (server.ok()) {
           server_ = std::move(*server);
@@ -259,8 +265,12 @@ class PodRuntimeImpl final : public PodRuntime {
                   text);
           return;
         }
-        for (const auto& [k, v] : it->second.containers.at(parts[2]).env)
-          body += k + "=" + v + "\n";
+        for (const auto& [k, v] : it->second.containers.at(parts[2]).env) {
+          body += k;
+          body += '=';
+          body += v;
+          body += '\n';
+        }
       }
       std::string tail = r.Query("tailLines");
       if (!tail.empty()) {
@@ -430,11 +440,11 @@ class PodRuntimeImpl final : public PodRuntime {
       // GenerateRunContainerOptions order); a name set twice keeps the later value.
       std::vector<std::pair<std::string, std::string>> all = device_env;
       all.insert(all.end(), env->begin(), env->end());
-      for (const auto& [k, v] : all) {
+      for (const auto& kv : all) {
         auto same = std::find_if(rec.env.begin(), rec.env.end(),
-                                 [&](const auto& e) { return e.first == k; });
+                                 [&kv](const auto& e) { return e.first == kv.first; });
         if (same != rec.env.end()) rec.env.erase(same);
-        rec.env.emplace_back(k, v);
+        rec.env.push_back(kv);
       }
       if (auto plugin = MaybeStartPlugin(c); plugin.ok() && *plugin) {
         p.plugin = std::move(*plugin);

@@ -133,7 +133,7 @@ inline Status OkStatus() { return {}; }
 // `HS_ASSIGN_OR_RETURN(auto x, Foo());` binds the value or returns the error.
 #define HS_ASSIGN_OR_RETURN(lhs, expr) \
   HS_ASSIGN_OR_RETURN_IMPL_(HS_CONCAT_(hs_result_, __LINE__), lhs, expr)
-#define HS_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)              \
-  auto tmp = (expr);                                           \
-  if (!tmp.ok()) return ::hyperslice::Unexpected(tmp.error()); \
-  lhs = std::move(tmp).value()
+#define HS_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)                           \
+  auto tmp = (expr);                                           /* NOLINT */ \
+  if (!tmp.ok()) return ::hyperslice::Unexpected(tmp.error()); /* NOLINT */ \
+  lhs = std::move(tmp).value()  // NOLINT(bugprone-macro-parentheses): lhs is a declaration

@@ -52,7 +52,7 @@ class Runnable {
   virtual bool Ready() const { return true; }
   // Called by the Manager before Start() with a predicate that is false as soon as this process
   // may no longer be the leader; a runnable checks it before each unit of work.
-  virtual void SetLeaderGate(std::function<bool()> /*gate*/) {}
+  virtual void SetLeaderGate(std::function<bool()> /*gate*/) {}  // NOLINT: overrides keep it
 };
 
 struct ManagerOptions {

@@ -63,7 +63,7 @@ class HttpServer {
     uint16_t port = 0;  // 0 picks a free port; see port()
     int threads = 1;
     std::optional<ServerTlsFiles> tls;
-    size_t max_body_bytes = 8 * 1024 * 1024;  // larger bodies get 413
+    size_t max_body_bytes = size_t{8} * 1024 * 1024;  // larger bodies get 413
     std::chrono::milliseconds idle_timeout{60000};
     std::chrono::milliseconds read_timeout{30000};  // header+body of one request
   };

@@ -473,6 +473,7 @@ TEST_F(TpuSliceE2eTest, SeedExampleJoinsForRealSurvivesAHostFailureAndTearsDown)
   auto vms = Instances();
   ASSERT_EQ(vms.size(), 2u);
   std::vector<std::string> names;
+  names.reserve(vms.size());
   for (const auto& vm : vms) names.push_back(Str(vm, "name"));
   auto csrs = client_->List(kube::resources::CertificateSigningRequests(), "");
   ASSERT_TRUE(csrs.ok());
