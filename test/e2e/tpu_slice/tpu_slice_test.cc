@@ -59,33 +59,6 @@ constexpr char kReservation[] = "my-tpu-reservation";
 constexpr char kDevicePluginNs[] = "tpu-node-group";
 constexpr char kGroup[] = "my-tpu-node-group";
 
-// Seed 000's example TPUNodeGroup with its variables substituted (PROJECT=my-gcp-project,
-// ZONE=us-central1-c, RESERVATION_NAME=my-tpu-reservation, TOPOLOGY=2x2x2, NODE_COUNT=2,
-// CONTROL_PLANE_IP=10.128.0.2, NAMESPACE=default, MACHINE_TYPE=tpu7x-standard-4t, ...).
-constexpr char kSeedExample[] = R"(apiVersion: tpu.google.com/v1alpha1
-kind: TPUNodeGroup
-metadata:
-  name: my-tpu-node-group
-  namespace: default
-spec:
-  project: my-gcp-project
-  nodeLocation: us-central1-c
-  nodeCount: 2
-  acceleratorConnectionMode: "STATIC"
-  topology: 2x2x2
-  targetSizePolicyMode: "BULK" # Required in latest versions
-  instanceConfig:
-    machineType: tpu7x-standard-4t
-    provisioningModel: "RESERVATION_BOUND"
-    reservation: my-tpu-reservation
-    image: projects/ubuntu-os-accelerator-images/global/images/ubuntu-accel-2404-amd64-tpu-tpu7x-v20260320
-    subnetwork: projects/my-gcp-project/regions/us-central1/subnetworks/default # Required if network is in custom mode
-    bootDiskSizeGB: 100
-  bootstrapKubernetes:
-    version: "1.31"
-    controlPlaneIP: 10.128.0.2
-)";
-
 bool Eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -457,10 +430,11 @@ class TpuSliceE2eTest : public ::testing::Test {
 };
 
 TEST_F(TpuSliceE2eTest, SeedExampleJoinsForRealSurvivesAHostFailureAndTearsDown) {
-  // 1. The seed's example, applied as a user would.
+  // 1. The seed's example as deploy/examples ships it, with tpu7x-2x2x2.env's values
+  //    (envsubst), applied as a user would.
   std::string file = std::filesystem::temp_directory_path() /
                      ("hs-tpu-slice-e2e-" + std::to_string(getpid()) + ".yaml");
-  std::ofstream(file) << kSeedExample;
+  std::ofstream(file) << Substituted("tpunodegroup.yaml", "tpu7x-2x2x2.env");
   auto [rc, out] = Shell(kubectl_ + "apply -f " + file);
   std::filesystem::remove(file);
   ASSERT_EQ(rc, 0) << out;
