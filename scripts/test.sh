@@ -121,9 +121,11 @@ fi
 if [[ ${HS_TEST_QUICK:-0} != 1 ]]; then
   # The runtime's tests (src/base, src/net, src/kube): test/CMakeLists.txt defines the
   # runtime_tests target and lists their ctest names in runtime_tests.txt.
-  # ASan+UBSan also covers the GCE client (against the simulator) and the TPU unit tests.
-  for san in "address,undefined:build-asan:^(net|kube.*|base|gce|tpu|gpu.*|sim_market)\$" \
-    "thread:build-tsan:^(net|kube.*|base|deviceplugin)\$"; do
+  # ASan+UBSan also covers the GCE client (against the simulator), the TPU unit tests, the GPU
+  # modules and the simulated VMs; TSan the device plugin and the simulated VMs (their kubelet side
+  # of the device-plugin API and pod runtime).
+  for san in "address,undefined:build-asan:^(net|kube.*|base|gce|tpu|gpu.*|sim_market|sim_kubelet)\$" \
+    "thread:build-tsan:^(net|kube.*|base|deviceplugin|sim_kubelet)\$"; do
     kind=${san%%:*}
     rest=${san#*:}
     dir=${rest%%:*}

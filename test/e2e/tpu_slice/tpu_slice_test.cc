@@ -31,6 +31,7 @@
 
 #include "sim/gce/simulator.h"
 #include "sim/kubelet/fleet.h"
+#include "src/base/base64.h"
 #include "src/base/log.h"
 #include "src/gce/auth.h"
 #include "src/gce/compute.h"
@@ -293,22 +294,8 @@ class TpuSliceE2eTest : public ::testing::Test {
   }
 
   static std::string Decode(const std::string& b64) {
-    static const std::string kA =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    std::string out;
-    unsigned acc = 0;
-    int bits = 0;
-    for (char c : b64) {
-      auto pos = kA.find(c);
-      if (pos == std::string::npos) continue;
-      acc = (acc << 6) | static_cast<unsigned>(pos);
-      bits += 6;
-      if (bits >= 8) {
-        bits -= 8;
-        out += static_cast<char>((acc >> bits) & 0xff);
-      }
-    }
-    return out;
+    auto decoded = Base64Decode(b64, "secret data");
+    return decoded.ok() ? *decoded : std::string();
   }
 
   // The webhook in process, registered by deploy/webhook's own configurations (URL clientConfig).

@@ -1,4 +1,7 @@
-// ThreadSanitizer defaults for deviceplugin_unit_test; compiled to nothing without TSan.
+// ThreadSanitizer defaults for the test binaries that use gRPC (deviceplugin_unit_test, the
+// simulated VMs' tests: their kubelet side of the device-plugin API); compiled to nothing without
+// TSan. Listed in each such executable's sources (a static library member would not be linked:
+// nothing references the hook).
 //
 // Debian's gRPC (libgrpc, libgrpc++, libgpr) and its dependencies (Abseil, protobuf, upb, c-ares,
 // RE2) are not built with -fsanitize=thread. Their locks (absl::Mutex, futex-based) are invisible
