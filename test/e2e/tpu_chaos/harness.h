@@ -35,6 +35,7 @@
 #include "src/kube/yaml.h"
 #include "src/net/http.h"
 #include "src/tpu/api.h"
+#include "test/testenv/eventually.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::tpu::chaos {
@@ -49,16 +50,7 @@ inline constexpr char kStockoutZone[] = "us-central1-b";
 inline constexpr char kZone[] = "us-central1-c";
 inline constexpr char kOperatorNs[] = "tpu-node-group";
 
-// Polls `cond` every `every` until it holds or `timeout` passes.
-inline bool Eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout,
-                       std::chrono::milliseconds every = 50ms) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(every);
-  }
-  return cond();
-}
+using testenv::Eventually;  // polls a condition until it holds or the timeout passes
 
 using kube::YamlToJson;
 

@@ -46,6 +46,7 @@
 #include "src/tpu/internal/device_plugin.h"
 #include "src/tpu/operator.h"
 #include "src/webhook/webhook.h"
+#include "test/testenv/eventually.h"
 
 namespace hyperslice::tpu {
 namespace {
@@ -60,14 +61,7 @@ constexpr char kReservation[] = "my-tpu-reservation";
 constexpr char kDevicePluginNs[] = "tpu-node-group";
 constexpr char kGroup[] = "my-tpu-node-group";
 
-bool Eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(100ms);
-  }
-  return cond();
-}
+using testenv::Eventually;  // polls a condition until it holds or the timeout passes
 
 std::pair<int, std::string> Shell(const std::string& cmd) {
   std::string out;

@@ -15,6 +15,7 @@
 #include "sim/gce/simulator.h"
 #include "src/gce/compute.h"
 #include "src/net/http.h"
+#include "test/testenv/eventually.h"
 
 namespace hyperslice::gce::testing {
 
@@ -64,16 +65,7 @@ class Control {
   std::shared_ptr<net::HttpClient> http_;
 };
 
-// Polls `cond` every 20 ms until it holds or `timeout` passes (a condition, not a fixed sleep).
-inline bool Eventually(const std::function<bool()>& cond,
-                       std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return cond();
-}
+using testenv::Eventually;  // polls a condition until it holds or the timeout passes
 
 class SimTest : public ::testing::Test {
  protected:

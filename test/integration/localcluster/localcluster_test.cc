@@ -25,6 +25,7 @@
 #include <gtest/gtest.h>
 
 #include "src/localcluster/localcluster.h"
+#include "test/testenv/eventually.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::localcluster {
@@ -98,16 +99,7 @@ std::string Unique(const std::string& prefix) {
   return prefix + "-" + std::to_string(getpid()) + "-" + std::to_string(n++);
 }
 
-// Polls `probe` until it returns true or `timeout` passes (a condition wait, not a timing check).
-template <typename F>
-bool Eventually(F probe, std::chrono::seconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (probe()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  }
-  return probe();
-}
+using testenv::Eventually;  // polls a condition until it holds or the timeout passes
 
 TEST(SharedCluster, KubectlReadsReadyzAndCreatesNamespace) {
   LocalCluster& c = testenv::Cluster();

@@ -13,6 +13,7 @@
 
 #include "sim/gce/simulator.h"
 #include "src/net/http.h"
+#include "test/testenv/eventually.h"
 
 namespace hyperslice::sim::gce::testing {
 
@@ -35,6 +36,8 @@ struct Reply {
     return "";
   }
 };
+
+using testenv::Eventually;  // polls a condition until it holds or the timeout passes
 
 class SimTest : public ::testing::Test {
  protected:
@@ -122,17 +125,6 @@ class SimTest : public ::testing::Test {
     }
     ADD_FAILURE() << "operation never finished: " << json::serialize(op);
     return {};
-  }
-
-  // Polls `probe` (every 20 ms, up to `limit`) until it returns true.
-  static bool Eventually(const std::function<bool()>& probe,
-                         std::chrono::milliseconds limit = std::chrono::seconds(20)) {
-    auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (probe()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return probe();
   }
 
   json::object TemplateBody(const std::string& name, const std::string& machine_type,

@@ -24,6 +24,7 @@
 #include "src/localcluster/localcluster.h"
 #include "src/net/http.h"
 #include "src/tpu/internal/device_plugin.h"
+#include "test/testenv/eventually.h"
 
 namespace hyperslice::sim::kubelet {
 namespace {
@@ -36,15 +37,7 @@ constexpr char kProject[] = "my-gcp-project";
 constexpr char kZone[] = "us-central1-c";
 constexpr char kMachineType[] = "tpu7x-standard-4t";
 
-// Polls `cond` until it holds or `timeout` passes (a condition with a deadline, not a sleep).
-bool Eventually(const std::function<bool()>& cond, milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return cond();
-}
+using testenv::Eventually;  // polls a condition until it holds or the timeout passes
 
 std::string Str(const json::object& o, std::string_view k) {
   auto* v = o.if_contains(k);

@@ -24,6 +24,7 @@
 #include "src/net/http.h"
 #include "src/tpu/api.h"
 #include "src/tpu/internal/children.h"
+#include "test/testenv/eventually.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::tpu {
@@ -77,14 +78,7 @@ int64_t IntPath(const json::object& o, const std::string& path) {
   return -1;
 }
 
-bool Eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout = 30s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return cond();
-}
+using testenv::Eventually;  // polls a condition until it holds or the timeout passes
 
 // The simulator's control endpoint.
 class Control {
