@@ -453,10 +453,10 @@ TEST(DevRole, RunsUntilSigintThenStopsEveryProcess) {
   }
   ASSERT_THAT(seen, HasSubstr("Press Ctrl-C"));
   EXPECT_THAT(seen, HasSubstr("export KUBECONFIG=" + work_dir + "/admin.kubeconfig"));
-  // etcd, kube-apiserver and kube-controller-manager run, each naming the work dir (as does
-  // hyperslice itself).
+  // etcd, kube-apiserver, kube-controller-manager and kube-scheduler run, each naming the work
+  // dir (as does hyperslice itself).
   auto running = ProcessesMentioning(work_dir);
-  EXPECT_EQ(running.size(), 4u);
+  EXPECT_EQ(running.size(), 5u);
   EXPECT_EQ(std::count(running.begin(), running.end(), dev), 1);
 
   ASSERT_EQ(kill(dev, SIGINT), 0);
