@@ -47,6 +47,7 @@
 #include <boost/json.hpp>
 
 #include "sim/gce/simulator.h"
+#include "src/base/envsubst.h"
 #include "src/base/log.h"
 #include "src/base/result.h"
 #include "src/cmd/roles.h"
@@ -131,47 +132,10 @@ Result<std::string> ReadText(const std::string& path) {
   return ss.str();
 }
 
-// KEY=VALUE lines of an example's .env file (comments and blank lines skipped).
+// KEY=VALUE lines of an example's .env file.
 Result<std::map<std::string, std::string>> ReadEnvFile(const std::string& path) {
   HS_ASSIGN_OR_RETURN(std::string text, ReadText(path));
-  std::map<std::string, std::string> vars;
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    auto eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    vars[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return vars;
-}
-
-// $VAR and ${VAR} replaced as envsubst does (an unknown variable is an error here).
-Result<std::string> Substitute(const std::string& text,
-                               const std::map<std::string, std::string>& vars) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '$') {
-      out += text[i];
-      continue;
-    }
-    bool braced = i + 1 < text.size() && text[i + 1] == '{';
-    size_t start = i + (braced ? 2 : 1);
-    size_t end = start;
-    while (end < text.size() &&
-           (std::isalnum(static_cast<unsigned char>(text[end])) != 0 || text[end] == '_')) {
-      ++end;
-    }
-    std::string name = text.substr(start, end - start);
-    auto it = vars.find(name);
-    if (name.empty() || it == vars.end()) {
-      return Error::Make(Error::Code::kInvalidArgument,
-                         "the example uses $" + name + ", which its .env file does not set");
-    }
-    out += it->second;
-    i = end - 1 + (braced ? 1 : 0);
-  }
-  return out;
+  return ParseEnvFile(text);
 }
 
 // Every mapping document of a YAML text, as JSON objects; `what` names the text in errors.
@@ -389,7 +353,7 @@ bool RunWorkload(kube::Client& client, const std::string& file,
     Say("hyperslice dev: workload: %s\n", text.error().ToString().c_str());
     return false;
   }
-  auto yaml = Substitute(*text, vars);
+  auto yaml = Envsubst(*text, vars);
   if (!yaml.ok()) {
     Say("hyperslice dev: workload: %s\n", yaml.error().ToString().c_str());
     return false;
@@ -575,7 +539,7 @@ int RunDev(CLI::App&) {
       return 2;
     }
     vars = *env;
-    auto yaml = Substitute(*text, vars);
+    auto yaml = Envsubst(*text, vars);
     if (!yaml.ok()) {
       std::fprintf(stderr, "hyperslice dev: %s\n", yaml.error().ToString().c_str());
       return 2;

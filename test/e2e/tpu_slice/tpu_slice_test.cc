@@ -47,6 +47,7 @@
 #include "src/tpu/operator.h"
 #include "src/webhook/webhook.h"
 #include "test/testenv/eventually.h"
+#include "test/testenv/examples.h"
 
 namespace hyperslice::tpu {
 namespace {
@@ -317,33 +318,6 @@ class TpuSliceE2eTest : public ::testing::Test {
     ASSERT_TRUE(registered.ok()) << registered.error().ToString();
   }
 
-  // deploy/examples/<file> with the variables of deploy/examples/<env>, as envsubst writes it.
-  static std::string Substituted(const std::string& file, const std::string& env) {
-    std::map<std::string, std::string> vars;
-    std::ifstream envf(std::string(HS_DEPLOY_DIR) + "/examples/" + env);
-    for (std::string line; std::getline(envf, line);) {
-      auto eq = line.find('=');
-      if (!line.empty() && line[0] != '#' && eq != std::string::npos)
-        vars[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-    std::ifstream in(std::string(HS_DEPLOY_DIR) + "/examples/" + file);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::string out;
-    for (size_t i = 0; i < text.size(); ++i) {
-      if (text[i] != '$') {
-        out += text[i];
-        continue;
-      }
-      size_t end = i + 1;
-      while (end < text.size() &&
-             (std::isalnum(static_cast<unsigned char>(text[end])) != 0 || text[end] == '_'))
-        ++end;
-      out += vars[text.substr(i + 1, end - i - 1)];
-      i = end - 1;
-    }
-    return out;
-  }
-
   // `kubectl logs`: a simulated container prints its environment, KEY=VALUE per line.
   std::map<std::string, std::string> PodEnv(const std::string& pod) {
     auto [rc, out] = Shell(kubectl_ + "logs -n default " + pod);
@@ -415,7 +389,7 @@ TEST_F(TpuSliceE2eTest, SeedExampleJoinsForRealSurvivesAHostFailureAndTearsDown)
   //    (envsubst), applied as a user would.
   std::string file = std::filesystem::temp_directory_path() /
                      ("hs-tpu-slice-e2e-" + std::to_string(getpid()) + ".yaml");
-  std::ofstream(file) << Substituted("tpunodegroup.yaml", "tpu7x-2x2x2.env");
+  std::ofstream(file) << testenv::Example("tpunodegroup.yaml", "tpu7x-2x2x2.env");
   auto [rc, out] = Shell(kubectl_ + "apply -f " + file);
   std::filesystem::remove(file);
   ASSERT_EQ(rc, 0) << out;
@@ -515,7 +489,7 @@ TEST_F(TpuSliceE2eTest, SeedExampleJoinsForRealSurvivesAHostFailureAndTearsDown)
   //     webhook's TPU_WORKER_ID/TPU_WORKER_HOSTNAMES, and every variable the seed sets as written.
   std::string workload = std::filesystem::temp_directory_path() /
                          ("hs-tpu-slice-workload-" + std::to_string(getpid()) + ".yaml");
-  std::ofstream(workload) << Substituted("tpu-workload.yaml", "tpu7x-2x2x2.env");
+  std::ofstream(workload) << testenv::Example("tpu-workload.yaml", "tpu7x-2x2x2.env");
   auto [arc, aout] = Shell(kubectl_ + "apply -f " + workload);
   std::filesystem::remove(workload);
   ASSERT_EQ(arc, 0) << aout;

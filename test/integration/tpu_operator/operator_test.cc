@@ -40,6 +40,7 @@
 #include "src/tpu/internal/nodegroup_spec.h"
 #include "src/tpu/operator.h"
 #include "src/webhook/webhook.h"
+#include "test/testenv/examples.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::tpu {
@@ -57,31 +58,8 @@ constexpr char kV6eZone[] = "us-central1-a";
 constexpr char kReservation[] = "my-tpu-reservation";
 constexpr char kDevicePluginNs[] = "tpu-node-group";
 
-// Seed 000's example TPUNodeGroup, its variables substituted (PROJECT=my-gcp-project,
-// ZONE=us-central1-c, NAMESPACE=default ...), otherwise verbatim.
-constexpr char kSeedExample[] = R"(apiVersion: tpu.google.com/v1alpha1
-kind: TPUNodeGroup
-metadata:
-  name: my-tpu-node-group
-  namespace: default
-spec:
-  project: my-gcp-project
-  nodeLocation: us-central1-c
-  nodeCount: 2
-  acceleratorConnectionMode: "STATIC"
-  topology: 2x2x2
-  targetSizePolicyMode: "BULK" # Required in latest versions
-  instanceConfig:
-    machineType: tpu7x-standard-4t
-    provisioningModel: "RESERVATION_BOUND"
-    reservation: my-tpu-reservation
-    image: projects/ubuntu-os-accelerator-images/global/images/ubuntu-accel-2404-amd64-tpu-tpu7x-v20260320
-    subnetwork: projects/my-gcp-project/regions/us-central1/subnetworks/default # Required if network is in custom mode
-    bootDiskSizeGB: 100
-  bootstrapKubernetes:
-    version: "1.31"
-    controlPlaneIP: 10.128.0.2
-)";
+// Seed 000's example TPUNodeGroup as deploy/examples ships it, with tpu7x-2x2x2.env's values.
+std::string SeedExample() { return testenv::Example("tpunodegroup.yaml", "tpu7x-2x2x2.env"); }
 
 using kube::YamlToJson;
 
@@ -544,7 +522,7 @@ TEST_F(TpuOperatorTest, SeedExampleBecomesAReadySliceAndIsTornDownCompletely) {
   const json::value calls_before = env_->control->Call("GET", "/control/counters");
   FakeKubelets kubelets(*env_, {kZone});
   std::string file = (env_->dir / "seed.yaml").string();
-  std::ofstream(file) << kSeedExample;
+  std::ofstream(file) << SeedExample();
   std::string kc = "KUBECONFIG=" + env_->kubeconfig + " kubectl ";
   auto [rc, out] = Shell(kc + "apply -f " + file);
   ASSERT_EQ(rc, 0) << out;
@@ -882,7 +860,7 @@ TEST_F(TpuOperatorTest, OperatorKilledDuringCreateAndDeleteLeaksNothing) {
 TEST_F(TpuOperatorTest, InvalidSpecsAreRefusedAtAdmission) {
   const std::string ns = testenv::TestNamespace();
   auto seed = [&](const std::string& name) {
-    json::object g = YamlToJson(YAML::Load(kSeedExample)).as_object();
+    json::object g = YamlToJson(YAML::Load(SeedExample())).as_object();
     g["metadata"].as_object()["name"] = name;
     g["metadata"].as_object()["namespace"] = ns;
     return g;

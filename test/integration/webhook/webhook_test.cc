@@ -18,6 +18,7 @@
 #include "src/net/pki.h"
 #include "src/webhook/self_signed.h"
 #include "src/webhook/webhook.h"
+#include "test/testenv/examples.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::webhook {
@@ -325,32 +326,9 @@ TEST_F(WebhookIntegration, IndexedJobPodGetsCompletionIndexAndFourHostnames) {
                           "TPU_WORKER_ID=2"));
 }
 
-// Seed 000's TPUNodeGroup example, verbatim apart from the variables it expands.
+// Seed 000's TPUNodeGroup example as deploy/examples ships it, in namespace `ns`.
 json::object SeedNodeGroup(const std::string& ns) {
-  std::string yaml = R"(apiVersion: tpu.google.com/v1alpha1
-kind: TPUNodeGroup
-metadata:
-  name: my-tpu-node-group
-  namespace: )" + ns +
-                     R"(
-spec:
-  project: my-gcp-project
-  nodeLocation: us-central1-c
-  nodeCount: 2
-  acceleratorConnectionMode: "STATIC"
-  topology: 2x2x2
-  targetSizePolicyMode: "BULK" # Required in latest versions
-  instanceConfig:
-    machineType: tpu7x-standard-4t
-    provisioningModel: "RESERVATION_BOUND"
-    reservation: my-tpu-reservation
-    image: projects/ubuntu-os-accelerator-images/global/images/ubuntu-accel-2404-amd64-tpu-tpu7x-v20260320
-    subnetwork: projects/my-gcp-project/regions/us-central1/subnetworks/default # Required if network is in custom mode
-    bootDiskSizeGB: 100
-  bootstrapKubernetes:
-    version: "1.31"
-    controlPlaneIP: 10.128.0.2
-)";
+  std::string yaml = testenv::Example("tpunodegroup.yaml", "tpu7x-2x2x2.env", {{"NAMESPACE", ns}});
   return YamlToJson(YAML::Load(yaml)).as_object();
 }
 
