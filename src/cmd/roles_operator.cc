@@ -20,6 +20,7 @@
 #include "src/gce/compute.h"
 #include "src/gpu/claim_controller.h"
 #include "src/gpu/class_controller.h"
+#include "src/gpu/disruption_controller.h"
 #include "src/gpu/provisioner.h"
 #include "src/kube/client.h"
 #include "src/kube/config.h"
@@ -237,7 +238,13 @@ Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& clie
   po.events = events;
   po.batch_idle = batch_idle;
   po.batch_max = batch_max;
-  return gpu::RegisterProvisioner(mgr, std::move(po));
+  HS_RETURN_IF_ERROR(gpu::RegisterProvisioner(mgr, std::move(po)));
+
+  // Empty/idle machines back after their pool's consolidateAfter, within its budgets.
+  gpu::DisruptionControllerOptions dc;
+  dc.client = client;
+  dc.events = events;
+  return gpu::RegisterDisruptionController(mgr, std::move(dc));
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "src/gpu/api.h"
 #include "src/gpu/claim_controller.h"
 #include "src/gpu/class_controller.h"
+#include "src/gpu/disruption_controller.h"
 #include "src/gpu/planner.h"
 #include "src/gpu/providers.h"
 #include "src/gpu/provisioner.h"
@@ -180,6 +181,11 @@ class GpuProvisioning : public ::testing::Test {
     po.events = events;
     po.status_interval = 1s;
     ASSERT_TRUE(RegisterProvisioner(*manager_, po).ok());
+    DisruptionControllerOptions dc;
+    dc.client = client_;
+    dc.events = events;
+    dc.budget_retry = 500ms;
+    ASSERT_TRUE(RegisterDisruptionController(*manager_, dc).ok());
     runner_ = std::thread([this] { (void)manager_->Run(); });
 
     // Seed 002's class and pool, unchanged (deploy/examples holds them as the seed writes them).
@@ -449,6 +455,90 @@ TEST_F(GpuProvisioning, PendingPodGetsTheCheapestFittingMachineAndIsScheduledOnI
   EXPECT_TRUE(Eventually([&] { return ListClaims().empty(); }, 30s));
   EXPECT_EQ(RunningInstances(), 0);
   EXPECT_FALSE(client_->Get(kube::resources::Nodes(), "", node).ok());
+}
+
+// Giving machines back (issue 19's empty consolidation): with consolidateAfter 2s and a budget of
+// one machine at a time, a machine whose pod finished and one whose pod was deleted are returned
+// one after the other within consolidateAfter + 5 s, never two at once; a machine whose pod says
+// karpenter.sh/do-not-disrupt is kept until that pod goes; then the pool costs nothing.
+TEST_F(GpuProvisioning, EmptyMachinesAreReturnedWithinTheBudgetAndDoNotDisruptHolds) {
+  auto pool = client_->Get(GPUNodePools(), "default", "ml-workload-pool");
+  ASSERT_TRUE(pool.ok());
+  (*pool)["spec"].as_object()["disruption"] =
+      bj::object{{"consolidationPolicy", "WhenEmpty"},
+                 {"consolidateAfter", "2s"},
+                 {"budgets", bj::array{bj::object{{"nodes", "1"}}}}};
+  ASSERT_TRUE(client_->Update(GPUNodePools(), "default", *pool).ok());
+  for (const char* p : {"done", "deleted", "precious"}) CreateGpuPod(p);
+  auto precious = client_->Get(kube::resources::Pods(), "default", "precious");
+  ASSERT_TRUE(precious.ok());
+  ASSERT_TRUE(client_
+                  ->Patch(kube::resources::Pods(), "default", "precious", kube::PatchType::kMerge,
+                          R"({"metadata":{"annotations":{"karpenter.sh/do-not-disrupt":"true"}}})")
+                  .ok());
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return !NodeOf("done").empty() && !NodeOf("deleted").empty() && !NodeOf("precious").empty();
+      },
+      90s))
+      << Diagnose("done");
+  ASSERT_EQ(ListClaims().size(), 3u);
+  const std::string kept = NodeOf("precious");
+
+  // Budget watch: how many of the pool's claims are being deleted at once, sampled throughout.
+  std::atomic<int> most_at_once{0};
+  std::atomic<bool> watching{true};
+  std::thread watcher([&] {
+    while (watching) {
+      int deleting = 0;
+      for (const auto& c : ListClaims()) deleting += kube::IsDeleting(c) ? 1 : 0;
+      most_at_once = std::max(most_at_once.load(), deleting);
+      std::this_thread::sleep_for(20ms);
+    }
+  });
+  // One pod finishes (a Job's pod: phase Succeeded), one is deleted.
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(client_
+                  ->Patch(kube::resources::Pods(), "default", "done", kube::PatchType::kMerge,
+                          R"({"status":{"phase":"Succeeded"}})", {.subresource = "status"})
+                  .ok());
+  kube::DeleteOptions now;
+  now.grace_period_seconds = 0;
+  ASSERT_TRUE(client_->Delete(kube::resources::Pods(), "default", "deleted", now).ok());
+  bool returned = Eventually([&] { return ListClaims().size() == 1; }, 2s + 5s + 5s);
+  auto took =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  watching = false;
+  watcher.join();
+  ASSERT_TRUE(returned) << Diagnose("done");
+  std::printf(
+      "two empty machines returned %lld ms after their pods ended (consolidateAfter 2 s, "
+      "budget 1)\n",
+      static_cast<long long>(took.count()));
+  EXPECT_LE(took, 2s + 5s + 2s);  // each within consolidateAfter + 5 s, one after the other
+  EXPECT_LE(most_at_once.load(), 1) << "the budget allows one at a time";
+  EXPECT_EQ(Str(ListClaims()[0], "status", "nodeName"), kept);
+  EXPECT_EQ(RunningInstances(), 1);
+
+  // The kept machine stays past consolidateAfter while its do-not-disrupt pod is there...
+  std::this_thread::sleep_for(3s);  // the claim must still be there after consolidateAfter
+  ASSERT_EQ(ListClaims().size(), 1u);
+  // ...and goes once the pod does; the pool then costs nothing.
+  ASSERT_TRUE(client_->Delete(kube::resources::Pods(), "default", "precious", now).ok());
+  EXPECT_TRUE(Eventually([&] { return ListClaims().empty(); }, 2s + 5s + 5s)) << Diagnose("");
+  EXPECT_EQ(RunningInstances(), 0);
+  EXPECT_TRUE(Eventually([&] {
+    auto p = client_->Get(GPUNodePools(), "default", "ml-workload-pool");
+    return p.ok() && jsonfield::IntField(*jsonfield::ObjectField(*p, "status"), "nodes") == 0;
+  }));
+  // One Disrupting event per returned machine, on its claim.
+  EXPECT_TRUE(Eventually([&] {
+    auto events = client_->List(kube::resources::Events(), "");
+    int disrupting = 0;
+    if (events.ok())
+      for (const auto& e : events->items) disrupting += Str(e, "", "reason") == "Disrupting";
+    return disrupting == 3;
+  })) << Diagnose("");
 }
 
 TEST_F(GpuProvisioning, PoolLimitHoldsPodsBackWithACondition) {
