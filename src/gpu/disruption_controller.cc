@@ -21,6 +21,7 @@
 #include "src/kube/events.h"
 #include "src/kube/informer.h"
 #include "src/kube/manager.h"
+#include "src/kube/metrics.h"
 #include "src/kube/object_helpers.h"
 
 namespace hyperslice::gpu {
@@ -148,6 +149,13 @@ class DisruptionReconciler {
       Status st = o_.client->Delete(GPUNodeClaims(), "", name, d);
       if (!st.ok() && st.error().code != Error::Code::kNotFound) return st.error();
       ++started;
+      // Karpenter's name and labels, so its dashboards read ours.
+      kube::metrics::Registry::Default()
+          .GetCounter("karpenter_nodeclaims_disrupted_total",
+                      "GPU machines given back by the disruption controller, by pool and reason "
+                      "(empty, idle).",
+                      {{"nodepool", key}, {"reason", c.why}})
+          .Inc();
       auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - c.since);
       std::string msg = "returning the machine of node " + c.node + ": " + c.why + " for " +
                         Seconds(waited) + " (pool " + key + ", consolidateAfter " +

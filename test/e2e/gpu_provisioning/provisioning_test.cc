@@ -33,6 +33,7 @@
 #include "src/kube/client.h"
 #include "src/kube/events.h"
 #include "src/kube/manager.h"
+#include "src/kube/metrics.h"
 #include "src/kube/object_helpers.h"
 #include "src/kube/yaml.h"
 #include "src/net/http.h"
@@ -469,6 +470,13 @@ TEST_F(GpuProvisioning, EmptyMachinesAreReturnedWithinTheBudgetAndDoNotDisruptHo
                  {"consolidateAfter", "2s"},
                  {"budgets", bj::array{bj::object{{"nodes", "1"}}}}};
   ASSERT_TRUE(client_->Update(GPUNodePools(), "default", *pool).ok());
+  auto DisruptedCount = [] {
+    return kube::metrics::Registry::Default()
+        .GetCounter("karpenter_nodeclaims_disrupted_total", "",
+                    {{"nodepool", "default/ml-workload-pool"}, {"reason", "empty"}})
+        .Value();
+  };
+  const double disrupted_before = DisruptedCount();
   for (const char* p : {"done", "deleted", "precious"}) CreateGpuPod(p);
   auto precious = client_->Get(kube::resources::Pods(), "default", "precious");
   ASSERT_TRUE(precious.ok());
@@ -531,6 +539,8 @@ TEST_F(GpuProvisioning, EmptyMachinesAreReturnedWithinTheBudgetAndDoNotDisruptHo
     auto p = client_->Get(GPUNodePools(), "default", "ml-workload-pool");
     return p.ok() && jsonfield::IntField(*jsonfield::ObjectField(*p, "status"), "nodes") == 0;
   }));
+  // Counted as Karpenter counts it.
+  EXPECT_EQ(DisruptedCount() - disrupted_before, 3);
   // One Disrupting event per returned machine, on its claim.
   EXPECT_TRUE(Eventually([&] {
     auto events = client_->List(kube::resources::Events(), "");
