@@ -202,11 +202,17 @@ class Provisioner final : public kube::Runnable {
         ++it;
       }
     }
-    // Nominations recorded on claims still launching (this process may have just started).
+    // Nominations recorded on the claims (this process may have just started). A Ready claim's
+    // too: its pod may not be bound yet (the scheduler retries on its own backoff), and planning
+    // it again would rent a second machine that stays idle. Such a nomination gets the grace
+    // below from now, as if the claim had just turned Ready.
     for (const auto& [name, c] : live) {
-      if (c == nullptr || kube::IsConditionTrue(*c, "Ready")) continue;
+      if (c == nullptr || !read_back_.insert(name).second) continue;  // once per claim
+      const bool ready = kube::IsConditionTrue(*c, "Ready");
       for (std::string& uid : NominatedPods(*c)) {
-        nominated_.emplace(std::move(uid), Nomination{.claim = name});
+        Nomination n{.claim = name};
+        if (ready) n.ready_seen = now;
+        nominated_.emplace(std::move(uid), std::move(n));
       }
     }
     // Nominations end when the claim is gone, or Ready for longer than the grace.
@@ -219,6 +225,8 @@ class Provisioner final : public kube::Runnable {
       }
       it = drop ? nominated_.erase(it) : std::next(it);
     }
+    for (auto it = read_back_.begin(); it != read_back_.end();)
+      it = live.count(*it) ? std::next(it) : read_back_.erase(it);
 
     std::vector<PendingPod> pods;
     std::vector<ObjectPtr> pod_objs;
@@ -528,6 +536,8 @@ class Provisioner final : public kube::Runnable {
   Clock::TimePoint batch_started_, last_trigger_;
   std::thread thread_;
   std::map<std::string, Nomination> nominated_;  // pod uid -> claim (provisioner thread only)
+  // Claims whose tgp.io/nominated-pods annotation was read back (provisioner thread only).
+  std::set<std::string> read_back_;
   // Claims created here that the informer has not delivered yet (provisioner thread only).
   struct Created {
     std::string pool, class_name;
