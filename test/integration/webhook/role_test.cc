@@ -15,7 +15,10 @@
 
 #include <boost/json.hpp>
 
+#include "src/gpu/api.h"
 #include "src/kube/client.h"
+#include "src/webhook/webhook.h"
+#include "test/testenv/crds.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice {
@@ -39,6 +42,14 @@ int FreePort() {
 TEST(WebhookRole, SelfSignedModeMintsCaSetsCaBundleServesAndDrainsOnSigterm) {
   auto client = testenv::AdminClient();
   ASSERT_TRUE(client);
+  // Installed as deploy/ installs them: without the CRDs the webhook's caches never sync and it
+  // starts serving only after its 30 s sync timeout, which this test's waits would race.
+  Status crds =
+      testenv::InstallCrds({HS_DEPLOY_DIR "/crds/tpu.google.com_tpunodegroups.yaml",
+                            HS_DEPLOY_DIR "/crds/tgp.io_gpunodeclasses.yaml",
+                            HS_DEPLOY_DIR "/crds/tgp.io_gpunodepools.yaml"},
+                           {webhook::TPUNodeGroups(), gpu::GPUNodeClasses(), gpu::GPUNodePools()});
+  ASSERT_TRUE(crds.ok()) << crds.error().ToString();
   std::string ns = testenv::TestNamespace();
   int port = FreePort();
   std::string url = "https://127.0.0.1:" + std::to_string(port);
