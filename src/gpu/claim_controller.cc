@@ -154,6 +154,7 @@ class ClaimReconciler {
     }
     auto now = clock_.Now();
     std::set<std::string> seen;
+    std::map<std::string, std::set<std::string>> running;  // provider -> its live instance ids
     for (const auto& [provider, client] : clients) {
       auto listed = client->List({{kTagCluster, o_.cluster_id}});
       if (!listed.ok()) {
@@ -161,8 +162,10 @@ class ClaimReconciler {
                   {{"provider", provider}, {"error", listed.error().message}});
         continue;
       }
+      std::set<std::string>& live = running[provider];
       for (const Instance& i : *listed) {
         if (i.state == InstanceState::kTerminated) continue;
+        live.insert(i.id);
         auto uid = i.tags.find(kTagClaimUid);
         if (uid != i.tags.end() && uids.count(uid->second) != 0) continue;
         std::string key = provider + "/" + i.id;
@@ -176,10 +179,51 @@ class ClaimReconciler {
         if (d.ok()) ++collected_;
       }
     }
-    std::lock_guard lock(mu_);
-    for (auto it = orphan_since_.begin(); it != orphan_since_.end();) {
-      it = seen.count(it->first) ? std::next(it) : orphan_since_.erase(it);
+    {
+      std::lock_guard lock(mu_);
+      for (auto it = orphan_since_.begin(); it != orphan_since_.end();) {
+        it = seen.count(it->first) ? std::next(it) : orphan_since_.erase(it);
+      }
     }
+    ReleaseClaimsOfGoneMachines(running, now);
+  }
+
+  // The other direction: a launched claim whose machine the provider no longer runs (a spot
+  // machine reclaimed, or one deleted outside hyperslice) is deleted, with a Warning, so its
+  // Node goes and its pods get a new machine. Only providers listed in this pass are judged, and
+  // a machine must be missing for gc_grace (a list may lag a create).
+  void ReleaseClaimsOfGoneMachines(const std::map<std::string, std::set<std::string>>& running,
+                                   Clock::TimePoint now) {
+    std::set<std::string> missing;
+    for (const ObjectPtr& c : inf_.claims->store().List()) {
+      if (kube::IsDeleting(*c)) continue;
+      const bj::object* status = ObjectField(*c, "status");
+      if (status == nullptr) continue;
+      std::string provider(StringField(*status, "provider"));
+      std::string id(StringField(*status, "instanceID"));
+      auto live = running.find(provider);
+      if (id.empty() || live == running.end() || live->second.count(id) != 0) continue;
+      std::string uid = Meta(*c, "uid");
+      missing.insert(uid);
+      {
+        std::lock_guard lock(mu_);
+        auto [it, inserted] = gone_since_.emplace(uid, now);
+        if (inserted || now - it->second < o_.gc_grace) continue;
+      }
+      std::string name = Meta(*c, "name");
+      std::string msg = provider + " no longer runs instance " + id +
+                        " (a spot machine reclaimed, or deleted outside hyperslice); deleting the "
+                        "claim so its Node goes and its pods get a new machine";
+      log::Warn("gpunodeclaim machine gone",
+                {{"claim", name}, {"provider", provider}, {"instance", id}});
+      if (o_.events) o_.events->Event(*c, kube::EventType::kWarning, "MachineGone", msg);
+      kube::DeleteOptions d;
+      d.precondition_uid = uid;
+      (void)o_.client->Delete(GPUNodeClaims(), "", name, d);
+    }
+    std::lock_guard lock(mu_);
+    for (auto it = gone_since_.begin(); it != gone_since_.end();)
+      it = missing.count(it->first) ? std::next(it) : gone_since_.erase(it);
   }
 
  private:
@@ -706,6 +750,7 @@ class ClaimReconciler {
   Informers inf_;
   std::mutex mu_;
   std::map<std::string, Clock::TimePoint> orphan_since_;
+  std::map<std::string, Clock::TimePoint> gone_since_;  // claim uid -> machine first missing
   int64_t collected_ = 0;
   std::set<std::string> delete_sent_;  // "<provider>/<instance>" whose delete was accepted
 };

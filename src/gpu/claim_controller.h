@@ -5,6 +5,8 @@
 //                tgp.io/unregistered removed;
 //   Initialized  the Node is Ready, no startup taint is left and nvidia.com/gpu is allocatable;
 //   Ready        Initialized.
+// A launched claim whose machine the provider no longer runs (spot reclaim, deleted outside
+// hyperslice) is deleted with a MachineGone warning by the garbage collector's pass.
 // Launch picks the cheapest live offer for the claim's requirements (the planned one when it is
 // still sold at or below the planned price: its provider is asked again right before the create),
 // records the attempt in status.createAttempt *before* sending the create, and after a create

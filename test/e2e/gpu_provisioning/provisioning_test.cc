@@ -551,6 +551,40 @@ TEST_F(GpuProvisioning, EmptyMachinesAreReturnedWithinTheBudgetAndDoNotDisruptHo
   })) << Diagnose("");
 }
 
+// A machine that disappears under its claim (a spot machine reclaimed, or deleted in the
+// provider's console): the claim is released with a MachineGone warning, its Node goes, and the
+// pod, re-created as its controller would after the pod GC, gets a new machine.
+TEST_F(GpuProvisioning, MachineGoneUnderItsClaimReleasesTheClaimAndThePodGetsANewOne) {
+  CreateGpuPod("survivor");
+  ASSERT_TRUE(Eventually([&] { return !NodeOf("survivor").empty(); }, 90s)) << Diagnose("survivor");
+  const std::string first_node = NodeOf("survivor");
+  auto instances = sim_->market().List("");
+  ASSERT_EQ(instances.size(), 1u);
+  ASSERT_TRUE(sim_->market().Terminate(instances[0].id, instances[0].owner));
+  // GC pass every 1 s, 3 s grace.
+  ASSERT_TRUE(Eventually([&] { return ListClaims().empty(); }, 30s)) << Diagnose("survivor");
+  EXPECT_TRUE(Eventually(
+      [&] { return !client_->Get(kube::resources::Nodes(), "", first_node).ok(); }, 30s));
+  EXPECT_TRUE(Eventually([&] {
+    auto events = client_->List(kube::resources::Events(), "");
+    if (!events.ok()) return false;
+    for (const auto& e : events->items)
+      if (Str(e, "", "reason") == "MachineGone" &&
+          Str(e, "", "message").find(instances[0].id) != std::string::npos)
+        return true;
+    return false;
+  })) << Diagnose("survivor");
+  kube::DeleteOptions now;
+  now.grace_period_seconds = 0;
+  ASSERT_TRUE(client_->Delete(kube::resources::Pods(), "default", "survivor", now).ok());
+  ASSERT_TRUE(Eventually(
+      [&] { return !client_->Get(kube::resources::Pods(), "default", "survivor").ok(); }));
+  CreateGpuPod("survivor");
+  ASSERT_TRUE(Eventually([&] { return !NodeOf("survivor").empty(); }, 90s)) << Diagnose("survivor");
+  EXPECT_NE(NodeOf("survivor"), first_node);
+  EXPECT_EQ(RunningInstances(), 1);
+}
+
 TEST_F(GpuProvisioning, PoolLimitHoldsPodsBackWithACondition) {
   auto pool = client_->Get(GPUNodePools(), "default", "ml-workload-pool");
   ASSERT_TRUE(pool.ok());
