@@ -211,9 +211,12 @@ class ClaimReconciler {
         if (inserted || now - it->second < o_.gc_grace) continue;
       }
       std::string name = Meta(*c, "name");
-      std::string msg = provider + " no longer runs instance " + id +
-                        " (a spot machine reclaimed, or deleted outside hyperslice); deleting the "
-                        "claim so its Node goes and its pods get a new machine";
+      std::string msg = provider;
+      msg += " no longer runs instance ";
+      msg += id;
+      msg +=
+          " (a spot machine reclaimed, or deleted outside hyperslice); deleting the claim so "
+          "its Node goes and its pods get a new machine";
       log::Warn("gpunodeclaim machine gone",
                 {{"claim", name}, {"provider", provider}, {"instance", id}});
       if (o_.events) o_.events->Event(*c, kube::EventType::kWarning, "MachineGone", msg);
