@@ -99,6 +99,13 @@ class DisruptionReconciler {
       std::string uid = Meta(*claim, "uid");
       seen.insert(uid);
       if (kube::IsDeleting(*claim)) {
+        requested_.erase(uid);
+        ++disrupting;
+        continue;
+      }
+      // Deleted by an earlier reconcile, but the cache has not shown it yet: still being returned
+      // (not a candidate again, and it counts against the budget).
+      if (requested_.count(uid) != 0) {
         ++disrupting;
         continue;
       }
@@ -132,6 +139,7 @@ class DisruptionReconciler {
     for (auto it = pool_of_.begin(); it != pool_of_.end();) {
       if (it->second == key && seen.count(it->first) == 0) {
         since_.erase(it->first);
+        requested_.erase(it->first);
         it = pool_of_.erase(it);
       } else {
         ++it;
@@ -148,6 +156,8 @@ class DisruptionReconciler {
       d.precondition_uid = Meta(*c.claim, "uid");
       Status st = o_.client->Delete(GPUNodeClaims(), "", name, d);
       if (!st.ok() && st.error().code != Error::Code::kNotFound) return st.error();
+      requested_.insert(d.precondition_uid.value_or(""));
+      since_.erase(Meta(*c.claim, "uid"));
       ++started;
       // Karpenter's name and labels, so its dashboards read ours.
       kube::metrics::Registry::Default()
@@ -189,6 +199,7 @@ class DisruptionReconciler {
   std::mutex mu_;
   std::map<std::string, Clock::TimePoint> since_;  // claim uid -> first seen empty/idle
   std::map<std::string, std::string> pool_of_;     // claim uid -> pool key
+  std::set<std::string> requested_;  // claim uids deleted here, not yet deleting in the cache
 };
 
 }  // namespace
