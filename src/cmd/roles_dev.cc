@@ -329,17 +329,10 @@ Result<std::unique_ptr<webhook::Server>> StartWebhook(const std::shared_ptr<kube
 std::map<std::string, std::string> ContainerEnv(kube::Client& client, const std::string& ns,
                                                 const std::string& pod,
                                                 const std::string& container) {
-  std::map<std::string, std::string> env;
   auto logs = client.Raw(
       "GET", "/api/v1/namespaces/" + ns + "/pods/" + pod + "/log?container=" + container);
-  if (!logs.ok() || logs->status != 200) return env;
-  std::istringstream lines(logs->body);
-  std::string line;
-  while (std::getline(lines, line)) {
-    auto eq = line.find('=');
-    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return env;
+  if (!logs.ok() || logs->status != 200) return {};
+  return ParseEnvFile(logs->body);  // KEY=VALUE lines, as an .env file
 }
 
 // Applies the example's workload (Service + StatefulSet, variables substituted), waits up to

@@ -15,6 +15,7 @@
 #include "src/gpu/api.h"
 #include "src/gpu/claim_controller.h"
 #include "src/gpu/disruption.h"
+#include "src/gpu/internal/claim.h"
 #include "src/gpu/planner.h"
 #include "src/kube/client.h"
 #include "src/kube/controller.h"
@@ -28,6 +29,7 @@ namespace hyperslice::gpu {
 namespace {
 
 namespace bj = boost::json;
+using internal::Meta;
 using jsonfield::ObjectField;
 using jsonfield::StringField;
 using kube::ObjectPtr;
@@ -35,11 +37,6 @@ using kube::ObjectPtr;
 constexpr char kClaimsByPool[] = "tgp.io/disruption-claims-by-pool";
 constexpr char kClaimsByNode[] = "tgp.io/disruption-claims-by-node";
 constexpr char kPodsByNode[] = "tgp.io/disruption-pods-by-node";
-
-std::string Meta(const bj::object& o, std::string_view key) {
-  const bj::object* m = ObjectField(o, "metadata");
-  return m != nullptr ? std::string(StringField(*m, key)) : std::string();
-}
 
 std::string Label(const bj::object& o, std::string_view key) {
   const bj::object* m = ObjectField(o, "metadata");

@@ -504,12 +504,15 @@ TEST_F(GpuProvisioning, EmptyMachinesAreReturnedWithinTheBudgetAndDoNotDisruptHo
       std::this_thread::sleep_for(20ms);
     }
   });
-  // One pod finishes (a Job's pod: phase Succeeded), one is deleted.
+  // Two pods finish (a Job's pod: phase Succeeded) — "precious" with its do-not-disrupt still on
+  // the node — and one is deleted: all three nodes are empty from here on.
   auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(client_
-                  ->Patch(kube::resources::Pods(), "default", "done", kube::PatchType::kMerge,
-                          R"({"status":{"phase":"Succeeded"}})", {.subresource = "status"})
-                  .ok());
+  for (const char* finished : {"done", "precious"}) {
+    ASSERT_TRUE(client_
+                    ->Patch(kube::resources::Pods(), "default", finished, kube::PatchType::kMerge,
+                            R"({"status":{"phase":"Succeeded"}})", {.subresource = "status"})
+                    .ok());
+  }
   kube::DeleteOptions now;
   now.grace_period_seconds = 0;
   ASSERT_TRUE(client_->Delete(kube::resources::Pods(), "default", "deleted", now).ok());
@@ -528,8 +531,21 @@ TEST_F(GpuProvisioning, EmptyMachinesAreReturnedWithinTheBudgetAndDoNotDisruptHo
   EXPECT_EQ(Str(ListClaims()[0], "status", "nodeName"), kept);
   EXPECT_EQ(RunningInstances(), 1);
 
-  // The kept machine stays past consolidateAfter while its do-not-disrupt pod is there...
-  std::this_thread::sleep_for(3s);  // the claim must still be there after consolidateAfter
+  // The kept machine has been empty as long as the two returned ones, past consolidateAfter:
+  // a reconcile of the pool now (woken by touching the pool, counted by the controller's
+  // reconcile metric) still keeps it, because of the do-not-disrupt pod...
+  auto reconciles = [] {
+    return kube::metrics::Registry::Default()
+        .GetCounter("controller_runtime_reconcile_total", "",
+                    {{"controller", "gpu-disruption"}, {"result", "success"}})
+        .Value();
+  };
+  const double before = reconciles();
+  ASSERT_TRUE(client_
+                  ->Patch(GPUNodePools(), "default", "ml-workload-pool", kube::PatchType::kMerge,
+                          R"({"metadata":{"annotations":{"test/poke":"1"}}})")
+                  .ok());
+  ASSERT_TRUE(Eventually([&] { return reconciles() > before; }));
   ASSERT_EQ(ListClaims().size(), 1u);
   // ...and goes once the pod does; the pool then costs nothing.
   ASSERT_TRUE(client_->Delete(kube::resources::Pods(), "default", "precious", now).ok());

@@ -32,6 +32,7 @@
 #include "sim/gce/simulator.h"
 #include "sim/kubelet/fleet.h"
 #include "src/base/base64.h"
+#include "src/base/envsubst.h"
 #include "src/base/log.h"
 #include "src/gce/auth.h"
 #include "src/gce/compute.h"
@@ -321,14 +322,8 @@ class TpuSliceE2eTest : public ::testing::Test {
   // `kubectl logs`: a simulated container prints its environment, KEY=VALUE per line.
   std::map<std::string, std::string> PodEnv(const std::string& pod) {
     auto [rc, out] = Shell(kubectl_ + "logs -n default " + pod);
-    std::map<std::string, std::string> env;
-    if (rc != 0) return env;
-    std::istringstream lines(out);
-    for (std::string line; std::getline(lines, line);) {
-      auto eq = line.find('=');
-      if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-    return env;
+    if (rc != 0) return {};
+    return ParseEnvFile(out);  // KEY=VALUE lines, as an .env file
   }
 
   std::string Allocatable(const std::string& node) {
