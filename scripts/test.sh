@@ -123,7 +123,10 @@ if [[ ${HS_TEST_QUICK:-0} != 1 ]]; then
   # runtime_tests target and lists their ctest names in runtime_tests.txt.
   # ASan+UBSan also covers the GCE client (against the simulator), the TPU unit tests, the GPU
   # modules and the simulated VMs; TSan the device plugin and the simulated VMs (their kubelet side
-  # of the device-plugin API and pod runtime).
+  # of the device-plugin API and pod runtime). ignore_noninstrumented_modules: Debian's OpenSSL,
+  # gRPC and Abseil are not built with TSan; their own locks are invisible to it, so their internal
+  # accesses look racy (ASN1_STRING_cmp in a TLS handshake failed kube_client once); every access in
+  # code compiled here is still checked (test/testenv/tsan_options.cc).
   for san in "address,undefined:build-asan:^(net|kube.*|base|gce|tpu|gpu.*|sim_market|sim_kubelet)\$" \
     "thread:build-tsan:^(net|kube.*|base|deviceplugin|sim_kubelet)\$"; do
     kind=${san%%:*}
@@ -137,7 +140,7 @@ if [[ ${HS_TEST_QUICK:-0} != 1 ]]; then
       regex="^($(grep -v '^$' "$dir/runtime_tests.txt" | paste -sd'|'))\$"
       step "runtime tests under $kind"
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-        TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+        TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ignore_noninstrumented_modules=1" \
         run_ctest "$kind" "$dir" -R "$regex"
     else
       failed_suites+=("build-$kind"); total_fail=$((total_fail + 1))
