@@ -43,19 +43,26 @@
 // so a new machine takes 2 min 40 s from the create to a schedulable Node. Provider API latency
 // (tens of ms) and pod start-up after binding are not modelled.
 //
-// Oracle: every pod runs from its arrival for exactly its duration, and pays for exactly its
-// GPUs at the lowest price per GPU among the offers the pod could run on (those meeting the
-// requirements the planner computes for it: Satisfies(offer, req)) — no boot, no idle machine, no
-// unused GPU. That is a lower bound of any renting at these prices: a machine of g GPUs billed P
-// per hour for T seconds covers at most g GPUs of pod work per second, each worth at least that
-// pod's lowest price per GPU; hence spend >= oracle must hold for every run (checked).
+// Oracle (the issue's): a clairvoyant renter that rents, for each pod, the machine the product's
+// planner picks for that pod alone (MakePlan on the one pod: the cheapest fitting offer) from the
+// pod's arrival for exactly its run time, at that offer's price — no boot, no idle time, no wait.
+// The product can in principle beat it on a pod (a pod that lands on spare GPUs of a machine
+// already paid for costs nothing more; two pods planned together may share a machine cheaper
+// than two), so spend >= oracle is expected, reported, but not a law.
+// Bound: every pod pays for exactly its GPUs at the lowest price per GPU among the offers it
+// could run on (Satisfies(offer, req) with the requirements the planner computes for it) for
+// exactly its run time — the oracle with perfect packing. It is a lower bound of any renting at
+// these prices: a machine of g GPUs billed P per hour covers at most g GPUs of pod work per
+// second, each worth at least that pod's lowest price per GPU; so spend >= bound must hold for
+// every run (asserted). oracle - bound is what even a clairvoyant one-machine-per-pod renter
+// loses to machine sizes (a lone 4-GPU A100 pod can only rent an 8-GPU machine here).
 //
-// Figures: spend (USD, the markets' ledgers), oracle (USD), ratio, mean and p95 wait of pods from
-// arrival to being bound (s), machines rented (creates accepted), machine-hours billed, and where
-// the waste is: of those hours, "boot h" billed from the create until the Node was Ready and
-// "empty h" billed while Ready with no pod that counts (waiting out consolidateAfter or the
-// budget). The rest is busy time and the 15 s of each termination; the gap between busy time
-// and the oracle is unused GPUs on partly filled machines and packing onto dearer sizes.
+// Figures: spend (USD, the markets' ledgers), oracle and bound (USD), spend/oracle ("ratio", the
+// issue's figure), spend/bound, mean and p95 wait of pods from arrival to being bound (s),
+// machines rented (creates accepted), machine-hours billed, and where the waste is: of those
+// hours, "boot h" billed from the create until the Node was Ready and "empty h" billed while
+// Ready with no pod that counts (waiting out consolidateAfter or the budget). The rest is busy
+// time and the 15 s of each termination.
 //
 // Run:
 //   ninja -C build gpu_waste_bench && build/bench/gpu_waste_bench
@@ -319,7 +326,8 @@ struct RunResult {
   std::string consolidate_after;
   double spend_usd = 0;    // the markets' ledgers
   double tallied_usd = 0;  // price x (terminated - created) of the instances this run made
-  double oracle_usd = 0;
+  double oracle_usd = 0;   // the planner's machine per pod, exactly while it runs
+  double bound_usd = 0;    // each pod's GPUs at the lowest price per GPU it fits, while it runs
   double machine_hours = 0;
   double boot_hours = 0;   // billed from the create until the Node was Ready
   double empty_hours = 0;  // billed while Ready with no pod that counts (Consolidatable said so)
@@ -370,7 +378,7 @@ class DaySimulation {
     const Seconds last_arrival = jobs_.empty() ? 0 : jobs_.back().arrival;
     // The day, then as long as it takes the last Jobs to finish and their machines to go (a cap
     // of two more days catches a run that never drains).
-    const Seconds cap = 3 * 86400;
+    const Seconds cap = Seconds{3} * 86400;
     Seconds t = 0;
     for (; t <= cap; ++t) {
       if (t > 0) clock_.Advance(std::chrono::seconds(1));
@@ -488,21 +496,25 @@ class DaySimulation {
       std::snprintf(name, sizeof name, "job-%05zu", i);
       // A Job's pod as the API would show it: 4 CPUs and 16 GiB per GPU, the GPU type by
       // nodeSelector.
-      bj::object pod = {
-          {"metadata",
-           {{"namespace", "jobs"},
-            {"name", name},
-            {"uid", std::string("uid-") + name},
-            {"ownerReferences", bj::array{{{"kind", "Job"}, {"name", name}}}}}},
-          {"spec",
-           {{"nodeSelector", {{kLabelGpuType, j.gpu_type}}},
-            {"containers", bj::array{{{"name", "train"},
-                                      {"resources",
-                                       {{"requests",
-                                         {{"cpu", std::to_string(4 * j.gpus)},
-                                          {"memory", std::to_string(16 * j.gpus) + "Gi"}}},
-                                        {"limits", {{kResourceGpu, j.gpus}}}}}}}}}},
-          {"status", {{"phase", "Pending"}}}};
+      // Arrays built element by element: a braced list inside bj::array{...} may be taken as
+      // the array's own initializer list.
+      bj::array owners;
+      owners.emplace_back(bj::object{{"kind", "Job"}, {"name", name}});
+      bj::object resources = {
+          {"requests",
+           {{"cpu", std::to_string(4 * j.gpus)}, {"memory", std::to_string(16 * j.gpus) + "Gi"}}},
+          {"limits", {{kResourceGpu, j.gpus}}}};
+      bj::array containers;
+      containers.emplace_back(bj::object{{"name", "train"}, {"resources", std::move(resources)}});
+      bj::object pod = {{"metadata",
+                         {{"namespace", "jobs"},
+                          {"name", name},
+                          {"uid", std::string("uid-") + name},
+                          {"ownerReferences", std::move(owners)}}},
+                        {"spec",
+                         {{"nodeSelector", {{kLabelGpuType, j.gpu_type}}},
+                          {"containers", std::move(containers)}}},
+                        {"status", {{"phase", "Pending"}}}};
       auto pending = PendingPodFrom(pod);
       if (!pending.ok()) {
         std::fprintf(stderr, "job %zu: %s\n", i, pending.error().message.c_str());
@@ -513,24 +525,25 @@ class DaySimulation {
       pods_[i].obj = std::move(pod);
     }
     result_.pods = static_cast<int>(pods_.size());
-    for (size_t i = 0; i < pods_.size(); ++i) result_.oracle_usd += OracleCost(i);
+    for (size_t i = 0; i < pods_.size(); ++i) AddOracleCost(i);
   }
 
-  // The oracle's price for pod i: its GPUs at the lowest price per GPU of any offer meeting what
-  // the planner requires of a machine for it, for exactly its run time.
-  double OracleCost(size_t i) {
+  // Pod i's share of the oracle and of the bound (header comment).
+  void AddOracleCost(size_t i) {
     Plan alone = MakePlan({pods_[i].pending}, pools_, {}, catalog_);
-    if (alone.machines.empty()) return 0;  // counted as unplaced when it arrives
-    const OfferRequirements& req = alone.machines.front().req;
+    if (alone.machines.empty()) return;  // counted as unplaced when it arrives
+    const PlannedMachine& m = alone.machines.front();
+    const Job& j = *pods_[i].job;
+    const double hours = static_cast<double>(j.duration) / 3600.0;
+    result_.oracle_usd += static_cast<double>(m.choice.price) / 1e6 * hours;
     double best = -1;
     for (const Offer& o : catalog_.offers()) {
-      auto c = Satisfies(o, req);
+      auto c = Satisfies(o, m.req);
       if (!c) continue;
       double per_gpu = static_cast<double>(c->price) / o.gpu_count;
       if (best < 0 || per_gpu < best) best = per_gpu;
     }
-    const Job& j = *pods_[i].job;
-    return best / 1e6 * j.gpus * static_cast<double>(j.duration) / 3600.0;
+    result_.bound_usd += best / 1e6 * j.gpus * hours;
   }
 
   void Arrivals(Seconds t) {
@@ -786,10 +799,11 @@ std::vector<std::string> Violations(const RunResult& r) {
   auto add = [&](const std::string& s) {
     v.push_back("consolidateAfter " + r.consolidate_after + ": " + s);
   };
-  // The oracle is a lower bound of any renting at these prices (header comment).
-  if (r.spend_usd + 1e-9 < r.oracle_usd) {
-    add("spend " + std::to_string(r.spend_usd) + " USD is below the oracle's " +
-        std::to_string(r.oracle_usd));
+  // The bound is a lower bound of any renting at these prices (header comment); the oracle is
+  // not, so it is not checked here.
+  if (r.spend_usd + 1e-9 < r.bound_usd) {
+    add("spend " + std::to_string(r.spend_usd) + " USD is below the perfect-packing bound " +
+        std::to_string(r.bound_usd));
   }
   // No pool limits: every pod gets a machine and finishes, and then nothing is rented.
   if (r.pods_unplaced != 0)
@@ -870,29 +884,29 @@ int Main(int argc, char** argv) {
   std::printf(
       "simulated time, 1 s steps; sim/market ledgers; MakePlan for renting; ParseDisruption, "
       "Consolidatable, DisruptionsAllowed for giving back (WhenEmpty, default 10%% budget)\n");
+  const Seconds to_node = f.delays.boot + f.delays.running + f.delays.registration;
   std::printf(
       "delays: create->booting %llds, ->running %llds, ->Node Ready %llds (%llds to a "
       "schedulable Node), terminate %llds\n",
       static_cast<long long>(f.delays.boot), static_cast<long long>(f.delays.running),
-      static_cast<long long>(f.delays.registration),
-      static_cast<long long>(f.delays.boot + f.delays.running + f.delays.registration),
+      static_cast<long long>(f.delays.registration), static_cast<long long>(to_node),
       static_cast<long long>(f.delays.terminate));
   std::printf(
-      "oracle: each pod's GPUs at the cheapest price per GPU of an offer it fits, exactly while "
-      "it runs, from its arrival\n\n");
+      "oracle: per pod, the machine MakePlan picks for it alone, billed exactly while the pod "
+      "runs; bound: per pod, its GPUs at the cheapest price per GPU it fits, while it runs\n\n");
 
   std::vector<RunResult> results;
   for (const char* after : {"0s", "30s", "5m"}) {
     results.push_back(DaySimulation(*jobs, after, f.delays).Run());
   }
-  std::printf("%-16s %10s %10s %6s %11s %10s %8s %15s %7s %8s\n", "consolidateAfter", "spend USD",
-              "oracle USD", "ratio", "mean wait s", "p95 wait s", "machines", "machine-hours",
-              "boot h", "empty h");
+  std::printf("%-16s %9s %10s %6s %9s %11s %10s %10s %8s %8s %6s %7s\n", "consolidateAfter",
+              "spend USD", "oracle USD", "ratio", "bound USD", "spend/bound", "mean wait s",
+              "p95 wait s", "machines", "mach-h", "boot h", "empty h");
   for (const RunResult& r : results) {
-    std::printf("%-16s %10.2f %10.2f %6.3f %11.1f %10.1f %8d %15.1f %7.1f %8.1f\n",
+    std::printf("%-16s %9.2f %10.2f %6.3f %9.2f %11.3f %10.1f %10.1f %8d %8.1f %6.1f %7.1f\n",
                 r.consolidate_after.c_str(), r.spend_usd, r.oracle_usd, r.spend_usd / r.oracle_usd,
-                r.MeanWait(), r.P95Wait(), r.machines, r.machine_hours, r.boot_hours,
-                r.empty_hours);
+                r.bound_usd, r.spend_usd / r.bound_usd, r.MeanWait(), r.P95Wait(), r.machines,
+                r.machine_hours, r.boot_hours, r.empty_hours);
   }
   // Observed, not asserted: a longer consolidateAfter keeps machines that later pods can use,
   // so waits usually fall and spend usually rises — but neither is guaranteed (a kept machine
@@ -902,10 +916,12 @@ int Main(int argc, char** argv) {
                     results[1].MeanWait() >= results[2].MeanWait();
   bool spend_rises =
       results[0].spend_usd <= results[1].spend_usd && results[1].spend_usd <= results[2].spend_usd;
+  bool above_oracle = std::all_of(results.begin(), results.end(),
+                                  [](const RunResult& r) { return r.spend_usd >= r.oracle_usd; });
   std::printf(
-      "\nobserved on this day: mean wait falls as consolidateAfter grows: %s; spend rises: "
-      "%s\n",
-      waits_fall ? "yes" : "no", spend_rises ? "yes" : "no");
+      "\nobserved on this day (expected, not laws): mean wait falls as consolidateAfter grows: "
+      "%s; spend rises: %s; spend >= oracle: %s\n",
+      waits_fall ? "yes" : "no", spend_rises ? "yes" : "no", above_oracle ? "yes" : "no");
 
   std::vector<std::string> bad;
   for (const RunResult& r : results) {
@@ -913,10 +929,10 @@ int Main(int argc, char** argv) {
     bad.insert(bad.end(), v.begin(), v.end());
   }
   if (f.check) {
-    // The checker itself must be able to fail: a run that spent less than its oracle, left a
+    // The checker itself must be able to fail: a run that spent less than its bound, left a
     // machine behind and lost a pod is refused.
     RunResult doctored = results.front();
-    doctored.spend_usd = doctored.oracle_usd / 2;
+    doctored.spend_usd = doctored.bound_usd / 2;
     doctored.instances_left = 1;
     doctored.pods_finished -= 1;
     if (Violations(doctored).size() < 3)
@@ -925,7 +941,7 @@ int Main(int argc, char** argv) {
   for (const std::string& b : bad) std::printf("INVARIANT VIOLATED: %s\n", b.c_str());
   if (bad.empty())
     std::printf(
-        "invariants hold: spend >= oracle, every pod placed and finished, "
+        "invariants hold: spend >= bound, every pod placed and finished, "
         "nothing rented at the end, ledgers = instances' tally\n");
   return bad.empty() ? 0 : 1;
 }
