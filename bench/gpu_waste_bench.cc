@@ -10,9 +10,10 @@
 //   - time: a FakeClock advanced 1 s per step; every marketplace is a sim/market Market with
 //     manual ticks on that clock, so lifecycles and the bill are the simulator's own (billing from
 //     the accepted create to terminated, as Lambda and RunPod bill). Spend = the ledgers' total;
-//   - offers: a fixed table of RunPod, Lambda and Vast.ai listings at public list prices of late
-//     2026 (on-demand only; capacity high enough never to refuse — capacity is not measured here),
-//     normalised by the product's tables (NormalizeGpu, NormalizeRegion);
+//   - offers: a fixed table of RunPod, Lambda and Vast.ai listings at approximate public on-demand
+//     prices (rounded, written down once here, not live quotes; capacity high enough never to
+//     refuse — capacity is not what this measures), normalised by the product's tables
+//     (NormalizeGpu, NormalizeRegion);
 //   - renting: the product's planner (MakePlan) over one GPUNodePool with no limits, batching as
 //     the provisioner does (a batch closes when a step brings no new unschedulable pod, or 2 s
 //     after it opened: the provisioner's 200 ms idle / 2 s max window at 1 s resolution); pods
@@ -33,8 +34,10 @@
 //     LeastAllocated (free CPU and memory fraction after placing; ties to the older Node). Within
 //     a step the scheduler runs before the disruption pass, so a Node that just turned Ready gets
 //     its pods before it can be judged empty.
-// Delays (market Options and the registration step), chosen from what these providers and
-// Karpenter-style joins take (override with flags):
+// Delays (market Options and the registration step) are estimates, not measurements: VM-based GPU
+// clouds take minutes to boot an instance and container marketplaces somewhat less, and a join
+// over a tailnet with TLS bootstrap and the device plugin's first report takes tens of seconds;
+// one set for every provider keeps the comparison about consolidateAfter (override with flags):
 //   launch -> booting  45 s  (host allocation and image fetch on a marketplace host)
 //   booting -> running 75 s  (VM boot: firmware, kernel, Talos/cloud-init)
 //   running -> Ready   40 s  (tailnet join, kubelet TLS bootstrap, Node registered and labelled,
@@ -288,9 +291,10 @@ struct ListingRow {
   double usd_per_hour;
 };
 
-// Public on-demand list prices (rounded) of late 2026; Vast.ai's are typical asks of verified
-// hosts. Several machine sizes per GPU type, so the planner's packing (two 1-GPU pods on one
-// 2-GPU machine when that is cheaper per GPU) is exercised.
+// Approximate public on-demand prices (rounded; Vast.ai's are typical asks of verified hosts),
+// fixed here so the figures do not move with the market. Several machine sizes per GPU type, so the
+// planner's packing (two 1-GPU pods on one 2-GPU machine when that is cheaper per GPU) is
+// exercised.
 const std::vector<ListingRow>& Listings() {
   static const std::vector<ListingRow> rows = {
       {kRunPod, "rp-4090-1", "NVIDIA GeForce RTX 4090", 1, 24, 8, 48, "US-CA-2", 0.69},
@@ -403,7 +407,6 @@ class DaySimulation {
   struct Machine {
     std::string claim;  // GPUNodeClaim name; also the Node's name
     const Offer* offer = nullptr;
-    MicroUsd price = 0;
     std::string instance_id;
     Seconds created = 0;
     std::optional<Seconds> ready;  // Node Ready with nvidia.com/gpu allocatable
@@ -422,7 +425,7 @@ class DaySimulation {
     std::optional<Seconds> bound;
     std::optional<size_t> machine;    // where it runs
     std::optional<size_t> nominated;  // the claim planned for it
-    bool arrived = false, done = false;
+    bool done = false;
   };
 
   void SetUpMarkets() {
@@ -548,7 +551,6 @@ class DaySimulation {
 
   void Arrivals(Seconds t) {
     while (next_job_ < jobs_.size() && jobs_[next_job_].arrival <= t) {
-      pods_[next_job_].arrived = true;
       pending_.push_back(next_job_);
       ++next_job_;
     }
@@ -679,7 +681,6 @@ class DaySimulation {
     for (const PlannedMachine& pm : plan.machines) {
       Machine m;
       m.offer = pm.choice.offer;
-      m.price = pm.choice.price;
       m.claim = std::string(kPoolName) + "-" + std::to_string(machines_.size());
       market::Market::CreateSpec cs;
       cs.listing_id = m.offer->id;
