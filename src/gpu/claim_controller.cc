@@ -14,6 +14,8 @@
 #include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/gpu/api.h"
+#include "src/gpu/disruption.h"
+#include "src/gpu/drain.h"
 #include "src/gpu/internal/claim.h"
 #include "src/gpu/planner.h"
 #include "src/kube/client.h"
@@ -40,6 +42,8 @@ constexpr char kNodesByProviderId[] = "tgp.io/node-by-provider-id";
 // Claims by status.providerID: a Node's event finds its claim without scanning every claim (the
 // scan made registering N machines cost N² with many claims).
 constexpr char kClaimsByProviderId[] = "tgp.io/claim-by-provider-id";
+// Pods by spec.nodeName: what a drain moves, and what is left of a returned machine.
+constexpr char kPodsByNode[] = "tgp.io/claim-pods-by-node";
 
 // The Node as the apiserver has it. The shared Nodes informer may be trimmed (the TPU controllers
 // cache only labels, providerID, taints and the Ready condition: no allocatable, no annotations),
@@ -55,11 +59,9 @@ std::string Annotation(const kube::Object& o, std::string_view key) {
 
 // Seconds since an RFC 3339 timestamp ("2026-11-25T04:13:15Z"), by the wall clock.
 std::optional<std::chrono::seconds> Age(std::string_view rfc3339) {
-  std::tm tm{};
-  std::string s(rfc3339.substr(0, 19));
-  if (strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return std::nullopt;
-  auto t = std::chrono::system_clock::from_time_t(timegm(&tm));
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now() - t);
+  auto t = kube::ParseTime(rfc3339);
+  if (!t) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now() - *t);
 }
 
 // A label value from a provider's free text ("NVIDIA GeForce RTX 4090" ->
@@ -78,7 +80,7 @@ std::string LabelValue(std::string_view s) {
 class ClaimReconciler {
  public:
   struct Informers {
-    std::shared_ptr<kube::SharedInformer> claims, pools, classes, nodes;
+    std::shared_ptr<kube::SharedInformer> claims, pools, classes, nodes, pods;
   };
 
   ClaimReconciler(ClaimControllerOptions o, Informers inf)
@@ -89,6 +91,7 @@ class ClaimReconciler {
   static Status AddIndexes(const Informers& inf) {
     HS_RETURN_IF_ERROR(
         inf.claims->AddIndex(kClaimsByProviderId, kube::FieldIndexFunc("status.providerID")));
+    HS_RETURN_IF_ERROR(inf.pods->AddIndex(kPodsByNode, kube::FieldIndexFunc("spec.nodeName")));
     return inf.nodes->AddIndex(kNodesByProviderId, [](const kube::Object& node) {
       const bj::object* spec = ObjectField(node, "spec");
       std::string id = spec ? std::string(StringField(*spec, "providerID")) : std::string();
@@ -110,6 +113,19 @@ class ClaimReconciler {
       auto updated = o_.client->Update(GPUNodeClaims(), "", ctx.claim);
       if (!updated.ok()) return updated.error();
       ctx.claim = *updated;
+    }
+    // Someone deleted the claim's Node: return the machine gracefully (the Node waits on our
+    // finalizer until the claim's termination has drained it and returned the machine).
+    if (std::string node(StringField(ctx.status, "nodeName")); !node.empty()) {
+      if (ObjectPtr n = inf_.nodes->store().Get(node); n && kube::IsDeleting(*n)) {
+        Event(ctx, kube::EventType::kNormal, "NodeDeleted",
+              "Node " + node + " is being deleted: returning its machine");
+        kube::DeleteOptions d;
+        d.precondition_uid = Meta(ctx.claim, "uid");
+        Status del = o_.client->Delete(GPUNodeClaims(), "", name, d);
+        if (!del.ok() && del.error().code != Error::Code::kNotFound) return del.error();
+        return kube::ReconcileResult{};
+      }
     }
     kube::ReconcileResult result;
     Status st = OkStatus();
@@ -186,6 +202,27 @@ class ClaimReconciler {
       }
     }
     ReleaseClaimsOfGoneMachines(running, now);
+    ReleaseOrphanedNodes();
+  }
+
+  // A Node being deleted that still carries our finalizer but has no claim (its claim went while
+  // the operator was down, or the finalizer was added by hand) would never go: the finalizer
+  // comes off. Only Nodes already being deleted are looked at.
+  void ReleaseOrphanedNodes() {
+    for (const ObjectPtr& n : inf_.nodes->store().List()) {
+      if (!kube::IsDeleting(*n)) continue;
+      const bj::object* spec = ObjectField(*n, "spec");
+      std::string id = spec ? std::string(StringField(*spec, "providerID")) : std::string();
+      auto owners = inf_.claims->store().ByIndex(kClaimsByProviderId, id);
+      if (id.empty() || (owners.ok() && !owners->empty())) continue;
+      auto full = FullNode(*o_.client, *n);
+      if (!full.ok()) continue;
+      std::string patch = kube::RemoveFinalizerPatch(*full, kClaimFinalizer);
+      if (patch.empty()) continue;
+      (void)o_.client->Patch(kube::resources::Nodes(), "", Meta(*n, "name"), kube::PatchType::kJson,
+                             patch);
+      log::Info("gpu gc: released a deleted Node no claim owns", {{"node", Meta(*n, "name")}});
+    }
   }
 
   // The other direction: a launched claim whose machine the provider no longer runs (a spot
@@ -578,10 +615,15 @@ class ClaimReconciler {
       node_taints.push_back(bj::object{{"key", t.key}, {"value", t.value}, {"effect", t.effect}});
       taints_changed = true;
     }
-    if (label_patch.empty() && !taints_changed) return OkStatus();
+    // Our finalizer on the Node: deleting the Node by hand (kubectl delete node) then returns the
+    // machine gracefully — the claim is deleted, drained and its machine returned before the Node
+    // goes (Karpenter's karpenter.sh/termination on Nodes).
+    const bool finalizer_missing = !kube::HasFinalizer(node, kClaimFinalizer);
+    if (label_patch.empty() && !taints_changed && !finalizer_missing) return OkStatus();
     // A PUT against the version read: the taint list is replaced whole, so a concurrent change
     // (the kubelet, the node lifecycle controller) must make this fail and retry, not be lost.
     kube::Object updated = node;
+    if (finalizer_missing) kube::AddFinalizer(updated, kClaimFinalizer);
     bj::object& meta = updated["metadata"].as_object();
     if (!meta.contains("labels") || !meta["labels"].is_object()) meta["labels"] = bj::object{};
     for (const auto& [k, v] : label_patch) meta["labels"].as_object()[k] = v;
@@ -699,6 +741,9 @@ class ClaimReconciler {
         sent_before = delete_sent_.count(key) != 0;
       }
       if (!sent_before) {
+        auto draining = Drain(ctx, *state->client, instance);
+        if (!draining.ok()) return draining.error();
+        if (*draining) return **draining;
         Status d = state->client->Delete(instance);
         if (!d.ok()) return d.error();
         std::lock_guard lock(mu_);
@@ -731,9 +776,10 @@ class ClaimReconciler {
         for (const ObjectPtr& n : *nodes) node_names.insert(Meta(*n, "name"));
       }
     }
-    for (const std::string& node : node_names) {
-      Status d = o_.client->Delete(kube::resources::Nodes(), "", node);
-      if (!d.ok() && d.error().code != Error::Code::kNotFound) return d.error();
+    for (const std::string& node : node_names) HS_RETURN_IF_ERROR(ReleaseNode(node));
+    {
+      std::lock_guard lock(mu_);
+      drain_.erase(Meta(ctx.claim, "uid"));
     }
     Event(ctx, kube::EventType::kNormal, "Terminated",
           instance.empty() ? "no machine was launched"
@@ -748,6 +794,122 @@ class ClaimReconciler {
     return kube::ReconcileResult{};
   }
 
+  // ---- drain (drain.h) ----
+  // Before the machine is returned: the pods on its Node are evicted and gone. Returns the
+  // requeue while the drain goes on, nullopt when the machine may be returned now. No drain when
+  // there is nothing to drain gracefully: no Node, a Node that is not Ready (no kubelet to stop
+  // the pods), or a machine the provider no longer runs (asked once per claim).
+  Result<std::optional<kube::ReconcileResult>> Drain(const Ctx& ctx, Provider& provider,
+                                                     const std::string& instance) {
+    std::string node_name(StringField(ctx.status, "nodeName"));
+    if (node_name.empty()) return std::optional<kube::ReconcileResult>();
+    ObjectPtr cached = inf_.nodes->store().Get(node_name);
+    if (!cached || !kube::IsConditionTrue(*cached, "Ready"))
+      return std::optional<kube::ReconcileResult>();
+    const std::string uid = Meta(ctx.claim, "uid");
+    bool checked = false;
+    {
+      std::lock_guard lock(mu_);
+      auto it = drain_.find(uid);
+      if (it != drain_.end()) {
+        if (!it->second.alive) return std::optional<kube::ReconcileResult>();
+        checked = true;
+      }
+    }
+    if (!checked) {
+      auto got = provider.Get(instance);
+      bool gone = (!got.ok() && KindOf(got.error()) == ErrorKind::kNotFound) ||
+                  (got.ok() && (got->state == InstanceState::kTerminated ||
+                                got->state == InstanceState::kStopping));
+      if (!got.ok() && !gone) return got.error();
+      std::lock_guard lock(mu_);
+      drain_[uid].alive = !gone;
+      if (gone) return std::optional<kube::ReconcileResult>();
+    }
+    auto node = FullNode(*o_.client, *cached);
+    if (!node.ok()) {
+      if (node.error().code == Error::Code::kNotFound)
+        return std::optional<kube::ReconcileResult>();
+      return node.error();
+    }
+    std::vector<ObjectPtr> pods;
+    if (auto on_node = inf_.pods->store().ByIndex(kPodsByNode, node_name); on_node.ok())
+      pods = *on_node;
+    std::vector<const bj::object*> views;
+    views.reserve(pods.size());
+    for (const auto& p : pods) views.push_back(p.get());
+    // The pool's terminationGracePeriod, counted from the claim's deletion (as Karpenter does).
+    std::optional<std::chrono::system_clock::time_point> force_after;
+    if (auto pool = inf_.pools->store().Get(internal::PoolKeyOf(ctx.claim))) {
+      const bj::object* spec = ObjectAt(*pool, "spec.template.spec");
+      std::string grace = spec ? std::string(StringField(*spec, "terminationGracePeriod")) : "";
+      auto deleted =
+          kube::ParseTime(ObjectAt(ctx.claim, "metadata")
+                              ? StringField(*ObjectAt(ctx.claim, "metadata"), "deletionTimestamp")
+                              : "");
+      if (auto g = ParseDisruptionDuration(grace); g.ok() && g->has_value() && deleted)
+        force_after = *deleted + **g;
+    }
+    auto step = DrainStep(*o_.client, *node, views, std::chrono::system_clock::now(), force_after);
+    if (!step.ok()) return step.error();
+    std::string blocked = step->blocked;
+    bool report = false;
+    {
+      std::lock_guard lock(mu_);
+      DrainState& d = drain_[uid];
+      report = blocked != d.last_blocked;
+      d.last_blocked = blocked;
+    }
+    if (step->done) {
+      log::Info("gpunodeclaim drained", {{"claim", ctx.name}, {"node", node_name}});
+      return std::optional<kube::ReconcileResult>();
+    }
+    if (report && !blocked.empty()) {
+      Event(ctx, kube::EventType::kWarning, "DrainBlocked",
+            "draining Node " + node_name + ": " + blocked);
+    }
+    // Pod events wake the claim; the requeue covers a budget that frees up without one.
+    return std::optional<kube::ReconcileResult>(
+        kube::ReconcileResult{.requeue_after = std::chrono::seconds(1)});
+  }
+
+  // The returned machine's Node: our finalizer off, then deleted; the pods still bound to it are
+  // deleted at once (the machine is gone, no kubelet will confirm their end), so their
+  // controllers replace them without waiting for the pod garbage collector.
+  Status ReleaseNode(const std::string& node) {
+    auto full = o_.client->Get(kube::resources::Nodes(), "", node);
+    if (full.ok()) {
+      std::string patch = kube::RemoveFinalizerPatch(*full, kClaimFinalizer);
+      if (!patch.empty()) {
+        auto p =
+            o_.client->Patch(kube::resources::Nodes(), "", node, kube::PatchType::kJson, patch);
+        if (!p.ok() && p.error().code != Error::Code::kNotFound) return p.error();
+      }
+      Status d = o_.client->Delete(kube::resources::Nodes(), "", node);
+      if (!d.ok() && d.error().code != Error::Code::kNotFound) return d.error();
+    } else if (full.error().code != Error::Code::kNotFound) {
+      return full.error();
+    }
+    auto pods = inf_.pods->store().ByIndex(kPodsByNode, node);
+    if (!pods.ok()) return OkStatus();
+    for (const ObjectPtr& pod : *pods) {
+      kube::DeleteOptions d;
+      d.grace_period_seconds = 0;
+      d.precondition_uid = Meta(*pod, "uid");
+      Status st = o_.client->Delete(kube::resources::Pods(), Meta(*pod, "namespace"),
+                                    Meta(*pod, "name"), d);
+      if (!st.ok() && st.error().code != Error::Code::kNotFound &&
+          st.error().code != Error::Code::kConflict)
+        return st.error();
+    }
+    return OkStatus();
+  }
+
+  struct DrainState {
+    bool alive = true;         // the provider ran the machine when the drain began
+    std::string last_blocked;  // what the last DrainBlocked event said
+  };
+
   ClaimControllerOptions o_;
   Clock& clock_;
   Informers inf_;
@@ -755,7 +917,8 @@ class ClaimReconciler {
   std::map<std::string, Clock::TimePoint> orphan_since_;
   std::map<std::string, Clock::TimePoint> gone_since_;  // claim uid -> machine first missing
   int64_t collected_ = 0;
-  std::set<std::string> delete_sent_;  // "<provider>/<instance>" whose delete was accepted
+  std::set<std::string> delete_sent_;        // "<provider>/<instance>" whose delete was accepted
+  std::map<std::string, DrainState> drain_;  // claim uid -> its drain
 };
 
 // Runs the garbage collector every gc_interval while leading.
@@ -818,6 +981,7 @@ Status RegisterClaimController(kube::Manager& mgr, ClaimControllerOptions option
   inf.pools = mgr.informers()->For(GPUNodePools());
   inf.classes = mgr.informers()->For(GPUNodeClasses());
   inf.nodes = mgr.informers()->For(kube::resources::Nodes());
+  inf.pods = mgr.informers()->For(kube::resources::Pods());
   HS_RETURN_IF_ERROR(ClaimReconciler::AddIndexes(inf));
   kube::ControllerOptions co;
   co.name = "gpunodeclaim";
@@ -846,6 +1010,28 @@ Status RegisterClaimController(kube::Manager& mgr, ClaimControllerOptions option
       {.on_add = enqueue,
        .on_update = [enqueue](const ObjectPtr&, const ObjectPtr& cur) { enqueue(cur); },
        .on_delete = [enqueue](const ObjectPtr& last, bool) { enqueue(last); }});
+  // A pod leaving a Node being drained moves the drain on: the claims being deleted whose Node
+  // it was are woken (the others do not care about pods).
+  auto nodes = inf.nodes;
+  auto by_pod = [weak, claims, nodes](const ObjectPtr& pod) {
+    auto c = weak.lock();
+    if (!c || !pod) return;
+    const bj::object* spec = ObjectField(*pod, "spec");
+    std::string node = spec ? std::string(StringField(*spec, "nodeName")) : std::string();
+    if (node.empty()) return;
+    ObjectPtr n = nodes->store().Get(node);
+    const bj::object* nspec = n ? ObjectField(*n, "spec") : nullptr;
+    std::string id = nspec ? std::string(StringField(*nspec, "providerID")) : std::string();
+    if (id.empty()) return;
+    auto owners = claims->store().ByIndex(kClaimsByProviderId, id);
+    if (!owners.ok()) return;
+    for (const ObjectPtr& claim : *owners)
+      if (kube::IsDeleting(*claim)) c->Enqueue(Meta(*claim, "name"));
+  };
+  inf.pods->AddEventHandler(
+      {.on_add = by_pod,
+       .on_update = [by_pod](const ObjectPtr&, const ObjectPtr& cur) { by_pod(cur); },
+       .on_delete = [by_pod](const ObjectPtr& last, bool) { by_pod(last); }});
   mgr.Add(controller);
   if (gc_interval > Clock::Duration::zero()) {
     mgr.Add(std::make_shared<GarbageCollector>(reconciler, gc_interval, clock));

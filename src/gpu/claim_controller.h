@@ -46,6 +46,8 @@ inline constexpr char kAnnotationRequirements[] = "tgp.io/offer-requirements";  
 // "<provider>/<offer id>@<provider region>"
 inline constexpr char kAnnotationPlannedOffer[] = "tgp.io/planned-offer";
 inline constexpr char kAnnotationPlannedPrice[] = "tgp.io/planned-price";  // "0.69" ($/h)
+// On a replacement the disruption controller launched: the expired claim it replaces.
+inline constexpr char kAnnotationReplaces[] = "tgp.io/replaces";
 // Labels linking a (cluster-scoped) claim to its (namespaced) pool.
 inline constexpr char kLabelPoolNamespace[] = "tgp.io/nodepool-namespace";
 // Tags on provider instances.

@@ -1,6 +1,7 @@
 #include "src/gpu/disruption.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include <boost/json.hpp>
@@ -88,36 +89,60 @@ Result<DisruptionSpec> ParseDisruption(const bj::object& pool) {
   const bj::object* spec = ObjectField(pool, "spec");
   const bj::object* d = spec != nullptr ? ObjectField(*spec, "disruption") : nullptr;
   if (d == nullptr) {
-    out.budgets = {"10%"};
+    out.budgets = {DisruptionBudget{}};
     return out;
   }
+  auto invalid = [](const std::string& field, const std::string& why) {
+    return Error::Make(Error::Code::kInvalidArgument, "spec.disruption." + field + ": " + why);
+  };
   std::string_view policy = StringField(*d, "consolidationPolicy");
   if (policy == "WhenIdle") {
     out.policy = ConsolidationPolicy::kWhenIdle;
   } else if (!policy.empty() && policy != "WhenEmpty") {
-    return Error::Make(Error::Code::kInvalidArgument, "spec.disruption.consolidationPolicy \"" +
-                                                          std::string(policy) +
-                                                          "\" is not WhenEmpty or WhenIdle");
+    return invalid("consolidationPolicy",
+                   "\"" + std::string(policy) + "\" is not WhenEmpty or WhenIdle");
   }
-  if (std::string after(StringField(*d, "consolidateAfter")); !after.empty()) {
-    auto parsed = ParseDisruptionDuration(after);
-    if (!parsed.ok())
-      return Error::Make(Error::Code::kInvalidArgument,
-                         "spec.disruption.consolidateAfter: " + parsed.error().message);
-    out.consolidate_after = *parsed;
+  for (const char* field : {"consolidateAfter", "expireAfter"}) {
+    std::string text(StringField(*d, field));
+    if (text.empty()) continue;
+    auto parsed = ParseDisruptionDuration(text);
+    if (!parsed.ok()) return invalid(field, parsed.error().message);
+    (std::string_view(field) == "expireAfter" ? out.expire_after : out.consolidate_after) = *parsed;
   }
-  if (const auto* budgets = d->if_contains("budgets"); budgets && budgets->is_array()) {
-    for (const auto& b : budgets->as_array()) {
-      if (!b.is_object()) continue;
-      if (b.as_object().contains("schedule")) {
-        ++out.scheduled_budgets_ignored;
-        continue;
-      }
-      std::string nodes(StringField(b.as_object(), "nodes"));
-      out.budgets.push_back(nodes.empty() ? "10%" : nodes);
+  if (std::string_view e = StringField(*d, "expirePolicy"); e == "Return") {
+    out.expire_policy = ExpirePolicy::kReturn;
+  } else if (!e.empty() && e != "Replace") {
+    return invalid("expirePolicy", "\"" + std::string(e) + "\" is not Replace or Return");
+  }
+  const auto* budgets = d->if_contains("budgets");
+  if (budgets == nullptr || !budgets->is_array()) {
+    out.budgets = {DisruptionBudget{}};
+    return out;
+  }
+  int index = 0;
+  for (const auto& v : budgets->as_array()) {
+    std::string at = "budgets[" + std::to_string(index++) + "]";
+    if (!v.is_object()) continue;
+    const bj::object& b = v.as_object();
+    DisruptionBudget budget;
+    if (std::string nodes(StringField(b, "nodes")); !nodes.empty()) budget.nodes = nodes;
+    if (const auto* reasons = b.if_contains("reasons"); reasons && reasons->is_array()) {
+      for (const auto& r : reasons->as_array())
+        if (r.is_string()) budget.reasons.emplace_back(r.as_string());
     }
-  } else {
-    out.budgets = {"10%"};
+    std::string schedule(StringField(b, "schedule")), duration(StringField(b, "duration"));
+    if (schedule.empty() != duration.empty())
+      return invalid(at, "schedule and duration go together");
+    if (!schedule.empty()) {
+      auto cron = CronSchedule::Parse(schedule);
+      if (!cron.ok()) return invalid(at + ".schedule", cron.error().message);
+      auto length = ParseDisruptionDuration(duration);
+      if (!length.ok() || !length->has_value())
+        return invalid(at + ".duration", "\"" + duration + "\" is not a duration such as 8h");
+      budget.schedule = *cron;
+      budget.duration = **length;
+    }
+    out.budgets.push_back(std::move(budget));
   }
   return out;
 }
@@ -137,15 +162,33 @@ std::string Consolidatable(ConsolidationPolicy policy, const bj::object& claim,
   return policy == ConsolidationPolicy::kWhenEmpty ? "empty" : "idle";
 }
 
-int DisruptionsAllowed(const std::vector<std::string>& budgets, int pool_size, int disrupting) {
-  int allowed = pool_size;  // no unscheduled budget: nothing beyond the pool
-  for (const std::string& b : budgets) {
+bool Expired(const DisruptionSpec& spec, std::chrono::system_clock::time_point created,
+             std::chrono::system_clock::time_point now) {
+  return spec.expire_after.has_value() && now - created >= *spec.expire_after;
+}
+
+int DisruptionsAllowed(const std::vector<DisruptionBudget>& budgets, std::string_view reason,
+                       std::chrono::system_clock::time_point now, int pool_size, int disrupting) {
+  int allowed = pool_size;  // no budget applies: nothing beyond the pool
+  for (const DisruptionBudget& b : budgets) {
+    if (!b.reasons.empty()) {
+      // The CRD spells reasons Empty, Idle, Expired; the controller "empty", "idle", "expired".
+      bool named = std::any_of(b.reasons.begin(), b.reasons.end(), [&](const std::string& r) {
+        return r.size() == reason.size() &&
+               std::equal(r.begin(), r.end(), reason.begin(), [](char x, char y) {
+                 return std::tolower(static_cast<unsigned char>(x)) ==
+                        std::tolower(static_cast<unsigned char>(y));
+               });
+      });
+      if (!named) continue;
+    }
+    if (b.schedule && !b.schedule->ActiveAt(now, b.duration)) continue;
     int n = 0;
-    if (!b.empty() && b.back() == '%') {
-      double pct = std::strtod(b.c_str(), nullptr);
+    if (!b.nodes.empty() && b.nodes.back() == '%') {
+      double pct = std::strtod(b.nodes.c_str(), nullptr);
       n = static_cast<int>(std::ceil(pct / 100.0 * pool_size));
     } else {
-      n = static_cast<int>(std::strtol(b.c_str(), nullptr, 10));
+      n = static_cast<int>(std::strtol(b.nodes.c_str(), nullptr, 10));
     }
     allowed = std::min(allowed, n);
   }

@@ -58,6 +58,28 @@ std::string NodeNameOf(const bj::object& claim) {
 
 std::string Seconds(std::chrono::seconds s) { return std::to_string(s.count()) + "s"; }
 
+std::string Annotation(const bj::object& o, std::string_view key) {
+  const bj::object* a = jsonfield::ObjectAt(o, "metadata.annotations");
+  return a != nullptr ? std::string(StringField(*a, key)) : std::string();
+}
+
+// A replacement's name: the pool's prefix and a suffix from the expired claim's uid, the same on
+// every reconcile (a second create is refused as AlreadyExists instead of renting twice).
+std::string ReplacementName(const bj::object& old) {
+  std::string name = Meta(old, "name");
+  std::string prefix = name.substr(0, name.rfind('-'));
+  std::string uid = Meta(old, "uid");
+  uint64_t h = 14695981039346656037ULL;  // FNV-1a: stable across builds and restarts
+  for (char ch : uid) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ULL;
+  static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+  std::string suffix;
+  for (int i = 0; i < 5; ++i) {
+    suffix += kAlphabet[h % (sizeof kAlphabet - 1)];
+    h /= sizeof kAlphabet - 1;
+  }
+  return prefix + "-" + suffix;
+}
+
 class DisruptionReconciler {
  public:
   struct Informers {
@@ -82,16 +104,15 @@ class DisruptionReconciler {
     if (!claims.ok()) return claims.error();
 
     const auto now = clock().Now();
+    const auto wall = std::chrono::system_clock::now();
     int disrupting = 0;
-    struct Candidate {
-      ObjectPtr claim;
-      Clock::TimePoint since;
-      std::string why, node;
-    };
     std::vector<Candidate> due;
     Clock::Duration next = Clock::Duration::max();
+    auto wake_in = [&next](Clock::Duration d) { next = std::min(next, std::max(d, kMinWait)); };
     std::lock_guard lock(mu_);
     std::set<std::string> seen;
+    std::map<std::string, ObjectPtr> by_name;
+    for (const ObjectPtr& claim : *claims) by_name[Meta(*claim, "name")] = claim;
     for (const ObjectPtr& claim : *claims) {
       std::string uid = Meta(*claim, "uid");
       seen.insert(uid);
@@ -111,6 +132,13 @@ class DisruptionReconciler {
         since_.erase(uid);
         continue;
       }
+      // A replacement whose expired machine is still there is not idle, it is waiting for the
+      // pods the drain will send it.
+      if (auto r = by_name.find(Annotation(*claim, kAnnotationReplaces));
+          r != by_name.end() && !kube::IsDeleting(*r->second)) {
+        since_.erase(uid);
+        continue;
+      }
       ObjectPtr node = inf_.nodes->store().Get(node_name);
       std::vector<ObjectPtr> pods;
       if (auto on_node = inf_.pods->store().ByIndex(kPodsByNode, node_name); on_node.ok())
@@ -118,6 +146,21 @@ class DisruptionReconciler {
       std::vector<const bj::object*> views;
       views.reserve(pods.size());
       for (const auto& p : pods) views.push_back(p.get());
+      // Expiry first: it is not voluntary consolidation (do-not-disrupt does not keep an expired
+      // machine; the drain waits for such pods up to terminationGracePeriod, as Karpenter does).
+      if (auto created = kube::ParseTime(Meta(*claim, "creationTimestamp")); created) {
+        if (Expired(*spec, *created, wall)) {
+          due.push_back(
+              {claim, now, "expired", node_name,
+               !Consolidatable(ConsolidationPolicy::kWhenEmpty, bj::object{}, nullptr, views)
+                    .empty()});
+          since_.erase(uid);
+          continue;
+        }
+        if (spec->expire_after)
+          wake_in(
+              std::chrono::duration_cast<Clock::Duration>(*created + *spec->expire_after - wall));
+      }
       std::string why = Consolidatable(spec->policy, *claim, node.get(), views);
       if (why.empty() || !spec->consolidate_after) {
         since_.erase(uid);
@@ -126,9 +169,9 @@ class DisruptionReconciler {
       auto [it, inserted] = since_.emplace(uid, now);
       auto when = it->second + *spec->consolidate_after;
       if (now >= when) {
-        due.push_back({claim, it->second, why, node_name});
+        due.push_back({claim, it->second, why, node_name, true});
       } else {
-        next = std::min(next, when - now);
+        wake_in(when - now);
       }
     }
     // Forget claims of this pool that are gone.
@@ -142,50 +185,135 @@ class DisruptionReconciler {
         ++it;
       }
     }
-    std::sort(due.begin(), due.end(),
-              [](const Candidate& a, const Candidate& b) { return a.since < b.since; });
-    int allowed = DisruptionsAllowed(spec->budgets, static_cast<int>(claims->size()), disrupting);
-    int started = 0;
+    // Expired machines first, then the longest empty/idle.
+    std::stable_sort(due.begin(), due.end(), [](const Candidate& a, const Candidate& b) {
+      if ((a.why == "expired") != (b.why == "expired")) return a.why == "expired";
+      return a.since < b.since;
+    });
+    const int pool_size = static_cast<int>(claims->size());
+    int started = 0, held = 0;
+    std::string held_why;
     for (const Candidate& c : due) {
-      if (started >= allowed) break;
-      std::string name = Meta(*c.claim, "name");
-      kube::DeleteOptions d;
-      d.precondition_uid = Meta(*c.claim, "uid");
-      Status st = o_.client->Delete(GPUNodeClaims(), "", name, d);
-      if (!st.ok() && st.error().code != Error::Code::kNotFound) return st.error();
-      requested_.insert(d.precondition_uid.value_or(""));
-      since_.erase(Meta(*c.claim, "uid"));
+      int allowed = DisruptionsAllowed(spec->budgets, c.why, wall, pool_size, disrupting + started);
+      if (allowed <= 0) {
+        ++held;
+        held_why = "the disruption budget for " + c.why + " machines allows " +
+                   std::to_string(disrupting + started) + " being returned at once";
+        continue;
+      }
+      if (c.why == "expired" && !c.empty && spec->expire_policy == ExpirePolicy::kReplace) {
+        auto replacement = EnsureReplacement(*pool, *c.claim, by_name);
+        if (!replacement.ok()) return replacement.error();
+        if (!replacement->empty()) {
+          ++held;
+          held_why = *replacement;
+          continue;
+        }
+      }
+      HS_RETURN_IF_ERROR(Disrupt(key, *spec, c, now));
       ++started;
-      // Karpenter's name and labels, so its dashboards read ours.
-      kube::metrics::Registry::Default()
-          .GetCounter("karpenter_nodeclaims_disrupted_total",
-                      "GPU machines given back by the disruption controller, by pool and reason "
-                      "(empty, idle).",
-                      {{"nodepool", key}, {"reason", c.why}})
-          .Inc();
-      auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - c.since);
-      std::string msg = "returning the machine of node " + c.node + ": " + c.why + " for " +
-                        Seconds(waited) + " (pool " + key + ", consolidateAfter " +
-                        Seconds(*spec->consolidate_after) + ")";
-      log::Info("gpu disruption: returning a machine",
-                {{"claim", name}, {"node", c.node}, {"pool", key}, {"reason", c.why}});
-      Event(*c.claim, kube::EventType::kNormal, "Disrupting", msg);
     }
-    int held = static_cast<int>(due.size()) - started;
     if (held > 0) {
       Event(*pool, kube::EventType::kNormal, "DisruptionBlocked",
-            std::to_string(held) + " machine(s) " +
-                (spec->policy == ConsolidationPolicy::kWhenEmpty ? "empty" : "idle") +
-                " past consolidateAfter wait: the disruption budget allows " +
-                std::to_string(allowed + disrupting) + " at once and " +
-                std::to_string(disrupting + started) + " are being returned");
-      next = std::min(next, o_.budget_retry);
+            std::to_string(held) + " machine(s) due to be returned wait: " + held_why);
+      wake_in(o_.budget_retry);
     }
     if (next != Clock::Duration::max()) result.requeue_after = next;
     return result;
   }
 
  private:
+  struct Candidate {
+    ObjectPtr claim;
+    Clock::TimePoint since;
+    std::string why, node;
+    bool empty = true;  // no pod that counts runs on its Node
+  };
+  static constexpr Clock::Duration kMinWait = std::chrono::milliseconds(100);
+
+  // Deletes the claim (its finalizer drains the Node and returns the machine), counts it and says
+  // why.
+  Status Disrupt(const std::string& pool, const DisruptionSpec& spec, const Candidate& c,
+                 Clock::TimePoint now) {
+    std::string name = Meta(*c.claim, "name");
+    kube::DeleteOptions d;
+    d.precondition_uid = Meta(*c.claim, "uid");
+    Status st = o_.client->Delete(GPUNodeClaims(), "", name, d);
+    if (!st.ok() && st.error().code != Error::Code::kNotFound) return st.error();
+    requested_.insert(d.precondition_uid.value_or(""));
+    since_.erase(Meta(*c.claim, "uid"));
+    // Karpenter's name and labels, so its dashboards read ours.
+    kube::metrics::Registry::Default()
+        .GetCounter("karpenter_nodeclaims_disrupted_total",
+                    "GPU machines given back by the disruption controller, by pool and reason "
+                    "(empty, idle, expired).",
+                    {{"nodepool", pool}, {"reason", c.why}})
+        .Inc();
+    std::string msg = "returning the machine of node " + c.node + ": ";
+    if (c.why == "expired") {
+      msg += "older than expireAfter " + Seconds(*spec.expire_after) + " (pool " + pool + ")";
+    } else {
+      auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - c.since);
+      msg += c.why + " for " + Seconds(waited) + " (pool " + pool + ", consolidateAfter " +
+             Seconds(*spec.consolidate_after) + ")";
+    }
+    log::Info("gpu disruption: returning a machine",
+              {{"claim", name}, {"node", c.node}, {"pool", pool}, {"reason", c.why}});
+    Event(*c.claim, kube::EventType::kNormal, "Disrupting", msg);
+    return OkStatus();
+  }
+
+  // An expired machine that runs pods is replaced before it is drained: a claim like it (same
+  // pool, requirements and planned offer) named after it, so a second reconcile finds it rather
+  // than renting another. Returns "" once the replacement is Ready (drain now), else why the
+  // expired machine waits. The replacement must fit the pool's maxNodes and maxHourlyCost.
+  Result<std::string> EnsureReplacement(const kube::Object& pool, const kube::Object& old,
+                                        const std::map<std::string, ObjectPtr>& claims) {
+    std::string old_name = Meta(old, "name");
+    for (const auto& [name, c] : claims) {
+      if (Annotation(*c, kAnnotationReplaces) != old_name || kube::IsDeleting(*c)) continue;
+      if (kube::IsConditionTrue(*c, "Ready")) return std::string();
+      return "replacement " + name + " for expired " + old_name + " is not Ready yet";
+    }
+    const bj::object* limits = jsonfield::ObjectAt(pool, "spec.limits");
+    if (limits != nullptr) {
+      int live = 0;
+      MicroUsd cost = 0;
+      for (const auto& [name, c] : claims) {
+        if (kube::IsDeleting(*c)) continue;
+        ++live;
+        cost += internal::ClaimHourlyCost(*c);
+      }
+      if (auto max = jsonfield::IntField(*limits, "maxNodes"); max && live + 1 > *max)
+        return "replacing expired " + old_name + " would exceed the pool's maxNodes " +
+               std::to_string(*max);
+      auto max_cost = internal::PriceField(limits, "maxHourlyCost");
+      if (max_cost && cost + internal::ClaimHourlyCost(old) > *max_cost)
+        return "replacing expired " + old_name + " would exceed the pool's maxHourlyCost " +
+               FormatUsd(*max_cost);
+    }
+    bj::object meta{{"name", ReplacementName(old)}};
+    if (const bj::object* l = jsonfield::ObjectAt(old, "metadata.labels")) meta["labels"] = *l;
+    bj::object annotations{{kAnnotationReplaces, old_name}};
+    for (const char* a :
+         {kAnnotationRequirements, kAnnotationPlannedOffer, kAnnotationPlannedPrice})
+      if (std::string v = Annotation(old, a); !v.empty()) annotations[a] = v;
+    meta["annotations"] = std::move(annotations);
+    bj::object claim{{"apiVersion", "tgp.io/v1"},
+                     {"kind", "GPUNodeClaim"},
+                     {"metadata", std::move(meta)},
+                     {"spec", old.contains("spec") ? old.at("spec") : bj::object{}}};
+    auto created = o_.client->Create(GPUNodeClaims(), "", claim);
+    if (!created.ok() && created.error().code != Error::Code::kAlreadyExists)
+      return created.error();
+    if (created.ok()) {
+      Event(old, kube::EventType::kNormal, "Replacing",
+            "expired: launching replacement " + Meta(*created, "name") +
+                " before draining this machine");
+    }
+    return "replacement for expired " + old_name + " is launching";
+  }
+
   void Event(const bj::object& o, kube::EventType type, const std::string& reason,
              const std::string& msg) {
     if (o_.events) o_.events->Event(o, type, reason, msg);

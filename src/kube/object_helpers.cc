@@ -103,6 +103,15 @@ std::string FormatTime(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
+std::optional<std::chrono::system_clock::time_point> ParseTime(std::string_view rfc3339) {
+  if (rfc3339.size() < 19) return std::nullopt;
+  std::tm tm{};
+  std::string s(rfc3339.substr(0, 19));
+  const char* end = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  return std::chrono::system_clock::from_time_t(timegm(&tm));
+}
+
 Result<bool> SetControllerReference(const Object& owner, Object& object) {
   HS_ASSIGN_OR_RETURN(json::object ref, OwnerRef(owner, object));
   ref["controller"] = true;

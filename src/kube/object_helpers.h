@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "src/base/result.h"
 #include "src/kube/resource.h"
@@ -75,5 +76,8 @@ int64_t Generation(const Object& object);
 
 // metav1.Time in UTC, "2006-01-02T15:04:05Z".
 std::string FormatTime(std::chrono::system_clock::time_point t);
+// The other way: an RFC 3339 time in UTC ("…Z"; fractional seconds are dropped); nullopt when it
+// does not parse.
+std::optional<std::chrono::system_clock::time_point> ParseTime(std::string_view rfc3339);
 
 }  // namespace hyperslice::kube
