@@ -2,6 +2,8 @@
 
 #include "src/base/json.h"
 #include "src/gpu/internal/claim.h"
+
+#include "src/gpu/claim_controller.h"
 #include "src/kube/store.h"
 
 namespace hyperslice::gpu::internal {
@@ -118,6 +120,20 @@ MicroUsd ClaimHourlyCost(const bj::object& claim) {
     return *p;
   }
   return 0;
+}
+
+std::vector<std::string> NominatedPods(const boost::json::object& claim) {
+  std::vector<std::string> out;
+  const boost::json::object* a = jsonfield::ObjectAt(claim, "metadata.annotations");
+  std::string_view text = a != nullptr ? jsonfield::StringField(*a, kAnnotationNominatedPods) : "";
+  if (text.empty()) return out;
+  boost::system::error_code ec;
+  boost::json::value v = boost::json::parse(text, ec);
+  if (ec || !v.is_array()) return out;
+  for (const boost::json::value& uid : v.get_array()) {
+    if (uid.is_string()) out.emplace_back(uid.get_string());
+  }
+  return out;
 }
 
 }  // namespace hyperslice::gpu::internal

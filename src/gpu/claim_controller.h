@@ -46,6 +46,8 @@ inline constexpr char kAnnotationRequirements[] = "tgp.io/offer-requirements";  
 // "<provider>/<offer id>@<provider region>"
 inline constexpr char kAnnotationPlannedOffer[] = "tgp.io/planned-offer";
 inline constexpr char kAnnotationPlannedPrice[] = "tgp.io/planned-price";  // "0.69" ($/h)
+// The uids of the pods the provisioner created the claim for (JSON array; internal/claim.h).
+inline constexpr char kAnnotationNominatedPods[] = "tgp.io/nominated-pods";
 // On a replacement the disruption controller launched: the expired claim it replaces.
 inline constexpr char kAnnotationReplaces[] = "tgp.io/replaces";
 // Labels linking a (cluster-scoped) claim to its (namespaced) pool.

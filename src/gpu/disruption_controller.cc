@@ -37,6 +37,7 @@ using kube::ObjectPtr;
 constexpr char kClaimsByPool[] = "tgp.io/disruption-claims-by-pool";
 constexpr char kClaimsByNode[] = "tgp.io/disruption-claims-by-node";
 constexpr char kPodsByNode[] = "tgp.io/disruption-pods-by-node";
+constexpr char kPodsByUid[] = "tgp.io/disruption-pods-by-uid";
 
 std::string Label(const bj::object& o, std::string_view key) {
   const bj::object* m = ObjectField(o, "metadata");
@@ -129,6 +130,13 @@ class DisruptionReconciler {
       }
       std::string node_name = NodeNameOf(*claim);
       if (node_name.empty() || !kube::IsConditionTrue(*claim, "Ready")) {
+        since_.erase(uid);
+        continue;
+      }
+      // A new machine whose pods are not bound yet is not empty, it is about to be used (the
+      // scheduler binds them once the claim is Ready): Karpenter does not consolidate a node
+      // with pods nominated to it either.
+      if (WaitsForNominatedPods(*claim)) {
         since_.erase(uid);
         continue;
       }
@@ -230,6 +238,22 @@ class DisruptionReconciler {
     bool empty = true;  // no pod that counts runs on its Node
   };
   static constexpr Clock::Duration kMinWait = std::chrono::milliseconds(100);
+
+  bool WaitsForNominatedPods(const bj::object& claim) const {
+    for (const std::string& pod_uid : internal::NominatedPods(claim)) {
+      auto pods = inf_.pods->store().ByIndex(kPodsByUid, pod_uid);
+      if (!pods.ok()) continue;
+      for (const ObjectPtr& pod : *pods) {
+        const bj::object* spec = ObjectField(*pod, "spec");
+        const bj::object* status = ObjectField(*pod, "status");
+        std::string_view phase = status ? StringField(*status, "phase") : "";
+        if (!kube::IsDeleting(*pod) && phase != "Succeeded" && phase != "Failed" &&
+            (spec == nullptr || StringField(*spec, "nodeName").empty()))
+          return true;
+      }
+    }
+    return false;
+  }
 
   // Deletes the claim (its finalizer drains the Node and returns the machine), counts it and says
   // why.
@@ -345,6 +369,7 @@ Status RegisterDisruptionController(kube::Manager& mgr, DisruptionControllerOpti
   }));
   HS_RETURN_IF_ERROR(inf.claims->AddIndex(kClaimsByNode, kube::FieldIndexFunc("status.nodeName")));
   HS_RETURN_IF_ERROR(inf.pods->AddIndex(kPodsByNode, kube::FieldIndexFunc("spec.nodeName")));
+  HS_RETURN_IF_ERROR(inf.pods->AddIndex(kPodsByUid, kube::FieldIndexFunc("metadata.uid")));
 
   kube::ControllerOptions co;
   co.name = "gpu-disruption";

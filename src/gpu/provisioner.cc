@@ -35,24 +35,7 @@ using jsonfield::ObjectField;
 using jsonfield::StringField;
 using kube::ObjectPtr;
 
-// The uids of the pods a claim was created for (a JSON array of strings), so nominations survive
-// a restart of the operator: without it, pods still waiting for a claim that is launching are
-// planned again after a crash and get a second machine each.
-constexpr char kAnnotationNominatedPods[] = "tgp.io/nominated-pods";
-
-std::vector<std::string> NominatedPods(const kube::Object& claim) {
-  std::vector<std::string> out;
-  const bj::object* a = ObjectAt(claim, "metadata.annotations");
-  std::string_view text = a != nullptr ? StringField(*a, kAnnotationNominatedPods) : "";
-  if (text.empty()) return out;
-  boost::system::error_code ec;
-  bj::value v = bj::parse(text, ec);
-  if (ec || !v.is_array()) return out;
-  for (const bj::value& uid : v.get_array()) {
-    if (uid.is_string()) out.emplace_back(uid.get_string());
-  }
-  return out;
-}
+using internal::NominatedPods;
 
 // A pod the scheduler gave up on for now (PodScheduled False, Unschedulable) that wants GPUs.
 bool UnschedulableGpuPod(const kube::Object& pod) {

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <boost/json/object.hpp>
 
@@ -24,6 +25,11 @@ std::string Meta(const boost::json::object& o, std::string_view field);
 // A decimal-dollar string field (status.price, limits.maxHourlyCost) as MicroUsd; nullopt when
 // absent or malformed.
 std::optional<MicroUsd> PriceField(const boost::json::object* o, std::string_view key);
+// The uids of the pods a claim was created for (annotation kAnnotationNominatedPods, a JSON array
+// of strings), so nominations survive a restart of the operator: without it, pods still waiting
+// for a claim that is launching are planned again after a crash and get a second machine each —
+// and a new machine whose pods are not bound yet would look empty to the disruption controller.
+std::vector<std::string> NominatedPods(const boost::json::object& claim);
 // What a claim costs per hour: its billed price once launched, its planned price before.
 MicroUsd ClaimHourlyCost(const boost::json::object& claim);
 
