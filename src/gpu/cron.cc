@@ -130,7 +130,7 @@ bool CronSchedule::Fires(std::chrono::system_clock::time_point t) const {
   gmtime_r(&tt, &tm);
   if (!minutes_.test(static_cast<size_t>(tm.tm_min)) ||
       !hours_.test(static_cast<size_t>(tm.tm_hour)) ||
-      !months_.test(static_cast<size_t>(tm.tm_mon + 1)))
+      !months_.test(static_cast<size_t>(tm.tm_mon) + 1))
     return false;
   bool day = days_.test(static_cast<size_t>(tm.tm_mday));
   bool weekday = weekdays_.test(static_cast<size_t>(tm.tm_wday));

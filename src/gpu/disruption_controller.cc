@@ -297,7 +297,10 @@ class DisruptionReconciler {
     for (const auto& [name, c] : claims) {
       if (Annotation(*c, kAnnotationReplaces) != old_name || kube::IsDeleting(*c)) continue;
       if (kube::IsConditionTrue(*c, "Ready")) return std::string();
-      return "replacement " + name + " for expired " + old_name + " is not Ready yet";
+      std::string why = "replacement ";
+      why += name;
+      why += " for expired " + old_name + " is not Ready yet";
+      return why;
     }
     const bj::object* limits = jsonfield::ObjectAt(pool, "spec.limits");
     if (limits != nullptr) {

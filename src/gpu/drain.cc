@@ -116,8 +116,10 @@ Result<DrainProgress> DrainStep(kube::Client& client, const kube::Object& node,
     bj::object eviction{{"apiVersion", "policy/v1"},
                         {"kind", "Eviction"},
                         {"metadata", bj::object{{"name", name}, {"namespace", ns}}}};
-    auto resp = client.Raw("POST", "/api/v1/namespaces/" + ns + "/pods/" + name + "/eviction",
-                           bj::serialize(eviction));
+    std::string path = "/api/v1/namespaces/";
+    path += ns;
+    path += "/pods/" + name + "/eviction";
+    auto resp = client.Raw("POST", path, bj::serialize(eviction));
     if (!resp.ok()) return resp.error();
     if (resp->status == 404) continue;  // gone meanwhile
     if (resp->status == 429) {
