@@ -700,9 +700,11 @@ TEST_F(DeployOnApiserver, OperatorServiceAccountMayDoWhatItNeeds) {
     EXPECT_TRUE(CanI(sa, {verb, "gpunodeclaims.tgp.io"})) << verb;
   }
   EXPECT_TRUE(CanI(sa, {"update", "gpunodeclaims.tgp.io", "--subresource=status"}));
-  for (const char* verb : {"get", "list", "watch"}) {
+  for (const char* verb : {"get", "list", "watch", "delete"}) {
     EXPECT_TRUE(CanI(sa, {verb, "pods", "-n", "team-a"})) << verb << " pods";
   }
+  // Drains evict (issue 4/4): the Eviction API, so PodDisruptionBudgets hold.
+  EXPECT_TRUE(CanI(sa, {"create", "pods", "--subresource=eviction", "-n", "team-a"}));
   EXPECT_TRUE(CanI(sa, {"get", "secrets", "-n", "tgp-system"}));
 }
 
@@ -717,8 +719,9 @@ TEST_F(DeployOnApiserver, OperatorServiceAccountMayDoNothingElse) {
   // Provider keys: one Secret read at a time, never listed or written.
   EXPECT_FALSE(CanI(sa, {"list", "secrets", "-n", "tgp-system"}));
   EXPECT_FALSE(CanI(sa, {"update", "secrets", "-n", "tgp-system"}));
-  // Pods are read, never written or deleted (disruption evicts through the API, issue 4/4).
-  EXPECT_FALSE(CanI(sa, {"delete", "pods", "-n", "default"}));
+  // Pods are never created or written (only evicted, or deleted with their machine gone).
+  EXPECT_FALSE(CanI(sa, {"update", "pods", "-n", "default"}));
+  EXPECT_FALSE(CanI(sa, {"patch", "pods", "--subresource=status", "-n", "default"}));
   EXPECT_FALSE(CanI(sa, {"create", "gpunodeclasses.tgp.io"}));
   // Only the cluster-info ConfigMap, only read.
   EXPECT_FALSE(CanI(sa, {"get", "configmaps/other", "-n", "kube-public"}));
