@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Builds the mesh the GPU join tests run — headscale (the coordination server) and tailscaled +
+# the tailscale CLI — from the wrapper modules in scripts/mesh/ (headscale/ and tailscale/, exact
+# versions pinned in their go.mod/go.sum and in versions.env) into
+# ${HYPERSLICE_CACHE:-~/.cache/hyperslice}/mesh-headscale<v>-tailscale<v>/bin. The operator never
+# runs these; tests do. No prebuilt binary is downloaded: the Go toolchain fetches module source
+# (checked against go.sum) and compiles it here (cold on 2 cores: headscale about 6-7 min,
+# tailscale about 6 min). Idempotent: a complete cache folder built from the same source is reused
+# as is. Prints the bin folder on stdout.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=scripts/versions.env disable=SC1091
+. "$here/versions.env"
+src="$here/mesh"
+# versions.env is what people read; go.mod is what builds. Refuse to build when they disagree
+# rather than cache a folder whose name lies about its contents.
+req() { awk -v m="$2" '($1 == "require" && $2 == m) || ($1 == m) { print $2 == m ? $3 : $2; exit }' "$1"; }
+hs=$(req "$src/headscale/go.mod" github.com/juanfont/headscale)
+ts=$(req "$src/tailscale/go.mod" tailscale.com)
+[[ $hs == "v$HEADSCALE_VERSION" && $ts == "v$TAILSCALE_VERSION" ]] || {
+  echo "build-mesh: go.mod pins headscale $hs, tailscale $ts; versions.env says" \
+    "v$HEADSCALE_VERSION, v$TAILSCALE_VERSION" >&2
+  exit 1
+}
+cache=${HYPERSLICE_CACHE:-$HOME/.cache/hyperslice}
+dest="$cache/mesh-headscale${HEADSCALE_VERSION}-tailscale${TAILSCALE_VERSION}"
+stamp=$(cat "$src"/headscale/{go.mod,go.sum,tools.go} "$src"/tailscale/{go.mod,go.sum,tools.go} |
+  sha256sum | cut -d' ' -f1)
+complete() { [[ -x $dest/bin/headscale && -x $dest/bin/tailscaled && -x $dest/bin/tailscale &&
+  -f $dest/.complete && $(cat "$dest/.complete") == "$stamp" ]]; }
+if complete; then echo "$dest/bin"; exit 0; fi
+command -v go >/dev/null || { echo "build-mesh: go is required" >&2; exit 1; }
+mkdir -p "$dest/bin"
+# Two worktrees running test.sh at once must not both spend 12 minutes building the same folder.
+exec 9>"$dest.lock"
+flock 9
+if complete; then echo "$dest/bin"; exit 0; fi
+rm -f "$dest/.complete"
+# build <module dir> <import path>...: builds each command into $dest/bin, timing the whole.
+build() {
+  local dir=$1 start=$SECONDS
+  shift
+  (cd "$dir" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags='-s -w' -o "$dest/bin/" "$@") >&2
+  echo "build-mesh: built $* in $((SECONDS - start)) s" >&2
+}
+echo "build-mesh: building headscale v${HEADSCALE_VERSION} from source" >&2
+build "$src/headscale" github.com/juanfont/headscale/cmd/headscale
+echo "build-mesh: building tailscaled and tailscale v${TAILSCALE_VERSION} from source" >&2
+build "$src/tailscale" tailscale.com/cmd/tailscaled tailscale.com/cmd/tailscale
+# Smoke test: each binary starts and reports its version (tailscale's carries the pinned one).
+"$dest/bin/headscale" version >&2
+"$dest/bin/tailscaled" --version >&2
+v=$("$dest/bin/tailscale" version)
+[[ $v == "$TAILSCALE_VERSION"* ]] || { echo "build-mesh: tailscale version says '$v'" >&2; exit 1; }
+echo "$stamp" >"$dest/.complete"
+echo "$dest/bin"

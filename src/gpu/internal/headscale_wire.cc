@@ -1,0 +1,226 @@
+#include "src/gpu/internal/headscale_wire.h"
+
+#include <ctime>
+
+#include <boost/json.hpp>
+
+#include "src/base/json.h"
+#include "src/kube/object_helpers.h"
+
+namespace hyperslice::gpu::internal::headscale {
+
+namespace json = boost::json;
+using jsonfield::ArrayField;
+using jsonfield::BoolField;
+using jsonfield::ObjectField;
+using jsonfield::StringField;
+
+namespace {
+
+Error Bad(std::string_view what, std::string_view why) {
+  return MakeError(ErrorKind::kInternal,
+                   std::string(kHeadscale) + " " + std::string(what) + ": " + std::string(why));
+}
+
+Result<json::object> ParseObject(std::string_view body, std::string_view what) {
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec) return Bad(what, "answer is not JSON: " + ec.message());
+  auto* o = v.if_object();
+  if (o == nullptr) return Bad(what, "answer is not a JSON object");
+  return std::move(*o);
+}
+
+// A uint64 id: a string as protojson writes it; a JSON number is accepted too (a proxy may
+// re-serialise it). "" when absent, zero or malformed.
+std::string Id(const json::object& o, std::string_view key) {
+  auto it = o.find(key);
+  if (it == o.end()) return {};
+  const json::value& v = it->value();
+  std::string s;
+  if (v.is_string()) {
+    s = std::string(v.get_string());
+  } else if (v.is_uint64()) {
+    s = std::to_string(v.get_uint64());
+  } else if (v.is_int64() && v.get_int64() > 0) {
+    s = std::to_string(v.get_int64());
+  }
+  if (s.empty() || s == "0" || s.find_first_not_of("0123456789") != std::string::npos) return {};
+  return s;
+}
+
+std::vector<std::string> Strings(const json::object& o, std::string_view key) {
+  std::vector<std::string> out;
+  if (const auto* a = ArrayField(o, key)) {
+    for (const auto& v : *a) {
+      if (v.is_string()) out.emplace_back(v.get_string());
+    }
+  }
+  return out;
+}
+
+// gRPC status codes (google.golang.org/grpc/codes) headscale's handlers return.
+enum GrpcCode {
+  kCancelled = 1,
+  kUnknown = 2,
+  kInvalidArgument = 3,
+  kDeadlineExceeded = 4,
+  kNotFound = 5,
+  kAlreadyExists = 6,
+  kPermissionDenied = 7,
+  kResourceExhausted = 8,
+  kFailedPrecondition = 9,
+  kAborted = 10,
+  kOutOfRange = 11,
+  kUnavailable = 14,
+  kUnauthenticated = 16,
+};
+
+ErrorKind KindOfGrpc(int64_t code) {
+  switch (code) {
+    case kInvalidArgument:
+    case kFailedPrecondition:
+    case kOutOfRange:
+    case kAlreadyExists:
+      return ErrorKind::kInvalid;
+    case kNotFound:
+      return ErrorKind::kNotFound;
+    case kPermissionDenied:
+    case kUnauthenticated:
+      return ErrorKind::kUnauthorized;
+    case kResourceExhausted:
+      return ErrorKind::kRateLimited;
+    case kCancelled:
+    case kDeadlineExceeded:
+    case kAborted:
+    case kUnavailable:
+      return ErrorKind::kTransient;
+    default:
+      // kUnknown is what a handler's plain Go error becomes ("record not found" for a user id
+      // that does not exist): a definite answer, not an outage, so it is not retried.
+      return ErrorKind::kInternal;
+  }
+}
+
+ErrorKind KindOfStatus(int status) {
+  if (status == 401 || status == 403) return ErrorKind::kUnauthorized;
+  if (status == 404) return ErrorKind::kNotFound;
+  if (status == 429) return ErrorKind::kRateLimited;
+  if (status == 400 || status == 409 || status == 422) return ErrorKind::kInvalid;
+  if (status >= 500) return ErrorKind::kTransient;  // a proxy in front of headscale, or no body
+  return ErrorKind::kInternal;
+}
+
+}  // namespace
+
+std::optional<std::chrono::system_clock::time_point> ParseTimestamp(std::string_view s) {
+  std::string text(s);
+  std::tm tm{};
+  const char* rest = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (rest == nullptr) return std::nullopt;
+  if (*rest == '.') {  // fractional seconds: dropped (a key's expiry needs no better)
+    ++rest;
+    while (*rest >= '0' && *rest <= '9') ++rest;
+  }
+  std::time_t secs = timegm(&tm);
+  if (*rest == '+' || *rest == '-') {
+    int sign = *rest == '-' ? -1 : 1;
+    int hh = 0, mm = 0;
+    if (std::sscanf(rest + 1, "%2d:%2d", &hh, &mm) != 2) return std::nullopt;  // NOLINT
+    secs -= sign * (hh * 3600 + mm * 60);
+  } else if (*rest != 'Z' || rest[1] != '\0') {
+    return std::nullopt;
+  }
+  return std::chrono::system_clock::from_time_t(secs);
+}
+
+std::string EncodeCreatePreAuthKey(const AuthKeyRequest& request, std::string_view user_id,
+                                   std::chrono::system_clock::time_point expiration) {
+  json::object body;
+  // uint64 as a string, the protojson form; 0/absent means "no user" (a tagged key).
+  if (!user_id.empty()) body["user"] = user_id;
+  body["reusable"] = request.reusable;
+  body["ephemeral"] = request.ephemeral;
+  body["expiration"] = kube::FormatTime(expiration);
+  json::array tags;
+  for (const auto& t : request.tags) tags.emplace_back(t);
+  body["aclTags"] = std::move(tags);
+  return json::serialize(body);
+}
+
+Result<AuthKey> DecodeCreatePreAuthKey(std::string_view body) {
+  constexpr std::string_view kWhat = "preauthkey.create";
+  HS_ASSIGN_OR_RETURN(json::object o, ParseObject(body, kWhat));
+  const json::object* k = ObjectField(o, "preAuthKey");
+  if (k == nullptr) return Bad(kWhat, "answer has no \"preAuthKey\"");
+  AuthKey key;
+  key.id = Id(*k, "id");
+  key.key = std::string(StringField(*k, "key"));
+  if (key.id.empty() || key.key.empty()) return Bad(kWhat, "the key has no id or no key");
+  auto expires = ParseTimestamp(StringField(*k, "expiration"));
+  if (!expires) return Bad(kWhat, "the key has no readable \"expiration\"");
+  key.expires = *expires;
+  return key;
+}
+
+Result<std::vector<Device>> DecodeNodes(std::string_view body) {
+  constexpr std::string_view kWhat = "node.list";
+  HS_ASSIGN_OR_RETURN(json::object o, ParseObject(body, kWhat));
+  std::vector<Device> out;
+  const json::array* nodes = ArrayField(o, "nodes");
+  if (nodes == nullptr) {
+    if (o.contains("nodes")) return Bad(kWhat, "\"nodes\" is not a list");
+    return out;  // an empty repeated field may be left out by a re-serialising proxy
+  }
+  for (const auto& v : *nodes) {
+    const auto* n = v.if_object();
+    if (n == nullptr) return Bad(kWhat, "a node is not an object");
+    Device d;
+    d.id = Id(*n, "id");
+    if (d.id.empty()) return Bad(kWhat, "a node has no id");
+    d.name = std::string(StringField(*n, "givenName"));
+    d.hostname = std::string(StringField(*n, "name"));
+    d.addresses = Strings(*n, "ipAddresses");
+    d.tags = Strings(*n, "tags");
+    d.online = BoolField(*n, "online").value_or(false);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+Result<std::string> DecodeUserId(std::string_view body, std::string_view name) {
+  constexpr std::string_view kWhat = "user.list";
+  HS_ASSIGN_OR_RETURN(json::object o, ParseObject(body, kWhat));
+  if (const json::array* users = ArrayField(o, "users")) {
+    for (const auto& v : *users) {
+      const auto* u = v.if_object();
+      if (u != nullptr && StringField(*u, "name") == name) {
+        std::string id = Id(*u, "id");
+        if (id.empty()) return Bad(kWhat, "user has no id");
+        return id;
+      }
+    }
+  }
+  return std::string();
+}
+
+Error DecodeError(const net::Response& response) {
+  std::string prefix = std::string(kHeadscale) + ": HTTP " + std::to_string(response.status);
+  boost::system::error_code ec;
+  json::value v = json::parse(response.body, ec);
+  if (!ec && v.is_object()) {
+    const auto& o = v.get_object();
+    auto code = jsonfield::IntField(o, "code");
+    std::string_view message = StringField(o, "message");
+    if (code) {
+      return MakeError(KindOfGrpc(*code), prefix + ": " + std::string(message), response.status);
+    }
+  }
+  // headscale's auth middleware answers a bare "Unauthorized"; a proxy may answer HTML. Neither
+  // is worth quoting at length.
+  std::string text = response.body.substr(0, 200);
+  return MakeError(KindOfStatus(response.status), text.empty() ? prefix : prefix + ": " + text,
+                   response.status);
+}
+
+}  // namespace hyperslice::gpu::internal::headscale
