@@ -132,6 +132,7 @@ Result<std::unique_ptr<Process>> Process::Start(const std::vector<std::string>& 
                                                 const std::string& log_path) {
   std::vector<std::string> copy = argv;
   std::vector<char*> args;
+  args.reserve(copy.size() + 1);
   for (auto& a : copy) args.push_back(a.data());
   args.push_back(nullptr);
   posix_spawn_file_actions_t actions;

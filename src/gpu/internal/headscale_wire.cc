@@ -127,7 +127,7 @@ std::optional<std::chrono::system_clock::time_point> ParseTimestamp(std::string_
     int sign = *rest == '-' ? -1 : 1;
     int hh = 0, mm = 0;
     if (std::sscanf(rest + 1, "%2d:%2d", &hh, &mm) != 2) return std::nullopt;  // NOLINT
-    secs -= sign * (hh * 3600 + mm * 60);
+    secs -= static_cast<std::time_t>(sign) * (hh * 3600 + mm * 60);
   } else if (*rest != 'Z' || rest[1] != '\0') {
     return std::nullopt;
   }

@@ -82,7 +82,9 @@ class MeshTest : public ::testing::Test {
     machines_.clear();
     lan_.reset();
     headscale_.reset();
-    if (!dir_.empty() && !HasFailure()) std::filesystem::remove_all(dir_);
+    // The logs (headscale's, each tailscaled's) stay for a failed test or on request.
+    bool keep = HasFailure() || std::getenv("HS_MESH_KEEP") != nullptr;
+    if (!dir_.empty() && !keep) std::filesystem::remove_all(dir_);
   }
 
   HeadscaleConfig Config(const std::string& api_key) const {
@@ -222,6 +224,10 @@ TEST_F(MeshTest, KeysJoinListReachDeleteAndASpentKeyIsRefused) {
   ASSERT_NE(c, nullptr);
   auto up_c = c->Up(key_a.key, "gpu-c", 20);
   EXPECT_NE(up_c.exit_code, 0) << "a spent single-use key joined a second machine";
+  // headscale's reason, passed on by tailscale ("backend error: authkey already used"), and not
+  // some other failure to join.
+  EXPECT_NE(up_c.errors.find("already used"), std::string::npos) << up_c.errors;
+  EXPECT_EQ(up_c.errors.find(key_a.key), std::string::npos) << "tailscale echoed the key";
   auto status = c->Cli({"status", "--json"});
   boost::system::error_code ec;
   json::value st = json::parse(status.output, ec);
