@@ -74,17 +74,24 @@ sockaddr_in Loopback(uint16_t port) {
   return a;
 }
 
-// A port free on the host's loopback now (the kernel's choice; headscale binds it moments later).
-Result<uint16_t> FreePort() {
-  Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (s.fd < 0) return Fail(std::string("socket: ") + std::strerror(errno));
-  sockaddr_in a = Loopback(0);
-  socklen_t len = sizeof a;
-  if (::bind(s.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||     // NOLINT
-      ::getsockname(s.fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {  // NOLINT
-    return Fail(std::string("bind: ") + std::strerror(errno));
+// `n` distinct ports free on the host's loopback now (the kernel's choice; headscale binds them
+// moments later). All are held until all are chosen, so no two are the same.
+Result<std::vector<uint16_t>> FreePorts(size_t n) {
+  std::vector<std::unique_ptr<Fd>> held;
+  std::vector<uint16_t> ports;
+  for (size_t i = 0; i < n; ++i) {
+    held.push_back(std::make_unique<Fd>(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)));
+    int s = held.back()->fd;
+    if (s < 0) return Fail(std::string("socket: ") + std::strerror(errno));
+    sockaddr_in a = Loopback(0);
+    socklen_t len = sizeof a;
+    if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||     // NOLINT
+        ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {  // NOLINT
+      return Fail(std::string("bind: ") + std::strerror(errno));
+    }
+    ports.push_back(ntohs(a.sin_port));
   }
-  return ntohs(a.sin_port);
+  return ports;
 }
 
 bool CanConnect(uint16_t port) {
@@ -310,10 +317,9 @@ Result<std::unique_ptr<Headscale>> Headscale::Start(const std::string& bin_dir,
                                                     const std::string& dir) {
   std::unique_ptr<Headscale> hs(new Headscale());
   hs->bin_ = bin_dir + "/headscale";
-  HS_ASSIGN_OR_RETURN(hs->port_, FreePort());
-  HS_ASSIGN_OR_RETURN(uint16_t metrics_port, FreePort());
-  HS_ASSIGN_OR_RETURN(uint16_t grpc_port, FreePort());
-  HS_ASSIGN_OR_RETURN(uint16_t stun_port, FreePort());
+  HS_ASSIGN_OR_RETURN(auto ports, FreePorts(4));
+  hs->port_ = ports[0];
+  uint16_t metrics_port = ports[1], grpc_port = ports[2], stun_port = ports[3];
   ::mkdir(dir.c_str(), 0700);
   hs->config_ = dir + "/config.yaml";
   const std::string lo = "127.0.0.1:";
@@ -367,9 +373,16 @@ Result<std::unique_ptr<Headscale>> Headscale::Start(const std::string& bin_dir,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  // The API key for the client under test (printed alone on stdout).
-  auto r = hs->Cli({"apikeys", "create", "--expiration", "1h"});
-  if (r.exit_code != 0) return Fail("headscale apikeys create: " + Trim(r.errors + r.output));
+  // The API key for the client under test (printed alone on stdout). The CLI reaches the server
+  // over its unix socket, which may open a moment after the TCP listener: retried until then.
+  CommandResult r;
+  while ((r = hs->Cli({"apikeys", "create", "--expiration", "1h"})).exit_code != 0) {
+    if (!hs->process_->Running() || std::chrono::steady_clock::now() > deadline) {
+      return Fail("headscale apikeys create: " + Trim(r.errors + r.output) +
+                  "; headscale's log:\n" + hs->Log());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   hs->api_key_ = Trim(r.output);
   if (hs->api_key_.empty() || hs->api_key_.find_first_of(" \n") != std::string::npos) {
     return Fail("headscale apikeys create printed no single key");  // output not echoed: a key
