@@ -24,8 +24,10 @@ ts=$(req "$src/tailscale/go.mod" tailscale.com)
 }
 cache=${HYPERSLICE_CACHE:-$HOME/.cache/hyperslice}
 dest="$cache/mesh-headscale${HEADSCALE_VERSION}-tailscale${TAILSCALE_VERSION}"
-stamp=$(cat "$src"/headscale/{go.mod,go.sum,tools.go} "$src"/tailscale/{go.mod,go.sum,tools.go} |
-  sha256sum | cut -d' ' -f1)
+# .complete records the source and this script (its build flags), so a change to either rebuilds
+# (in seconds for a flag: Go's own build cache keeps the packages).
+stamp=$(cat "$src"/headscale/{go.mod,go.sum,tools.go} "$src"/tailscale/{go.mod,go.sum,tools.go} \
+  "$here/build-mesh.sh" | sha256sum | cut -d' ' -f1)
 complete() { [[ -x $dest/bin/headscale && -x $dest/bin/tailscaled && -x $dest/bin/tailscale &&
   -f $dest/.complete && $(cat "$dest/.complete") == "$stamp" ]]; }
 if complete; then echo "$dest/bin"; exit 0; fi
@@ -36,21 +38,26 @@ exec 9>"$dest.lock"
 flock 9
 if complete; then echo "$dest/bin"; exit 0; fi
 rm -f "$dest/.complete"
-# build <module dir> <import path>...: builds each command into $dest/bin, timing the whole.
+# build <module dir> <extra ldflags> <import path>...: builds each command into $dest/bin, timed.
 build() {
-  local dir=$1 start=$SECONDS
-  shift
-  (cd "$dir" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags='-s -w' -o "$dest/bin/" "$@") >&2
+  local dir=$1 ldflags="-s -w $2" start=$SECONDS
+  shift 2
+  (cd "$dir" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags="$ldflags" -o "$dest/bin/" "$@") >&2
   echo "build-mesh: built $* in $((SECONDS - start)) s" >&2
 }
 echo "build-mesh: building headscale v${HEADSCALE_VERSION} from source" >&2
-build "$src/headscale" github.com/juanfont/headscale/cmd/headscale
+build "$src/headscale" "" github.com/juanfont/headscale/cmd/headscale
 echo "build-mesh: building tailscaled and tailscale v${TAILSCALE_VERSION} from source" >&2
-build "$src/tailscale" tailscale.com/cmd/tailscaled tailscale.com/cmd/tailscale
-# Smoke test: each binary starts and reports its version (tailscale's carries the pinned one).
-"$dest/bin/headscale" version >&2
+# A module-path build has no VCS stamp, so tailscale would call itself "1.102.5-ERR-BuildInfo";
+# the stamps are what tailscale's own build_dist.sh sets.
+build "$src/tailscale" "-X tailscale.com/version.longStamp=$TAILSCALE_VERSION \
+-X tailscale.com/version.shortStamp=$TAILSCALE_VERSION" \
+  tailscale.com/cmd/tailscaled tailscale.com/cmd/tailscale
+# Smoke test: each binary starts and reports the pinned version.
+hv=$("$dest/bin/headscale" version)
+[[ $hv == *"v$HEADSCALE_VERSION"* ]] || { echo "build-mesh: headscale version says '$hv'" >&2; exit 1; }
 "$dest/bin/tailscaled" --version >&2
 v=$("$dest/bin/tailscale" version)
-[[ $v == "$TAILSCALE_VERSION"* ]] || { echo "build-mesh: tailscale version says '$v'" >&2; exit 1; }
+[[ ${v%%$'\n'*} == "$TAILSCALE_VERSION" ]] || { echo "build-mesh: tailscale version says '$v'" >&2; exit 1; }
 echo "$stamp" >"$dest/.complete"
 echo "$dest/bin"
