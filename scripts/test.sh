@@ -61,7 +61,7 @@ if [[ -f scripts/build-talos-checker.sh ]]; then
 fi
 
 # The mesh the GPU join tests run for real: headscale and tailscaled/tailscale, built from their
-# pinned Go modules (cached likewise; ≈12 min cold on 2 cores). The mesh tests skip without it.
+# pinned Go modules (cached likewise; ≈8.5 min cold on 2 cores). The mesh tests skip without it.
 if [[ -f scripts/build-mesh.sh ]]; then
   HYPERSLICE_MESH_BIN=$(bash scripts/build-mesh.sh) && export HYPERSLICE_MESH_BIN ||
     echo "mesh build failed; the headscale/tailscale tests will skip"
