@@ -6,8 +6,8 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -137,21 +137,58 @@ std::string MeshUnavailableReason() {
 
 Result<std::unique_ptr<Process>> Process::Start(const std::vector<std::string>& argv,
                                                 const std::string& log_path) {
+  if (argv.empty()) return Fail("no command");
+  // Everything the child needs is prepared before fork(): between fork and exec in a threaded
+  // process only async-signal-safe calls may run.
+  std::string exe = argv[0];
+  if (exe.find('/') == std::string::npos) {
+    const char* path = std::getenv("PATH");
+    std::stringstream dirs(path != nullptr ? path : "/usr/sbin:/usr/bin:/sbin:/bin");
+    for (std::string d; std::getline(dirs, d, ':');) {
+      if (!d.empty() && Executable(d + "/" + argv[0])) {
+        exe = d + "/" + argv[0];
+        break;
+      }
+    }
+  }
   std::vector<std::string> copy = argv;
   std::vector<char*> args;
   args.reserve(copy.size() + 1);
   for (auto& a : copy) args.push_back(a.data());
   args.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0600);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  pid_t pid = -1;
-  int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return Fail("cannot start " + argv[0] + ": " + std::strerror(rc));
+  Fd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  Fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  std::array<int, 2> status_pipe{-1, -1};  // carries exec's errno; closed by a successful exec
+  if (log.fd < 0 || null.fd < 0 || ::pipe2(status_pipe.data(), O_CLOEXEC) != 0) {
+    return Fail("cannot start " + argv[0] + ": " + std::strerror(errno));
+  }
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // The child dies with this process even when it is killed outright (a ctest timeout), so a
+    // crashed test leaves no headscale or tailscaled running. Kept across `ip netns exec`'s exec.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    ::dup2(null.fd, STDIN_FILENO);
+    ::dup2(log.fd, STDOUT_FILENO);
+    ::dup2(log.fd, STDERR_FILENO);
+    ::execve(exe.c_str(), args.data(), environ);
+    int err = errno;
+    (void)::write(status_pipe[1], &err, sizeof err);
+    ::_exit(127);
+  }
+  ::close(status_pipe[1]);
+  if (pid < 0) {
+    ::close(status_pipe[0]);
+    return Fail("fork: " + std::string(std::strerror(errno)));
+  }
+  int err = 0;
+  ssize_t n = ::read(status_pipe[0], &err, sizeof err);
+  ::close(status_pipe[0]);
+  if (n == sizeof err) {
+    ::waitpid(pid, nullptr, 0);
+    return Fail("cannot start " + argv[0] + ": " + std::strerror(err));
+  }
   return std::unique_ptr<Process>(new Process(pid, log_path));
 }
 
@@ -402,8 +439,27 @@ std::string Headscale::Log() const { return process_ ? ReadFile(process_->log_pa
 
 // --- MeshLan ---
 
-Result<std::unique_ptr<MeshLan>> MeshLan::Create(std::string prefix) {
-  std::unique_ptr<MeshLan> lan(new MeshLan(std::move(prefix)));
+// Namespaces a mesh test left behind when it was killed ("hs<pid>-..." whose process is gone):
+// their daemons died with it (PR_SET_PDEATHSIG), so only the names remain to delete.
+void RemoveStaleNamespaces() {
+  std::stringstream list(RunCommand({"ip", "netns", "list"}).output);
+  for (std::string line; std::getline(list, line);) {
+    std::string name = line.substr(0, line.find(' '));
+    if (name.rfind("hs", 0) != 0) continue;
+    size_t dash = name.find('-');
+    std::string pid = name.substr(2, dash == std::string::npos ? 0 : dash - 2);
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (::kill(std::stoi(pid), 0) != 0 && errno == ESRCH) {
+      (void)RunCommand({"ip", "netns", "del", name});
+    }
+  }
+}
+
+Result<std::unique_ptr<MeshLan>> MeshLan::Create() {
+  static std::atomic<int> lans{0};
+  RemoveStaleNamespaces();
+  std::unique_ptr<MeshLan> lan(
+      new MeshLan("hs" + std::to_string(::getpid()) + "-" + std::to_string(lans++)));
   HS_ASSIGN_OR_RETURN(lan->switch_, NetNamespace::Create(lan->prefix_ + "-sw"));
   const std::string& sw = lan->switch_->name();
   if (auto s = RunOk({"ip", "-n", sw, "link", "add", "br0", "type", "bridge"}); !s.ok()) {

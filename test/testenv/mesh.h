@@ -37,7 +37,9 @@ std::string MeshBinDir();
 // Why the mesh tests cannot run here ("" when they can): no binaries, not root, no `ip netns`.
 std::string MeshUnavailableReason();
 
-// A child process with its output in a log file; killed (TERM, then KILL) on destruction.
+// A child process with its output in a log file; killed (TERM, then KILL) on destruction, and by
+// the kernel when this process dies (PR_SET_PDEATHSIG, which fires when the *thread* that started
+// it exits: start processes from a test's own thread, not a short-lived one).
 class Process {
  public:
   static Result<std::unique_ptr<Process>> Start(const std::vector<std::string>& argv,
@@ -124,8 +126,9 @@ class Headscale {
 // address 192.0.2.<10 + n>/24.
 class MeshLan {
  public:
-  // `prefix` names the namespaces ("<prefix>-sw", "<prefix>-<machine>"); keep it short and unique.
-  static Result<std::unique_ptr<MeshLan>> Create(std::string prefix);
+  // Namespaces are named "hs<pid>-<n>-sw" and "hs<pid>-<n>-<machine>" (the pid keeps concurrent
+  // test binaries apart, and lets a later run delete what a killed one left).
+  static Result<std::unique_ptr<MeshLan>> Create();
   ~MeshLan();
   Result<std::unique_ptr<NetNamespace>> AddMachine(const std::string& name);
 

@@ -67,8 +67,7 @@ class MeshTest : public ::testing::Test {
     auto hs = Headscale::Start(bin_, dir_ + "/headscale");
     ASSERT_TRUE(hs.ok()) << hs.error().message;
     headscale_ = std::move(*hs);
-    // Short and unique: namespace names appear in /run/netns; the pid keeps parallel runs apart.
-    auto lan = MeshLan::Create("hs" + std::to_string(::getpid()));
+    auto lan = MeshLan::Create();
     ASSERT_TRUE(lan.ok()) << lan.error().message;
     lan_ = std::move(*lan);
     auto admin = NewHeadscaleAdmin(Config(headscale_->api_key()));
