@@ -5,8 +5,8 @@
 # ${HYPERSLICE_CACHE:-~/.cache/hyperslice}/mesh-headscale<v>-tailscale<v>/bin. The operator never
 # runs these; tests do. No prebuilt binary is downloaded: the Go toolchain fetches module source
 # (checked against go.sum) and compiles it here (measured cold, nothing in Go's caches, on 2
-# busy cores: headscale 3.5 min, tailscaled + tailscale 5 min, downloads included). Idempotent: a complete cache folder built from the same source is reused
-# as is. Prints the bin folder on stdout.
+# busy cores: headscale 3.5 min, tailscaled + tailscale 5 min, downloads included). Idempotent: a
+# complete cache folder built from the same source is reused as is. Prints the bin folder.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=scripts/versions.env disable=SC1091
