@@ -24,10 +24,14 @@ ts=$(req "$src/tailscale/go.mod" tailscale.com)
 }
 cache=${HYPERSLICE_CACHE:-$HOME/.cache/hyperslice}
 dest="$cache/mesh-headscale${HEADSCALE_VERSION}-tailscale${TAILSCALE_VERSION}"
-# .complete records the source and this script (its build flags), so a change to either rebuilds
-# (in seconds for a flag: Go's own build cache keeps the packages).
-stamp=$(cat "$src"/headscale/{go.mod,go.sum,tools.go} "$src"/tailscale/{go.mod,go.sum,tools.go} \
-  "$here/build-mesh.sh" | sha256sum | cut -d' ' -f1)
+# A module-path build has no VCS stamp, so tailscale would call itself "1.102.5-ERR-BuildInfo";
+# these are the stamps tailscale's own build_dist.sh sets.
+ts_ldflags="-X tailscale.com/version.longStamp=$TAILSCALE_VERSION"
+ts_ldflags+=" -X tailscale.com/version.shortStamp=$TAILSCALE_VERSION"
+# .complete records the source and the build flags, so a change to either rebuilds (in seconds for
+# a flag while Go's own build cache keeps the packages); an edited comment here does not.
+stamp=$({ cat "$src"/headscale/{go.mod,go.sum,tools.go} "$src"/tailscale/{go.mod,go.sum,tools.go}
+  echo "$ts_ldflags"; } | sha256sum | cut -d' ' -f1)
 complete() { [[ -x $dest/bin/headscale && -x $dest/bin/tailscaled && -x $dest/bin/tailscale &&
   -f $dest/.complete && $(cat "$dest/.complete") == "$stamp" ]]; }
 if complete; then echo "$dest/bin"; exit 0; fi
@@ -48,11 +52,7 @@ build() {
 echo "build-mesh: building headscale v${HEADSCALE_VERSION} from source" >&2
 build "$src/headscale" "" github.com/juanfont/headscale/cmd/headscale
 echo "build-mesh: building tailscaled and tailscale v${TAILSCALE_VERSION} from source" >&2
-# A module-path build has no VCS stamp, so tailscale would call itself "1.102.5-ERR-BuildInfo";
-# the stamps are what tailscale's own build_dist.sh sets.
-build "$src/tailscale" "-X tailscale.com/version.longStamp=$TAILSCALE_VERSION \
--X tailscale.com/version.shortStamp=$TAILSCALE_VERSION" \
-  tailscale.com/cmd/tailscaled tailscale.com/cmd/tailscale
+build "$src/tailscale" "$ts_ldflags" tailscale.com/cmd/tailscaled tailscale.com/cmd/tailscale
 # Smoke test: each binary starts and reports the pinned version.
 hv=$("$dest/bin/headscale" version)
 [[ $hv == *"v$HEADSCALE_VERSION"* ]] || { echo "build-mesh: headscale version says '$hv'" >&2; exit 1; }
