@@ -6,8 +6,9 @@
 // some calls with 500 and rate-limits its list calls. At the end (faults cleared, the operator
 // running steadily) the simulators' own state must show every claim with exactly one live
 // machine carrying its tgp.io/claim-uid and named in its status, no live machine without a claim
-// (after the garbage collector has had its grace period), and after the claims are deleted every
-// machine terminated and no claim billed for more than one machine.
+// (after the garbage collector has had its grace period). Then the pods finish and the pool's
+// disruption returns every machine under faults (a provider down for a while) and further kills;
+// at the end every machine is terminated and no claim was billed for more than one machine.
 //
 // HS_GPU_CHAOS_SEED=<n> replays a run (the seed is printed on start); HS_GPU_CHAOS_ROUNDS=<n> and
 // HS_GPU_CHAOS_PODS=<n> change the rounds and the pods per round (defaults 9 × 6 = 54 launches).
@@ -480,6 +481,71 @@ TEST_F(GpuChaos, KillNineDuringLaunchesNeverDoublesAMachine) {
     ++idle;
     ADD_FAILURE() << "claim " << Str(c, "metadata", "name") << " (Node "
                   << Str(c, "status", "nodeName") << ") runs none of the pods";
+  }
+
+  // Giving the machines back under chaos (issue 19): the pods finish in waves, the pool returns
+  // empty machines after 1 s within a 25 % budget, while a tenth of every call fails with a 500,
+  // a tenth of Lambda's lists are rate-limited, Paperspace is down for a wave, and the operator is
+  // killed at random moments while machines are being returned. Afterwards no claim is left, no
+  // machine runs, and (below) no claim was billed for a second machine — a return that was
+  // interrupted is finished, never duplicated or forgotten.
+  {
+    auto pool = client_->Get(GPUNodePools(), "default", kPool);
+    ASSERT_TRUE(pool.ok());
+    (*pool)["spec"].as_object()["disruption"] = bj::object{
+        {"consolidateAfter", "1s"}, {"budgets", bj::array{bj::object{{"nodes", "25%"}}}}};
+    ASSERT_TRUE(client_->Update(GPUNodePools(), "default", *pool).ok());
+    ASSERT_TRUE(Fault(*lambda_, "*", "server_error", 0.1).ok());
+    ASSERT_TRUE(Fault(*lambda_, "GET /api/v1/instances", "rate_limited", 0.1).ok());
+    ASSERT_TRUE(Fault(*paperspace_, "*", "server_error", 0.1).ok());
+    auto deleting = [&] {
+      int n = 0;
+      for (const auto& c : Claims()) n += kube::IsDeleting(c) ? 1 : 0;
+      return n;
+    };
+    const size_t waves = 4;
+    int return_kills = 0;
+    for (size_t wave = 0; wave < waves; ++wave) {
+      for (size_t i = wave; i < pods.size(); i += waves) {
+        (void)client_->Patch(kube::resources::Pods(), "default", pods[i], kube::PatchType::kMerge,
+                             R"({"status":{"phase":"Succeeded"}})", {.subresource = "status"});
+      }
+      if (wave == 1) {  // Paperspace down until the third wave
+        ASSERT_TRUE(Fault(*paperspace_, "*", "unavailable", 1.0).ok());
+      }
+      // Kill while machines of this wave are being returned.
+      (void)Eventually([&] { return deleting() > 0; }, 20s, 5ms);
+      std::this_thread::sleep_for(std::chrono::milliseconds(Uniform(0, 500)));
+      op_->Kill();
+      ++return_kills;
+      std::this_thread::sleep_for(std::chrono::milliseconds(Uniform(0, 300)));
+      op_->Start();
+      if (wave == 2) {
+        ASSERT_TRUE(Fault(*paperspace_, "*", "server_error", 0.1).ok());
+      }
+    }
+    const auto returning = std::chrono::steady_clock::now();
+    bool all_returned = Eventually([&] { return Claims().empty(); }, 240s, 500ms);
+    ASSERT_TRUE(ClearFaults(*lambda_).ok());
+    ASSERT_TRUE(ClearFaults(*paperspace_).ok());
+    EXPECT_TRUE(all_returned) << Claims().size() << " claims left\n" << Diagnose();
+    EXPECT_TRUE(Eventually(
+        [&] {
+          auto inst = AllInstances();
+          if (!inst.ok()) return false;
+          for (const auto& i : *inst)
+            if (i.live) return false;
+          return true;
+        },
+        60s))
+        << "a machine still runs after every claim was returned";
+    kills += return_kills;
+    std::printf(
+        "returns under chaos: %zu machines given back in %.1f s after the last wave, %d "
+        "kills during returns\n",
+        claims.size(),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - returning).count(),
+        return_kills);
   }
 
   // Who owned every machine ever made, for the billing check after the claims are gone: the
