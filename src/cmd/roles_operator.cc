@@ -20,6 +20,7 @@
 #include "src/gce/compute.h"
 #include "src/gpu/claim_controller.h"
 #include "src/gpu/class_controller.h"
+#include "src/gpu/cost_controller.h"
 #include "src/gpu/disruption_controller.h"
 #include "src/gpu/provisioner.h"
 #include "src/kube/client.h"
@@ -244,7 +245,12 @@ Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& clie
   gpu::DisruptionControllerOptions dc;
   dc.client = client;
   dc.events = events;
-  return gpu::RegisterDisruptionController(mgr, std::move(dc));
+  HS_RETURN_IF_ERROR(gpu::RegisterDisruptionController(mgr, std::move(dc)));
+
+  // What the machines cost now and have cost so far, as metrics (and spend in pool statuses).
+  gpu::CostControllerOptions cc;
+  cc.client = client;
+  return gpu::RegisterCostController(mgr, std::move(cc));
 }
 
 }  // namespace

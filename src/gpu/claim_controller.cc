@@ -14,6 +14,7 @@
 #include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/gpu/api.h"
+#include "src/gpu/cost_controller.h"
 #include "src/gpu/disruption.h"
 #include "src/gpu/drain.h"
 #include "src/gpu/internal/claim.h"
@@ -336,7 +337,10 @@ class ClaimReconciler {
     ctx.status["region"] = i.region;
     if (auto p = i.price ? i.price : price) ctx.status["price"] = FormatUsd(*p);
     ctx.status["spot"] = i.spot || spot;
-    ctx.status["launchedAt"] = kube::FormatTime(std::chrono::system_clock::now());
+    auto now = std::chrono::system_clock::now();
+    ctx.status["launchedAt"] = kube::FormatTime(now);
+    // The cost collector bills from here (cost_controller.h): launchedAt has whole seconds only.
+    ctx.status["billingStart"] = cost::FormatMicroTime(now);
     ctx.status.erase("createAttempt");
   }
 
@@ -357,7 +361,10 @@ class ClaimReconciler {
       if (!listed.ok()) return listed.error();
       for (const Instance& i : *listed) {
         if (i.state == InstanceState::kTerminated) continue;
+        // Found after a lost answer: it has been billed since about when the create was sent.
+        std::string sent(StringField(*attempt, "sentAt"));
         Adopt(ctx, i, std::string(StringField(*attempt, "offerID")), false, std::nullopt);
+        if (cost::ParseTime(sent)) ctx.status["billingStart"] = sent;
         SetCondition(ctx, "Launched", true, "Launched",
                      "found " + i.id + " on " + provider + " by the claim's tag");
         Event(ctx, kube::EventType::kNormal, "Launched",
