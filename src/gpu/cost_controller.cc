@@ -229,7 +229,7 @@ class CostCollector final : public kube::Runnable {
     std::string uid = Meta(*last, "uid");
     std::lock_guard lock(mu_);
     first_seen_.erase(uid);
-    if (!gate_ || !gate_()) return;
+    if (!LeadingLocked()) return;
     Key key = KeyOf(*last);
     double usd = SpendUntil(*last, now);
     registry_
@@ -260,8 +260,10 @@ class CostCollector final : public kube::Runnable {
 
   bool Leading() {
     std::lock_guard lock(mu_);
-    return gate_ && gate_();
+    return LeadingLocked();
   }
+  // No gate: the manager runs without leader election, so this process leads.
+  bool LeadingLocked() const { return !gate_ || gate_(); }
   void Wake(std::lock_guard<std::mutex>&) {
     woken_ = true;
     cv_.notify_all();
@@ -274,7 +276,7 @@ class CostCollector final : public kube::Runnable {
       if (!woken_) clock_.WaitUntil(cv_, lock, clock_.Now() + o_.interval);
       woken_ = false;
       if (stop_) break;
-      if (!gate_ || !gate_() || !claims_->HasSynced() || !pools_->HasSynced()) continue;
+      if (!LeadingLocked() || !claims_->HasSynced() || !pools_->HasSynced()) continue;
       lock.unlock();
       Pass();
       lock.lock();
