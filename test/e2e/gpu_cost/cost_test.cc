@@ -521,7 +521,8 @@ TEST_F(GpuCost, ExportedSpendMatchesTheSimulatorsLedgersAcrossARestart) {
       [&] {
         m = Scrape();
         return Sum(m, "hyperslice_gpu_nodeclaims", {{"phase", "Ready"}}) == 4 &&
-               std::abs(Sum(m, "hyperslice_gpu_hourly_cost_usd") - hourly / 1e6) < 1e-6;
+               std::abs(Sum(m, "hyperslice_gpu_hourly_cost_usd") -
+                        static_cast<double>(hourly) / 1e6) < 1e-6;
       },
       20s))
       << last_text_;
@@ -531,7 +532,8 @@ TEST_F(GpuCost, ExportedSpendMatchesTheSimulatorsLedgersAcrossARestart) {
   EXPECT_EQ(Sum(m, "karpenter_nodeclaims_created_total", {{"nodepool", kPoolKey}}), 4);
   EXPECT_GT(Sum(m, "hyperslice_gpu_hourly_cost_usd", {{"provider", kLambda}}), 0);
   EXPECT_GT(Sum(m, "hyperslice_gpu_hourly_cost_usd", {{"provider", kPaperspace}}), 0);
-  std::printf("4 machines, $%.4f/h; launch mean %.3f s, registration mean %.3f s\n", hourly / 1e6,
+  std::printf("4 machines, $%.4f/h; launch mean %.3f s, registration mean %.3f s\n",
+              static_cast<double>(hourly) / 1e6,
               Sum(m, "hyperslice_gpu_nodeclaim_launch_duration_seconds_sum") / 4,
               Sum(m, "hyperslice_gpu_nodeclaim_registration_duration_seconds_sum") / 4);
   ASSERT_TRUE(Eventually(
