@@ -1,8 +1,10 @@
 // The cost collector (cost_controller.h).
 #include "src/gpu/cost_controller.h"
 
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdio>
 #include <ctime>
 #include <functional>
@@ -101,6 +103,8 @@ using kube::ObjectPtr;
 using SysTime = std::chrono::system_clock::time_point;
 
 constexpr char kSpendField[] = "spend";
+constexpr char kSpendClaimsField[] = "spendClaims";
+constexpr size_t kSpendClaimsKept = 64;
 const char* const kPhases[] = {"Launching",   "Launched", "Registered",
                                "Initialized", "Ready",    "Deleting"};
 
@@ -161,6 +165,10 @@ class CostCollector final : public kube::Runnable {
     gate_ = std::move(gate);
   }
   Status Start() override {
+    {
+      std::lock_guard lock(mu_);
+      started_ = true;
+    }
     thread_ = std::thread([this] { Loop(); });
     return OkStatus();
   }
@@ -238,9 +246,12 @@ class CostCollector final : public kube::Runnable {
                     "(Karpenter's name).",
                     {{"nodepool", std::get<0>(key)}})
         .Inc();
-    if (usd > 0) {
+    // A claim is counted once even if its deletion is delivered again (a relist's tombstone).
+    // Bounded: a repeated deletion comes right after the first, never days later.
+    if (folded_.size() > 10000) folded_.clear();
+    if (usd > 0 && folded_.insert(uid).second) {
       completed_[key] += usd;
-      pending_.push_back({key, usd, Meta(*last, "name")});
+      pending_.push_back({key, usd, Meta(*last, "name"), uid});
       log::Info("gpu cost: machine returned", {{"claim", Meta(*last, "name")},
                                                {"pool", std::get<0>(key)},
                                                {"provider", std::get<2>(key)},
@@ -253,7 +264,7 @@ class CostCollector final : public kube::Runnable {
   struct Fold {
     Key key;
     double usd = 0;
-    std::string claim;
+    std::string claim, uid;
   };
 
   static std::string Phase(const bj::object& claim) { return cost::Phase(claim); }
@@ -262,8 +273,9 @@ class CostCollector final : public kube::Runnable {
     std::lock_guard lock(mu_);
     return LeadingLocked();
   }
-  // No gate: the manager runs without leader election, so this process leads.
-  bool LeadingLocked() const { return !gate_ || gate_(); }
+  // The manager starts this runnable once the process leads (at once without leader election,
+  // then without a gate); a standby's informers deliver events too, which it must not count.
+  bool LeadingLocked() const { return started_ && (!gate_ || gate_()); }
   void Wake(std::lock_guard<std::mutex>&) {
     woken_ = true;
     cv_.notify_all();
@@ -385,7 +397,24 @@ class CostCollector final : public kube::Runnable {
       }
       if (!pool.ok()) return pool.error();
       auto totals = PersistedSpend(*pool);
-      for (const Fold& f : folds) totals[{std::get<1>(f.key), std::get<2>(f.key)}] += f.usd;
+      // The last claims added, so a retry after a write whose answer was lost (it may have been
+      // stored) does not add them twice.
+      std::vector<std::string> recent;
+      if (const bj::object* st = ObjectField(*pool, "status")) {
+        if (const bj::array* a = jsonfield::ArrayField(*st, kSpendClaimsField)) {
+          for (const bj::value& v : *a) {
+            if (v.is_string()) recent.emplace_back(v.get_string());
+          }
+        }
+      }
+      for (const Fold& f : folds) {
+        if (std::find(recent.begin(), recent.end(), f.uid) != recent.end()) continue;
+        totals[{std::get<1>(f.key), std::get<2>(f.key)}] += f.usd;
+        recent.push_back(f.uid);
+      }
+      if (recent.size() > kSpendClaimsKept) {
+        recent.erase(recent.begin(), recent.end() - static_cast<std::ptrdiff_t>(kSpendClaimsKept));
+      }
       bj::array items;
       for (const auto& [cp, usd] : totals) {
         items.push_back(
@@ -396,6 +425,9 @@ class CostCollector final : public kube::Runnable {
       bj::object& status = (*pool)["status"].is_object() ? (*pool)["status"].get_object()
                                                          : (*pool)["status"].emplace_object();
       status[kSpendField] = std::move(items);
+      bj::array uids;
+      for (auto& u : recent) uids.emplace_back(u);
+      status[kSpendClaimsField] = std::move(uids);
       auto written = o_.client->Update(GPUNodePools(), ns, *pool, "status");
       if (written.ok()) return OkStatus();
       if (written.error().code != Error::Code::kConflict || attempt >= 4) return written.error();
@@ -408,12 +440,13 @@ class CostCollector final : public kube::Runnable {
   std::shared_ptr<kube::SharedInformer> claims_, pools_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false, woken_ = false;
+  bool stop_ = false, woken_ = false, started_ = false;
   std::function<bool()> gate_;
   std::thread thread_;
   bool loaded_ = false;  // completed_ holds the pools' persisted spend (Pass thread only)
   std::map<Key, double> completed_;            // USD of returned machines
   std::vector<Fold> pending_;                  // returned, not yet in the pool's status
+  std::set<std::string> folded_;               // claim uids whose spend is in completed_
   std::map<std::string, SysTime> first_seen_;  // claim uid -> its add event (created live)
   std::set<Key> exported_;                     // series set at least once (reset to 0, kept)
   std::set<std::string> phase_pools_;          // pools with a phase series

@@ -9,7 +9,7 @@
 // across the restart. And deploy/grafana/gpu-cost.json: every metric its queries name is one
 // the operator exported in this run.
 //
-// HS_GPU_COST_RUN_SECONDS (default 75) sets how long the machines run before each return: the
+// HS_GPU_COST_RUN_SECONDS (default 100) sets how long the machines run before each return: the
 // operator learns a machine is gone from the claim controller's poll of the provider (once a
 // second), so each machine's spend is over by up to a second, and a shorter run cannot hold 1 %.
 #include <netinet/in.h>
@@ -67,7 +67,7 @@ std::string Str(const bj::object& o, std::string_view dotted, std::string_view k
 
 int RunSeconds() {
   const char* v = std::getenv("HS_GPU_COST_RUN_SECONDS");
-  return v != nullptr && *v != '\0' ? std::atoi(v) : 75;
+  return v != nullptr && *v != '\0' ? std::atoi(v) : 100;
 }
 
 market::Listing Rtx4090() {
