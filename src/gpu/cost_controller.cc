@@ -309,6 +309,10 @@ class CostCollector final : public kube::Runnable {
     }
     WritePending();
 
+    // Held while the claims are listed: a claim's deletion (OnDelete moves its spend to
+    // completed_) must not land between the listing and the sum, or that machine would be
+    // counted twice — and a counter cannot take it back.
+    std::lock_guard lock(mu_);
     auto now = std::chrono::system_clock::now();
     std::map<Key, double> hourly, live;
     std::map<std::pair<std::string, std::string>, int> phases;  // (pool, phase) -> claims
@@ -322,7 +326,6 @@ class CostCollector final : public kube::Runnable {
       live[key] += SpendUntil(*claim, now);
     }
 
-    std::lock_guard lock(mu_);
     for (const auto& [k, v] : hourly) exported_.insert(k);
     for (const auto& [k, v] : live) exported_.insert(k);
     for (const auto& [k, v] : completed_) exported_.insert(k);
