@@ -29,35 +29,6 @@ const kube::Resource& Deployments() {
   return r;
 }
 
-// The seed's GPU pod spec (its toleration, its selector, one GPU), indented to sit under a
-// `spec:` key at `indent` spaces.
-std::string GpuPodSpec(int indent) {
-  static constexpr char kSpec[] = R"(nodeSelector:
-  tgp.io/gpu-type: RTX4090
-tolerations:
-  - key: gpu-node
-    operator: Equal
-    value: "true"
-    effect: NoSchedule
-containers:
-  - name: cuda
-    image: nvidia/cuda:12.4.0-base-ubuntu22.04
-    resources:
-      limits:
-        nvidia.com/gpu: 1
-)";
-  std::string out = "\n";
-  std::string pad(static_cast<size_t>(indent), ' ');
-  std::string_view rest(kSpec);
-  while (!rest.empty()) {
-    auto nl = rest.find('\n');
-    out += pad;
-    out += rest.substr(0, nl + 1);
-    rest.remove_prefix(nl + 1);
-  }
-  return out;
-}
-
 class GpuDisruption : public GpuHarness {
  protected:
   static void SetUpTestSuite() {
@@ -380,22 +351,12 @@ TEST_F(GpuDisruption, BudgetOfOneReturnsFiveIdleMachinesOneAtATime) {
       120s))
       << Diagnose(pods[0]);
   ASSERT_EQ(ListClaims().size(), 5u);
-  std::atomic<int> most_at_once{0};
-  std::atomic<bool> watching{true};
-  std::thread watcher([&] {
-    while (watching) {
-      int deleting = 0;
-      for (const auto& c : ListClaims()) deleting += kube::IsDeleting(c) ? 1 : 0;
-      most_at_once = std::max(most_at_once.load(), deleting);
-      std::this_thread::sleep_for(10ms);
-    }
-  });
+  MaxSampler deleting([this] { return DeletingClaims(); }, 10ms);
   for (const auto& p : pods) Finish(p);
   bool all = Eventually([&] { return ListClaims().empty(); }, 60s);
-  watching = false;
-  watcher.join();
+  const int most_at_once = deleting.Stop();
   ASSERT_TRUE(all) << Diagnose(pods[0]);
-  EXPECT_EQ(most_at_once.load(), 1);
+  EXPECT_EQ(most_at_once, 1);
   EXPECT_EQ(RunningEverywhere(), 0);
 }
 

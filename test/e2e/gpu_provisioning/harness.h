@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -69,6 +70,60 @@ inline market::Listing Rtx4090(const std::string& region, MicroUsd price, int ca
                   {"gpu_description", "RTX 4090 (24 GB PCIe)"}};
   return l;
 }
+
+// The seed's GPU pod spec (its toleration, its selector, one GPU), indented to sit under a
+// `spec:` key at `indent` spaces.
+inline std::string GpuPodSpec(int indent) {
+  static constexpr char kSpec[] = R"(nodeSelector:
+  tgp.io/gpu-type: RTX4090
+tolerations:
+  - key: gpu-node
+    operator: Equal
+    value: "true"
+    effect: NoSchedule
+containers:
+  - name: cuda
+    image: nvidia/cuda:12.4.0-base-ubuntu22.04
+    resources:
+      limits:
+        nvidia.com/gpu: 1
+)";
+  std::string out = "\n";
+  std::string pad(static_cast<size_t>(indent), ' ');
+  std::string_view rest(kSpec);
+  while (!rest.empty()) {
+    auto nl = rest.find('\n');
+    out += pad;
+    out += rest.substr(0, nl + 1);
+    rest.remove_prefix(nl + 1);
+  }
+  return out;
+}
+
+// The largest value `sample` returned, polled every `period` on its own thread from construction
+// until Stop() (budget checks: how many claims were being deleted at once).
+class MaxSampler {
+ public:
+  MaxSampler(std::function<int()> sample, std::chrono::milliseconds period)
+      : thread_([this, sample = std::move(sample), period] {
+          while (!stop_) {
+            int v = sample();
+            if (v > max_) max_ = v;
+            std::this_thread::sleep_for(period);
+          }
+        }) {}
+  ~MaxSampler() { Stop(); }
+  int Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    return max_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int> max_{0};
+  std::thread thread_;
+};
 
 inline bj::object Yaml(const std::string& text) {
   return kube::YamlToJson(YAML::Load(text)).as_object();
@@ -407,33 +462,26 @@ class GpuHarness : public ::testing::Test {
     });
   }
 
+  // How many claims are being deleted now.
+  int DeletingClaims() {
+    int n = 0;
+    for (const auto& c : ListClaims()) n += kube::IsDeleting(c) ? 1 : 0;
+    return n;
+  }
+
   std::vector<bj::object> ListClaims() {
     auto l = client_->List(GPUNodeClaims(), "");
     return l.ok() ? l->items : std::vector<bj::object>{};
   }
 
   void CreateGpuPod(const std::string& name) {
-    bj::object pod = Yaml(R"(
+    bj::object pod = Yaml(std::string(R"(
 apiVersion: v1
 kind: Pod
 metadata:
   name: NAME
   namespace: default
-spec:
-  nodeSelector:
-    tgp.io/gpu-type: RTX4090
-  tolerations:
-    - key: gpu-node
-      operator: Equal
-      value: "true"
-      effect: NoSchedule
-  containers:
-    - name: cuda
-      image: nvidia/cuda:12.4.0-base-ubuntu22.04
-      resources:
-        limits:
-          nvidia.com/gpu: 1
-)");
+spec:)") + GpuPodSpec(2));
     pod["metadata"].as_object()["name"] = name;
     auto created = client_->Create(kube::resources::Pods(), "default", pod);
     ASSERT_TRUE(created.ok()) << created.error().ToString();

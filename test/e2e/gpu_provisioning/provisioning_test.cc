@@ -110,16 +110,7 @@ TEST_F(GpuProvisioning, EmptyMachinesAreReturnedWithinTheBudgetAndDoNotDisruptHo
   const std::string kept = NodeOf("precious");
 
   // Budget watch: how many of the pool's claims are being deleted at once, sampled throughout.
-  std::atomic<int> most_at_once{0};
-  std::atomic<bool> watching{true};
-  std::thread watcher([&] {
-    while (watching) {
-      int deleting = 0;
-      for (const auto& c : ListClaims()) deleting += kube::IsDeleting(c) ? 1 : 0;
-      most_at_once = std::max(most_at_once.load(), deleting);
-      std::this_thread::sleep_for(20ms);
-    }
-  });
+  MaxSampler deleting([this] { return DeletingClaims(); }, 20ms);
   // Two pods finish (a Job's pod: phase Succeeded) — "precious" with its do-not-disrupt still on
   // the node — and one is deleted: all three nodes are empty from here on.
   auto t0 = std::chrono::steady_clock::now();
@@ -135,15 +126,14 @@ TEST_F(GpuProvisioning, EmptyMachinesAreReturnedWithinTheBudgetAndDoNotDisruptHo
   bool returned = Eventually([&] { return ListClaims().size() == 1; }, 2s + 5s + 5s);
   auto took =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
-  watching = false;
-  watcher.join();
+  const int most_at_once = deleting.Stop();
   ASSERT_TRUE(returned) << Diagnose("done");
   std::printf(
       "two empty machines returned %lld ms after their pods ended (consolidateAfter 2 s, "
       "budget 1)\n",
       static_cast<long long>(took.count()));
   EXPECT_LE(took, 2s + 5s + 2s);  // each within consolidateAfter + 5 s, one after the other
-  EXPECT_LE(most_at_once.load(), 1) << "the budget allows one at a time";
+  EXPECT_LE(most_at_once, 1) << "the budget allows one at a time";
   EXPECT_EQ(Str(ListClaims()[0], "status", "nodeName"), kept);
   EXPECT_EQ(RunningInstances(), 1);
 
@@ -208,9 +198,9 @@ TEST_F(GpuProvisioning, MachineGoneUnderItsClaimReleasesTheClaimAndThePodGetsANe
   })) << Diagnose("survivor");
   // The pod bound to the gone machine's Node is deleted with it (no kubelet will confirm its
   // end); its controller would re-create it.
-  ASSERT_TRUE(Eventually(
-      [&] { return !client_->Get(kube::resources::Pods(), "default", "survivor").ok(); }))
-      << Diagnose("survivor");
+  ASSERT_TRUE(Eventually([&] {
+    return !client_->Get(kube::resources::Pods(), "default", "survivor").ok();
+  })) << Diagnose("survivor");
   CreateGpuPod("survivor");
   ASSERT_TRUE(Eventually([&] { return !NodeOf("survivor").empty(); }, 90s)) << Diagnose("survivor");
   EXPECT_NE(NodeOf("survivor"), first_node);
