@@ -743,7 +743,11 @@ class DaySimulation {
     }
     std::stable_sort(due.begin(), due.end(),
                      [](const Due& a, const Due& b) { return a.since < b.since; });
-    int allowed = DisruptionsAllowed(disruption_.budgets, pool_size, disrupting);
+    // The simulated day's second t as a wall time (only scheduled budgets read it; the bench's
+    // pool has none).
+    const auto wall =
+        std::chrono::system_clock::time_point{} + std::chrono::seconds(static_cast<int64_t>(t));
+    int allowed = DisruptionsAllowed(disruption_.budgets, "empty", wall, pool_size, disrupting);
     for (int k = 0; k < allowed && k < static_cast<int>(due.size()); ++k) {
       Machine& m = machines_[due[static_cast<size_t>(k)].machine];
       m.deleting = true;

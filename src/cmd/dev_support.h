@@ -1,0 +1,56 @@
+// What both `hyperslice dev` stories (TPU: roles_dev.cc, GPU: roles_dev_gpu.cc) need: output,
+// defaults, reading and applying the deploy/ folder, signals.
+#pragma once
+
+#include <signal.h>
+
+#include <chrono>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <boost/json/object.hpp>
+
+#include "src/base/result.h"
+#include "src/kube/client.h"
+
+namespace hyperslice::cmd::dev {
+
+inline constexpr char kFieldManager[] = "hyperslice-dev";
+
+// printf to stdout, flushed (the terminal shows progress; components log to a file).
+__attribute__((format(printf, 1, 2))) void Say(const char* fmt, ...);
+
+// ${XDG_CACHE_HOME:-~/.cache}/hyperslice/dev.
+std::string DefaultWorkDir();
+// $HYPERSLICE_DEPLOY_DIR, else the source tree's deploy/, else "deploy".
+std::string DefaultDeployDir();
+
+Result<std::string> ReadText(const std::string& path);
+// KEY=VALUE lines of an example's .env file.
+Result<std::map<std::string, std::string>> ReadEnvFile(const std::string& path);
+// Every mapping document of a YAML text, as JSON objects; `what` names the text in errors.
+Result<std::vector<boost::json::object>> YamlDocuments(const std::string& text,
+                                                       const std::string& what);
+// A string (or integer, as text) at a path of object keys; "" when absent.
+std::string StringAt(const boost::json::object& o, std::initializer_list<const char*> path);
+
+// Server-side apply as the field manager "hyperslice-dev", forced.
+Status ServerSideApply(kube::Client& client, const kube::Resource& r,
+                       const boost::json::object& obj);
+// Applies the CRDs <deploy>/crds/<group>_*.yaml and waits until each is Established.
+Status ApplyCrds(kube::Client& client, const std::string& deploy_dir, const std::string& group,
+                 int* count);
+
+// `kubectl get <what> -A -o wide` as the user would run it (KUBECONFIG in the environment, so the
+// work dir does not appear on kubectl's command line). Empty when kubectl is missing.
+std::string KubectlGet(const std::string& kubeconfig, const std::string& what);
+
+// Waits up to `timeout` for one of `signals`; the signal number, or 0 on timeout.
+int WaitForSignal(const sigset_t& signals, std::chrono::milliseconds timeout);
+
+// "dev-" and 32 random hex digits (a static access token for the simulators).
+std::string RandomToken();
+
+}  // namespace hyperslice::cmd::dev
