@@ -2,7 +2,7 @@
 // launch, the machine's device (its tailnet address) once it joined, and the device's removal at
 // teardown. One interface for the two control servers a GPUNodeClass can name: headscale
 // (`tailscaleConfig.loginServer` set; its native API /api/v1, below) and Tailscale's own API v2
-// (not written yet).
+// with an OAuth client (no loginServer; below).
 //
 // Errors use the provider ErrorKinds (src/gpu/provider.h) so the claim controller treats a tailnet
 // call like a provider call: kUnauthorized (bad API key), kInvalid (the server refused the
@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,5 +87,43 @@ inline constexpr char kHeadscale[] = "headscale";
 
 // Errors: kInvalidArgument for a missing login server or API key source, or a bad URL.
 Result<std::unique_ptr<TailnetAdmin>> NewHeadscaleAdmin(const HeadscaleConfig& config);
+
+// What tailscaleConfig without `loginServer` maps to: Tailscale's API v2 (tailnet_tailscale.cc),
+// authenticated as an OAuth client (client credentials → a one-hour access token, cached until
+// shortly before it expires). The client needs the scopes auth_keys (create keys) and devices:core
+// (list and delete devices), and must own the class's tags: Tailscale refuses an untagged key, or
+// one with tags the client does not own, made by an OAuth client.
+struct TailscaleConfig {
+  // The API's base URL, without /api/v2; empty: kTailscaleApiEndpoint. Tests point it at
+  // sim/tailscale.
+  std::string api_endpoint;
+  // The tailnet id; "-" is the OAuth client's own tailnet.
+  std::string tailnet = "-";
+  // oauthCredentialsSecretRef: the client id (clientIdKey) and secret (clientSecretKey), read on
+  // each token request (a rotated Secret takes effect at the next one). Required; never logged.
+  std::shared_ptr<CredentialSource> client_id;
+  std::shared_ptr<CredentialSource> client_secret;
+  // Scopes the token asks for; empty: all the client has.
+  std::vector<std::string> scopes;
+  // The keys' description in the admin console (Tailscale: at most 50 letters, digits, hyphens and
+  // spaces).
+  std::string key_description = "hyperslice GPU machine";
+  // Transport, retries and metrics as for a provider (src/gpu/providers.h): the calls are counted
+  // under provider="tailscale".
+  RetryOptions retry;
+  std::optional<double> requests_per_second;  // unset: 10 a second (burst 20)
+  std::chrono::milliseconds request_timeout{30000};
+  std::string ca_pem;           // CA bundle for a private endpoint; empty: the system roots
+  Clock* clock = &RealClock();  // token lifetime and backoff
+  kube::metrics::Registry* metrics = nullptr;
+  uint64_t seed = 0;
+};
+
+inline constexpr char kTailscale[] = "tailscale";
+inline constexpr char kTailscaleApiEndpoint[] = "https://api.tailscale.com";
+
+// Errors: kInvalidArgument for a missing client id or secret source, a bad URL or tailnet, or a
+// key description Tailscale would refuse.
+Result<std::unique_ptr<TailnetAdmin>> NewTailscaleAdmin(const TailscaleConfig& config);
 
 }  // namespace hyperslice::gpu

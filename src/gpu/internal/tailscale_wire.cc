@@ -1,0 +1,182 @@
+#include "src/gpu/internal/tailscale_wire.h"
+
+#include <cctype>
+
+#include <boost/json.hpp>
+
+#include "src/base/json.h"
+#include "src/kube/object_helpers.h"
+
+namespace hyperslice::gpu::internal::tailscale {
+
+namespace json = boost::json;
+using jsonfield::ArrayField;
+using jsonfield::BoolField;
+using jsonfield::IntField;
+using jsonfield::ObjectField;
+using jsonfield::StringField;
+
+namespace {
+
+constexpr char kName[] = "tailscale";
+
+Error Bad(std::string_view what, std::string_view why) {
+  return MakeError(ErrorKind::kInternal,
+                   std::string(kName) + " " + std::string(what) + ": " + std::string(why));
+}
+
+Result<json::object> ParseObject(std::string_view body, std::string_view what) {
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec) return Bad(what, "answer is not JSON: " + ec.message());
+  auto* o = v.if_object();
+  if (o == nullptr) return Bad(what, "answer is not a JSON object");
+  return std::move(*o);
+}
+
+std::vector<std::string> Strings(const json::object& o, std::string_view key) {
+  std::vector<std::string> out;
+  if (const auto* a = ArrayField(o, key)) {
+    for (const auto& v : *a) {
+      if (v.is_string()) out.emplace_back(v.get_string());
+    }
+  }
+  return out;
+}
+
+// application/x-www-form-urlencoded (the token request): unreserved characters as they are,
+// everything else %XX. A space is %20, which every form decoder reads.
+std::string FormEncode(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+ErrorKind KindOfStatus(int status) {
+  if (status == 401 || status == 403) return ErrorKind::kUnauthorized;
+  if (status == 404) return ErrorKind::kNotFound;
+  if (status == 429) return ErrorKind::kRateLimited;
+  if (status == 400 || status == 409 || status == 422 || status == 501) return ErrorKind::kInvalid;
+  if (status >= 500) return ErrorKind::kTransient;
+  return ErrorKind::kInternal;
+}
+
+}  // namespace
+
+std::string EncodeTokenRequest(std::string_view client_id, std::string_view client_secret,
+                               const std::vector<std::string>& scopes) {
+  std::string body = "grant_type=client_credentials&client_id=" + FormEncode(client_id) +
+                     "&client_secret=" + FormEncode(client_secret);
+  std::string joined;
+  for (const auto& s : scopes) joined += (joined.empty() ? "" : " ") + s;
+  if (!joined.empty()) body += "&scope=" + FormEncode(joined);
+  return body;
+}
+
+Result<AccessToken> DecodeToken(std::string_view body) {
+  constexpr std::string_view kWhat = "oauth.token";
+  HS_ASSIGN_OR_RETURN(json::object o, ParseObject(body, kWhat));
+  AccessToken t;
+  t.token = std::string(StringField(o, "access_token"));
+  if (t.token.empty()) return Bad(kWhat, "answer has no access_token");
+  std::string type(StringField(o, "token_type"));
+  for (auto& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (!type.empty() && type != "bearer") return Bad(kWhat, "token type is not Bearer");
+  // RFC 6749 makes expires_in optional; Tailscale's tokens last an hour, so assume that.
+  t.expires_in = std::chrono::seconds(IntField(o, "expires_in").value_or(3600));
+  if (t.expires_in.count() <= 0) return Bad(kWhat, "expires_in is not positive");
+  return t;
+}
+
+std::string EncodeCreateKey(const AuthKeyRequest& request, std::string_view description) {
+  json::array tags;
+  for (const auto& t : request.tags) tags.emplace_back(t);
+  json::object create{{"reusable", request.reusable},
+                      {"ephemeral", request.ephemeral},
+                      {"preauthorized", true},
+                      {"tags", std::move(tags)}};
+  json::object body{
+      {"capabilities", json::object{{"devices", json::object{{"create", std::move(create)}}}}},
+      {"expirySeconds", request.expiry.count()}};
+  if (!description.empty()) body["description"] = description;
+  return json::serialize(body);
+}
+
+Result<AuthKey> DecodeKey(std::string_view body) {
+  constexpr std::string_view kWhat = "keys.create";
+  HS_ASSIGN_OR_RETURN(json::object o, ParseObject(body, kWhat));
+  AuthKey key;
+  key.id = std::string(StringField(o, "id"));
+  key.key = std::string(StringField(o, "key"));
+  if (key.id.empty() || key.key.empty()) return Bad(kWhat, "the key has no id or no key");
+  auto expires = kube::ParseTime(StringField(o, "expires"));
+  if (!expires) return Bad(kWhat, "the key has no readable \"expires\"");
+  key.expires = *expires;
+  return key;
+}
+
+Result<std::vector<Device>> DecodeDevices(std::string_view body) {
+  constexpr std::string_view kWhat = "devices.list";
+  HS_ASSIGN_OR_RETURN(json::object o, ParseObject(body, kWhat));
+  std::vector<Device> out;
+  const json::array* devices = ArrayField(o, "devices");
+  if (devices == nullptr) {
+    if (o.contains("devices") && !o.at("devices").is_null()) {
+      return Bad(kWhat, "\"devices\" is not a list");
+    }
+    return out;
+  }
+  for (const auto& v : *devices) {
+    const auto* d = v.if_object();
+    if (d == nullptr) return Bad(kWhat, "a device is not an object");
+    Device dev;
+    // nodeId is the id the document prefers; the legacy numeric id also works in /device/{id}.
+    dev.id = std::string(StringField(*d, "nodeId"));
+    if (dev.id.empty()) dev.id = std::string(StringField(*d, "id"));
+    if (dev.id.empty()) return Bad(kWhat, "a device has no nodeId or id");
+    dev.name = std::string(StringField(*d, "name"));
+    dev.hostname = std::string(StringField(*d, "hostname"));
+    dev.addresses = Strings(*d, "addresses");
+    dev.tags = Strings(*d, "tags");
+    dev.online = BoolField(*d, "connectedToControl").value_or(false);
+    out.push_back(std::move(dev));
+  }
+  return out;
+}
+
+Error DecodeError(const net::Response& response) {
+  std::string prefix = std::string(kName) + ": HTTP " + std::to_string(response.status);
+  ErrorKind kind = KindOfStatus(response.status);
+  std::string message;
+  boost::system::error_code ec;
+  json::value v = json::parse(response.body, ec);
+  if (!ec && v.is_object()) {
+    const auto& o = v.get_object();
+    message = std::string(StringField(o, "message"));
+    std::string_view oauth = StringField(o, "error");
+    if (message.empty() && !oauth.empty()) {
+      std::string_view description = StringField(o, "error_description");
+      message = std::string(oauth) + (description.empty() ? "" : ": " + std::string(description));
+      if (oauth == "invalid_client" || oauth == "unauthorized_client" || oauth == "invalid_scope") {
+        kind = ErrorKind::kUnauthorized;
+      }
+    }
+  }
+  if (message.empty()) message = response.body.substr(0, 200);  // a proxy's page, or nothing
+  if (response.status == 403) {
+    // Tailscale's 403 names no scope; the operator's calls need these two.
+    message += " (the OAuth client needs the auth_keys and devices:core scopes)";
+  }
+  return MakeError(kind, message.empty() ? prefix : prefix + ": " + message, response.status);
+}
+
+}  // namespace hyperslice::gpu::internal::tailscale
