@@ -67,6 +67,15 @@ if [[ -f scripts/build-mesh.sh ]]; then
     echo "mesh build failed; the headscale/tailscale tests will skip"
 fi
 
+# Tailscale's own Go API client (tailscale.com/client/tailscale/v2, pinned) as a check program that
+# drives the Tailscale API simulator over OAuth (cached likewise; 16 s cold on 2 cores, warm at
+# once). The official-client test skips without it.
+if [[ -f scripts/build-tailscale-client-check.sh ]]; then
+  HYPERSLICE_TAILSCALE_CLIENT_CHECK=$(bash scripts/build-tailscale-client-check.sh) &&
+    export HYPERSLICE_TAILSCALE_CLIENT_CHECK ||
+    echo "tailscale client check build failed; the official Tailscale client test will skip"
+fi
+
 # ccache keeps object files outside the clone, keyed by content, so a fresh clone rebuilds fast.
 launcher=()
 if command -v ccache >/dev/null; then
