@@ -54,7 +54,7 @@ struct Answer {
   net::Headers headers;
 };
 
-Answer Json(json::value v, int status = 200) { return {status, json::serialize(v), {}}; }
+Answer Json(const json::value& v, int status = 200) { return {status, json::serialize(v), {}}; }
 // Tailscale's error body (components.schemas.Error): {"message": "..."}.
 Answer Message(int status, std::string_view message) {
   return Json(json::object{{"message", message}}, status);

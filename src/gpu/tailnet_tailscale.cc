@@ -149,7 +149,7 @@ class TailscaleAdmin final : public TailnetAdmin {
   }
 
   Result<net::Response> Call(std::string_view method, const char* verb, const std::string& path,
-                             std::string body, bool idempotent = true) {
+                             const std::string& body, bool idempotent = true) {
     for (int attempt = 0;; ++attempt) {
       auto token = Token(/*renew=*/attempt > 0);
       if (!token.ok()) return token.error();

@@ -13,7 +13,6 @@ namespace json = boost::json;
 using jsonfield::ArrayField;
 using jsonfield::BoolField;
 using jsonfield::IntField;
-using jsonfield::ObjectField;
 using jsonfield::StringField;
 
 namespace {

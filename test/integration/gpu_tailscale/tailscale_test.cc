@@ -55,7 +55,7 @@ struct Env {
     return c;
   }
 
-  std::unique_ptr<TailnetAdmin> Admin(TailscaleConfig c) {
+  std::unique_ptr<TailnetAdmin> Admin(const TailscaleConfig& c) {
     auto a = NewTailscaleAdmin(c);
     EXPECT_TRUE(a.ok()) << a.error().ToString();
     return std::move(*a);
@@ -359,6 +359,7 @@ TEST(TailscaleAdmin, ConcurrentCallsShareOneToken) {
   auto admin = env.Admin();
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (int i = 0; i < 8; ++i) {
     threads.emplace_back([&] {
       // 16 calls and the token fit the client's burst (20), so nothing waits for the rate limit.
@@ -465,7 +466,7 @@ std::string CheckAgainst(const json::object& o, const std::map<std::string, T>& 
     std::string k(kv.key());
     auto it = schema.find(k);
     if (it == schema.end()) {
-      bad += what + "." + k + " is not in the schema; ";
+      bad.append(what).append(".").append(k).append(" is not in the schema; ");
       continue;
     }
     const json::value& v = kv.value();
@@ -491,7 +492,10 @@ std::string CheckAgainst(const json::object& o, const std::map<std::string, T>& 
         ok = IsRfc3339(v);
         break;
     }
-    if (!ok) bad += what + "." + k + " has the wrong type (" + json::serialize(v) + "); ";
+    if (!ok) {
+      bad.append(what).append(".").append(k).append(" has the wrong type (");
+      bad.append(json::serialize(v)).append("); ");
+    }
   }
   return bad;
 }
@@ -503,7 +507,7 @@ struct Raw {
     http = *net::HttpClient::Create(o);
   }
   net::Response Do(const std::string& method, const std::string& target, std::string body = "",
-                   std::string content_type = "application/json") {
+                   const std::string& content_type = "application/json") {
     net::Request r;
     r.method = method;
     r.target = target;
