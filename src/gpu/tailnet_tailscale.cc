@@ -48,6 +48,16 @@ bool ValidTag(const std::string& tag) {
   return std::regex_match(tag, kTag);
 }
 
+// Tailscale's error decoder with `secret` replaced in the message: a server that echoed a
+// credential back must not carry it into a log line, a status or an Event.
+internal::ErrorDecoder Redacting(std::string secret) {
+  return [secret = std::move(secret)](const net::Response& response) {
+    Error e = wire::DecodeError(response);
+    e.message = Redact(std::move(e.message), secret);
+    return e;
+  };
+}
+
 class TailscaleAdmin final : public TailnetAdmin {
  public:
   TailscaleAdmin(std::unique_ptr<ApiCaller> api, TailscaleConfig config)
@@ -129,13 +139,12 @@ class TailscaleAdmin final : public TailnetAdmin {
     call.request.headers = {{"Content-Type", "application/x-www-form-urlencoded"},
                             {"Accept", "application/json"}};
     call.request.body = wire::EncodeTokenRequest(*id, *secret, config_.scopes);
-    // A token request changes nothing a second one would not: retried like a read.
-    auto r = api_->Do(std::move(call), wire::DecodeError);
+    // A token request changes nothing a second one would not: retried like a read. The answer is
+    // redacted as it is decoded, before the caller's retry log line can carry it.
+    auto r = api_->Do(std::move(call), Redacting(*secret));
     if (!r.ok()) {
-      Error e = r.error();
-      if (KindOf(e) == ErrorKind::kUnauthorized) config_.client_id->Invalidate();
-      e.message = Redact(std::move(e.message), *secret);
-      return e;
+      if (KindOf(r.error()) == ErrorKind::kUnauthorized) config_.client_id->Invalidate();
+      return r.error();
     }
     auto t = wire::DecodeToken(r->body);
     if (!t.ok()) {
@@ -164,12 +173,10 @@ class TailscaleAdmin final : public TailnetAdmin {
         call.request.body = body;
       }
       call.idempotent = idempotent;
-      auto r = api_->Do(std::move(call), wire::DecodeError);
+      auto r = api_->Do(std::move(call), Redacting(*token));
       if (r.ok()) return r;
-      Error e = r.error();
-      e.message = Redact(std::move(e.message), *token);
-      if (attempt == 0 && e.http_status == 401) continue;  // the token died early: renew once
-      return e;
+      if (attempt == 0 && r.error().http_status == 401) continue;  // died early: renew once
+      return r.error();
     }
   }
 

@@ -14,10 +14,12 @@
 
 #include "sim/tailscale/simulator.h"
 #include "src/base/fake_clock.h"
+#include "src/base/log.h"
 #include "src/gpu/provider.h"
 #include "src/gpu/tailnet.h"
 #include "src/kube/metrics.h"
 #include "src/net/http.h"
+#include "src/net/server.h"
 
 namespace hyperslice::gpu {
 namespace {
@@ -248,6 +250,41 @@ TEST(TailscaleAdmin, WrongSecretIsUnauthorizedAndNeverRepeated) {
   auto r = stranger->ListDevices();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(KindOf(r.error()), ErrorKind::kUnauthorized);
+}
+
+// A server that echoes what it was sent into its errors (a misconfigured proxy, a debug build of
+// an API) must not get the client secret or a token into an error message or a log line, retries
+// included.
+TEST(TailscaleAdmin, EchoedSecretsStayOutOfErrorsAndLogs) {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  log::SetLevel(log::Level::kDebug);
+  log::SetSink([&](std::string_view line) {
+    std::lock_guard lock(mu);
+    lines.emplace_back(line);
+  });
+  net::HttpServer::Options so;
+  auto echo = net::HttpServer::Start(so, [](const net::ServerRequest& r,
+                                            std::shared_ptr<net::Responder> out) {
+    json::object e{{"message", "cannot handle " + r.body + " with " + r.Header("authorization")}};
+    out->Send(500, json::serialize(e));
+  });
+  ASSERT_TRUE(echo.ok()) << echo.error().ToString();
+  Env env;
+  auto c = env.Config();
+  c.api_endpoint = "http://127.0.0.1:" + std::to_string((*echo)->port());
+  c.retry.max_attempts = 3;
+  auto admin = env.Admin(c);
+  auto r = admin->ListDevices();
+  log::SetSink(nullptr);
+  log::SetLevel(log::Level::kInfo);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(KindOf(r.error()), ErrorKind::kTransient);
+  EXPECT_EQ(r.error().message.find(kSecret), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("<redacted>"), std::string::npos) << r.error().message;
+  std::lock_guard lock(mu);
+  EXPECT_FALSE(lines.empty());  // the retries were logged
+  for (const auto& line : lines) EXPECT_EQ(line.find(kSecret), std::string::npos) << line;
 }
 
 TEST(TailscaleAdmin, MissingScopeIsForbidden) {
