@@ -265,7 +265,7 @@ TEST(TailscaleAdmin, EchoedSecretsStayOutOfErrorsAndLogs) {
   });
   net::HttpServer::Options so;
   auto echo = net::HttpServer::Start(so, [](const net::ServerRequest& r,
-                                            std::shared_ptr<net::Responder> out) {
+                                            const std::shared_ptr<net::Responder>& out) {
     json::object e{{"message", "cannot handle " + r.body + " with " + r.Header("authorization")}};
     out->Send(500, json::serialize(e));
   });
