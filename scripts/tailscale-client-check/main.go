@@ -62,8 +62,9 @@ func client(id, sec string, scopes ...string) *tailscale.Client {
 	}
 }
 
-// strict GETs path with c's OAuth transport and decodes the answer into out refusing unknown
-// fields: the simulator must send nothing Tailscale's own types lack.
+// strict GETs path from c's server with the main OAuth client's credentials, through the client
+// library's own OAuth transport, and decodes the answer into out refusing unknown fields: the
+// server must send nothing Tailscale's own types lack.
 func strict(c *tailscale.Client, path string, out any) {
 	httpc := (&tailscale.OAuth{ClientID: *clientID, ClientSecret: secret("TS_CLIENT_SECRET")}).
 		HTTPClient(&http.Client{Timeout: 30 * time.Second}, c.BaseURL.String())
