@@ -18,6 +18,8 @@
 #include "src/cmd/roles.h"
 #include "src/gce/auth.h"
 #include "src/gce/compute.h"
+#include "src/gpu/boot_payload.h"
+#include "src/gpu/bootstrap_token.h"
 #include "src/gpu/claim_controller.h"
 #include "src/gpu/class_controller.h"
 #include "src/gpu/cost_controller.h"
@@ -66,6 +68,10 @@ struct OperatorFlags {
   std::string gpu_gc_grace = "60s";
   std::string gpu_batch_idle = "200ms";
   std::string gpu_batch_max = "2s";
+  // What rented machines dial to join, and the CA they verify it with (empty: the CA this
+  // operator's own client trusts).
+  std::string gpu_control_plane_endpoint;
+  std::string gpu_cluster_ca_file;
 };
 
 OperatorFlags& Flags() {
@@ -216,6 +222,7 @@ Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& clie
   co.credentials_check_interval = credentials_check;
   co.default_endpoints = endpoints;
   co.provider_qps = qps;
+  co.skip_container_offers = true;  // until linked runners exist (src/gpu/boot_payload.h)
   co.workers = f.workers;
   HS_RETURN_IF_ERROR(gpu::RegisterClassController(mgr, std::move(co)));
 
@@ -225,6 +232,31 @@ Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& clie
   cl.unavailable = unavailable;
   cl.events = events;
   cl.cluster_id = cluster_id;
+  // Boot payloads: a join script (cloud-init / startup script) with a per-machine bootstrap
+  // token, deleted once the Node registered or the claim goes. No tailnet here yet (the mesh
+  // fills PayloadBuilderOptions::tailnet).
+  gpu::PayloadBuilderOptions pb;
+  pb.client = client;
+  pb.control_plane_endpoint = f.gpu_control_plane_endpoint;
+  if (!f.gpu_cluster_ca_file.empty()) {
+    std::ifstream in(f.gpu_cluster_ca_file);
+    std::stringstream ca;
+    ca << in.rdbuf();
+    if (!in || ca.str().empty()) {
+      return Error::Make(Error::Code::kInvalidArgument,
+                         "--gpu-cluster-ca-file " + f.gpu_cluster_ca_file + ": cannot read it");
+    }
+    pb.cluster_ca_pem = ca.str();
+  }
+  pb.token_ttl =
+      std::chrono::duration_cast<std::chrono::seconds>(launch_timeout + registration_timeout);
+  cl.payload = gpu::NewPayloadBuilder(std::move(pb));
+  cl.release_credentials = [client](const kube::Object& claim) -> Status {
+    auto deleted =
+        gpu::DeleteBootstrapTokens(*client, std::string(kube::MetaString(claim, "uid")));
+    if (!deleted.ok()) return deleted.error();
+    return OkStatus();
+  };
   cl.launch_timeout = launch_timeout;
   cl.registration_timeout = registration_timeout;
   cl.gc_interval = gc_interval;
@@ -347,6 +379,12 @@ void SetupOperator(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--gpu-batch-max", f.gpu_batch_max, "and at the latest this long after it opened")
       ->capture_default_str();
+  app.add_option("--gpu-control-plane-endpoint", f.gpu_control_plane_endpoint,
+                 "https://host:port rented GPU machines dial to join (required for them to join: "
+                 "the in-cluster address is not reachable from a provider's machine)");
+  app.add_option("--gpu-cluster-ca-file", f.gpu_cluster_ca_file,
+                 "PEM file of the cluster CA rented machines verify the apiserver with (default: "
+                 "the CA this operator trusts)");
 }
 
 int RunOperator(CLI::App&) {

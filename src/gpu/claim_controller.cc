@@ -448,6 +448,7 @@ class ClaimReconciler {
       return kube::ReconcileResult{.requeue_after = std::chrono::seconds(30)};
     }
     req.payload = std::move(*payload);
+    if (!req.payload.join_method.empty()) ctx.status["joinMethod"] = req.payload.join_method;
 
     // The attempt is on record before the create leaves: whatever happens next (lost answer,
     // crash), the next reconcile lists by tag first.
@@ -555,6 +556,14 @@ class ClaimReconciler {
     ctx.status["registeredAt"] = kube::FormatTime(std::chrono::system_clock::now());
     SetCondition(ctx, "Registered", true, "Registered", "Node " + node_name + " registered");
     Event(ctx, kube::EventType::kNormal, "Registered", "Node " + node_name + " registered");
+    // The machine holds its node certificate now: its bootstrap token has done its job (a failed
+    // delete is retried when the claim goes; the token expires meanwhile).
+    if (o_.release_credentials) {
+      if (Status rs = o_.release_credentials(ctx.claim); !rs.ok()) {
+        log::Warn("gpunodeclaim: releasing join credentials failed",
+                  {{"claim", ctx.name}, {"error", rs.error().message}});
+      }
+    }
     return kube::ReconcileResult{};
   }
 
@@ -788,6 +797,7 @@ class ClaimReconciler {
       std::lock_guard lock(mu_);
       drain_.erase(Meta(ctx.claim, "uid"));
     }
+    if (o_.release_credentials) HS_RETURN_IF_ERROR(o_.release_credentials(ctx.claim));
     Event(ctx, kube::EventType::kNormal, "Terminated",
           instance.empty() ? "no machine was launched"
                            : "machine " + instance + " returned to " + provider);

@@ -77,6 +77,9 @@ struct ClaimControllerOptions {
   std::shared_ptr<kube::EventRecorder> events;     // optional
   std::string cluster_id;                          // required: the tgp.io/cluster tag
   PayloadBuilder payload;                          // empty: the default above
+  // Called once the claim's Node registered and again before a deleted claim lets go: removes
+  // the machine's join credentials (its bootstrap token, boot_payload.h). Empty: nothing to do.
+  std::function<Status(const kube::Object& claim)> release_credentials;
   Clock::Duration launch_timeout = std::chrono::minutes(5);
   Clock::Duration registration_timeout = std::chrono::minutes(15);
   // How long after a create whose answer was lost the instance may take to appear in a list.

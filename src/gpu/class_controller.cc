@@ -453,6 +453,19 @@ class ClassReconciler {
       auto offers = next->client->ListOffers();
       if (offers.ok()) {
         next->offers = std::move(*offers);
+        next->skipped_offers = 0;
+        next->skipped_reason.clear();
+        if (o_.skip_container_offers) {
+          auto end = std::remove_if(next->offers.begin(), next->offers.end(),
+                                    [](const Offer& x) { return x.boot == BootKind::kContainer; });
+          next->skipped_offers = static_cast<int>(next->offers.end() - end);
+          next->offers.erase(end, next->offers.end());
+          if (next->skipped_offers > 0) {
+            next->skipped_reason =
+                "container-only offers: a machine that runs only a container joins as a linked "
+                "runner, which is not built yet";
+          }
+        }
         next->refreshed = now;
         next->error.clear();
         registry_
@@ -486,6 +499,10 @@ class ClassReconciler {
     if (s.checked) o["lastCheck"] = kube::FormatTime(ToWall(*s.checked));
     if (!s.error.empty()) o["error"] = s.error;
     o["offerCount"] = static_cast<int64_t>(s.offers.size());
+    if (s.skipped_offers > 0) {
+      o["skippedOffers"] = static_cast<int64_t>(s.skipped_offers);
+      o["skippedReason"] = s.skipped_reason;
+    }
     if (s.refreshed) o["lastRefresh"] = kube::FormatTime(ToWall(*s.refreshed));
     std::set<std::string> unknown;
     for (const Offer& offer : s.offers) {

@@ -70,6 +70,11 @@ struct ClassControllerOptions {
   // Talos is decided per provider by the boot payloads (issue "Ephemeral GPUs 3/4", item 1); until
   // that lands the operator passes none, and an invalid template is only reported.
   std::set<std::string> talos_providers;
+  // Leave container-only offers (RunPod pods, Vast containers) out of the cache, so nothing is
+  // planned or rented on them: such a machine cannot run a kubelet and would join only as a
+  // linked runner, which is not built yet. The provider's status says how many were skipped and
+  // why. The operator sets it; tests that launch container offers with stand-in machines do not.
+  bool skip_container_offers = false;
   ProviderFactory factory;  // empty: NewProvider
   int workers = 2;
   Clock* clock = nullptr;                       // nullptr: RealClock()

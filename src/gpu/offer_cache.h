@@ -28,6 +28,10 @@ struct ProviderState {
   std::string error;  // last check or refresh error (never a secret)
   std::optional<Clock::TimePoint> checked, refreshed;
   std::vector<Offer> offers;  // as of `refreshed`
+  // Offers left out of `offers` because no machine of theirs could join (container-only offers
+  // while linked runners are not built), and why.
+  int skipped_offers = 0;
+  std::string skipped_reason;
 };
 
 class OfferCache {

@@ -90,6 +90,9 @@ struct BootPayload {
   std::map<std::string, std::string> env;  // container env (RunPod, Vast)
   std::vector<std::string> args;
   std::vector<std::string> ssh_key_names;  // Lambda requires exactly one
+  // How the machine joins ("CloudInit", "StartupScript", "Talos"): what the claim records as
+  // status.joinMethod. Providers ignore it.
+  std::string join_method;
 };
 
 struct LaunchRequest {
