@@ -141,7 +141,9 @@ class AgentImpl final : public Agent {
  public:
   explicit AgentImpl(AgentOptions options) : options_(std::move(options)) {
     st_.node_name = options_.instance;
-    st_.provider_id = tpu::ProviderId(options_.project, options_.zone, options_.instance);
+    st_.provider_id = options_.bootstrap
+                          ? options_.bootstrap->provider_id
+                          : tpu::ProviderId(options_.project, options_.zone, options_.instance);
   }
   ~AgentImpl() override {
     Vanish();
@@ -152,6 +154,16 @@ class AgentImpl final : public Agent {
   }
 
   Status Init() {
+    if (options_.bootstrap) {
+      const BootstrapJoin& b = *options_.bootstrap;
+      if (options_.instance.empty() || b.server.empty() || b.token.empty() ||
+          b.provider_id.empty())
+        return Error::Make(Error::Code::kInvalidArgument,
+                           "sim kubelet: instance, server, token and provider_id are required");
+      HS_RETURN_IF_ERROR(MakeVmRoot());
+      Boot();
+      return OkStatus();
+    }
     if (options_.project.empty() || options_.zone.empty() || options_.instance.empty() ||
         options_.metadata_host.empty())
       return Error::Make(Error::Code::kInvalidArgument,
@@ -242,7 +254,9 @@ class AgentImpl final : public Agent {
       std::lock_guard lock(mu_);
       stop_ = false;
       heartbeating_ = true;
-      st_.phase = disk_.cert_pem.empty() ? Phase::kWaitingForJoinValues : Phase::kRegistering;
+      st_.phase = !disk_.cert_pem.empty() ? Phase::kRegistering
+                  : options_.bootstrap     ? Phase::kTlsBootstrap
+                                           : Phase::kWaitingForJoinValues;
     }
     thread_ = std::thread([this] { Run(); });
   }
@@ -282,7 +296,26 @@ class AgentImpl final : public Agent {
         std::lock_guard lock(mu_);
         joined = !disk_.cert_pem.empty();
       }
-      if (!joined) {
+      if (!joined && options_.bootstrap) {
+        // kubelet --bootstrap-kubeconfig: straight to the TLS bootstrap, retried with backoff
+        // (a rejected token stays rejected: the machine never joins, as a real one would not).
+        {
+          std::lock_guard lock(mu_);
+          ++st_.join_attempts;
+        }
+        const BootstrapJoin& b = *options_.bootstrap;
+        Status boot = TlsBootstrap(b.server, b.ca_pem, b.token, b.labels, "");
+        if (!boot.ok()) {
+          if (boot.error().code == Error::Code::kCancelled) break;
+          log::Warn("sim kubelet: TLS bootstrap failed", {{"instance", options_.instance},
+                                                          {"reason", boot.error().reason},
+                                                          {"error", boot.error().message}});
+          Record(boot.error(), Phase::kTlsBootstrap);
+          if (!Wait(backoff)) break;
+          backoff = std::min(backoff * 2, options_.retry_interval * 10);
+          continue;
+        }
+      } else if (!joined) {
         auto values = WaitForJoinValues();
         if (!values.ok()) {
           if (values.error().code == Error::Code::kCancelled) break;
@@ -473,11 +506,19 @@ class AgentImpl final : public Agent {
       return Fail(Error::Code::kInvalidArgument, "ClusterInfoChanged",
                   "cluster-info read over verified TLS differs from the signed one");
 
+    return TlsBootstrap(server, ca_pem, v.token, *labels, v.ip);
+  }
+
+  // kubelet TLS bootstrap with a bootstrap token: a CSR for system:node:<instance>, watched until
+  // kube-controller-manager signs it; the signed certificate and key go to the VM's "disk".
+  Status TlsBootstrap(const std::string& server, const std::string& ca_pem,
+                      const std::string& token, const std::map<std::string, std::string>& labels,
+                      const std::string& ip) {
     // The bootstrap token identity from here on.
     kube::Config boot;
     boot.server = server;
     boot.tls.ca_pem = ca_pem;
-    boot.bearer_token = v.token;
+    boot.bearer_token = token;
     boot.user_agent = "kubelet/sim (bootstrap)";
     HS_ASSIGN_OR_RETURN(auto client, kube::Client::Create(boot));
     // kubeadm join: a Ready Node of this name means another machine holds it.
@@ -524,8 +565,8 @@ class AgentImpl final : public Agent {
     disk_.key_pem = kc.key_pem;
     disk_.ca_pem = ca_pem;
     disk_.server = server;
-    disk_.labels = *labels;
-    disk_.ip = v.ip;
+    disk_.labels = labels;
+    disk_.ip = ip;
     st_.has_credentials = true;
     log::Info("sim kubelet: node client certificate issued",
               {{"instance", options_.instance}, {"csr", csr_name}});
@@ -616,15 +657,21 @@ class AgentImpl final : public Agent {
         "kubelet/" + std::string(kKubeletVersion) + " (linux/" + options_.arch + ") sim";
     HS_ASSIGN_OR_RETURN(node_client_, kube::Client::Create(cfg));
     if (!runtime_) {
-      HS_ASSIGN_OR_RETURN(runtime_, PodRuntime::Start({.node_name = options_.instance,
-                                                       .vm_root = vm_root_,
-                                                       .node_client = node_client_,
-                                                       .run_pods = options_.run_pods,
-                                                       .on_resources_changed = [this] {
-                                                         std::lock_guard lock(mu_);
-                                                         status_dirty_ = true;
-                                                         cv_.notify_all();
-                                                       }}));
+      HS_ASSIGN_OR_RETURN(
+          runtime_,
+          PodRuntime::Start({.node_name = options_.instance,
+                             .vm_root = vm_root_,
+                             .node_client = node_client_,
+                             .run_pods = options_.run_pods,
+                             .on_resources_changed =
+                                 [this] {
+                                   std::lock_guard lock(mu_);
+                                   status_dirty_ = true;
+                                   cv_.notify_all();
+                                 },
+                             .static_devices = options_.bootstrap
+                                                   ? options_.bootstrap->devices
+                                                   : std::map<std::string, int>{}}));
       std::lock_guard lock(mu_);
       st_.address = runtime_->endpoint().ip;
       st_.kubelet_port = runtime_->endpoint().port;
@@ -635,10 +682,12 @@ class AgentImpl final : public Agent {
                         {"kubernetes.io/os", "linux"},
                         {"kubernetes.io/arch", options_.arch},
                         {"beta.kubernetes.io/os", "linux"},
-                        {"beta.kubernetes.io/arch", options_.arch},
-                        {"topology.kubernetes.io/zone", options_.zone}};
-    if (auto region = tpu::RegionOfZone(options_.zone); region.ok())
-      labels["topology.kubernetes.io/region"] = *region;
+                        {"beta.kubernetes.io/arch", options_.arch}};
+    if (!options_.bootstrap) {
+      labels["topology.kubernetes.io/zone"] = options_.zone;
+      if (auto region = tpu::RegionOfZone(options_.zone); region.ok())
+        labels["topology.kubernetes.io/region"] = *region;
+    }
     if (!options_.machine_type.empty())
       labels["node.kubernetes.io/instance-type"] = options_.machine_type;
     for (const auto& [k, v] : disk_.labels) labels[k] = v;
@@ -653,6 +702,13 @@ class AgentImpl final : public Agent {
               json::object{{"volumes.kubernetes.io/controller-managed-attach-detach", "true"},
                            {"node.alpha.kubernetes.io/ttl", "0"}}}}},
         {"spec", json::object{{"providerID", st_.provider_id}}}};
+    if (options_.bootstrap && !options_.bootstrap->taints.empty()) {
+      // --register-with-taints: on the Node as created, so nothing schedules before they are.
+      json::array taints;
+      for (const auto& t : options_.bootstrap->taints)
+        taints.push_back(json::object{{"key", t.key}, {"value", t.value}, {"effect", t.effect}});
+      node["spec"].as_object()["taints"] = std::move(taints);
+    }
     auto created = node_client_->Create(kube::resources::Nodes(), "", node);
     kube::Object current;
     if (created.ok()) {
@@ -751,6 +807,9 @@ class AgentImpl final : public Agent {
                    {"ephemeral-storage", "100Gi"}};
     if (!options_.run_pods) {
       if (chips_ > 0) r[tpu::kTpuResourceName] = std::to_string(chips_);
+      if (options_.bootstrap) {
+        for (const auto& [name, n] : options_.bootstrap->devices) r[name] = std::to_string(n);
+      }
       return r;
     }
     if (!runtime_) return r;
@@ -849,7 +908,9 @@ class AgentImpl final : public Agent {
                                        {"systemUUID", options_.instance},
                                        {"bootID", options_.instance},
                                        {"kernelVersion", "6.8.0-sim"},
-                                       {"osImage", "Simulated TPU VM (hyperslice sim)"},
+                                       {"osImage", options_.bootstrap
+                                                       ? options_.bootstrap->os_image
+                                                       : "Simulated TPU VM (hyperslice sim)"},
                                        {"containerRuntimeVersion", "sim://0"},
                                        {"kubeletVersion", kKubeletVersion},
                                        {"kubeProxyVersion", ""},

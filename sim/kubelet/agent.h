@@ -36,8 +36,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "src/base/result.h"
 
@@ -52,11 +55,35 @@ enum class Phase {
   kHeartbeatStopped,      // StopHeartbeating(): alive and silent
   kJoinRefused,           // discovery failed verification (CA pin, JWS); retried when metadata
                           // changes, nothing was created
+  // (with AgentOptions::bootstrap the agent starts in kTlsBootstrap and retries it with backoff)
   kStopped,               // Vanish() or destroyed: the VM is gone
 };
 const char* PhaseName(Phase phase);
 
+struct NodeTaintSpec {
+  std::string key, value, effect;
+};
+
+// A machine that joins with a bootstrap kubeconfig, as a kubelet started with
+// --bootstrap-kubeconfig does (a rented GPU machine, sim/gpumachine): no metadata server and no
+// token discovery — the server, CA and bootstrap token are given — then the same TLS bootstrap,
+// registration, status and Lease as a TPU VM.
+struct BootstrapJoin {
+  std::string server;  // the apiserver URL as the kubeconfig names it
+  std::string ca_pem;
+  std::string token;  // "<id>.<secret>"
+  std::string provider_id;
+  std::map<std::string, std::string> labels;  // --node-labels
+  std::vector<NodeTaintSpec> taints;           // --register-with-taints
+  // Extended resources without an in-process plugin (nvidia.com/gpu: N), see
+  // PodRuntimeOptions::static_devices.
+  std::map<std::string, int> devices;
+  std::string os_image = "Simulated rented GPU machine (hyperslice sim)";
+};
+
 struct AgentOptions {
+  // With `bootstrap`: project and zone are unused, `instance` is the Node's name.
+  std::optional<BootstrapJoin> bootstrap;
   std::string project, zone, instance;
   // GCE machine type ("tpu7x-standard-4t"): google.com/tpu capacity is its chips per host (0 for a
   // machine type hyperslice does not know), and node.kubernetes.io/instance-type.

@@ -156,7 +156,16 @@ class PodRuntimeImpl final : public PodRuntime {
   KubeletEndpoint endpoint() const override { return endpoint_; }
 
   std::map<std::string, ResourceDevices> Resources() const override {
-    return devices_ ? devices_->Resources() : std::map<std::string, ResourceDevices>{};
+    auto out = devices_ ? devices_->Resources() : std::map<std::string, ResourceDevices>{};
+    std::lock_guard lock(mu_);
+    for (const auto& [name, n] : o_.static_devices) {
+      int used = 0;
+      for (const auto& [uid, held] : static_held_) {
+        for (const auto& [res, ids] : held) used += res == name ? static_cast<int>(ids.size()) : 0;
+      }
+      out[name] = ResourceDevices{.capacity = n, .allocatable = n, .allocated = used};
+    }
+    return out;
   }
   int plugin_registrations() const override { return devices_ ? devices_->registrations() : 0; }
 
@@ -374,7 +383,7 @@ class PodRuntimeImpl final : public PodRuntime {
       running_.erase(it);
     }
     if (p.plugin) p.plugin->Stop();
-    devices_->Release(p.uid);
+    ReleaseDevices(p.uid);
     log::Info("sim kubelet: pod stopped", {{"node", o_.node_name}, {"pod", key}});
   }
 
@@ -417,7 +426,7 @@ class PodRuntimeImpl final : public PodRuntime {
             long n = q.is_string() ? std::strtol(q.as_string().c_str(), nullptr, 10)
                                    : (q.is_int64() ? static_cast<long>(q.as_int64()) : 0);
             if (n <= 0) continue;
-            auto alloc = devices_->Allocate(rn, p.uid, cname, static_cast<int>(n));
+            auto alloc = AllocateDevices(rn, p.uid, cname, static_cast<int>(n));
             if (!alloc.ok()) {
               p.failure = alloc.error().message;
               p.failure_reason = "UnexpectedAdmissionError";
@@ -456,7 +465,7 @@ class PodRuntimeImpl final : public PodRuntime {
       p.containers[cname] = std::move(rec);
     }
     if (!p.failure.empty()) {
-      devices_->Release(p.uid);
+      ReleaseDevices(p.uid);
       if (p.plugin) p.plugin->Stop();
       p.plugin.reset();
       p.containers.clear();
@@ -743,6 +752,51 @@ class PodRuntimeImpl final : public PodRuntime {
     }
   }
 
+  // Static devices (PodRuntimeOptions::static_devices) by count; the rest through the device
+  // manager.
+  Result<ContainerAllocation> AllocateDevices(const std::string& resource,
+                                              const std::string& pod_uid,
+                                              const std::string& container, int count) {
+    auto it = o_.static_devices.find(resource);
+    if (it == o_.static_devices.end()) {
+      return devices_->Allocate(resource, pod_uid, container, count);
+    }
+    std::lock_guard lock(mu_);
+    std::set<std::string> used;
+    for (const auto& [uid, held] : static_held_) {
+      for (const auto& [res, ids] : held) {
+        if (res == resource) used.insert(ids.begin(), ids.end());
+      }
+    }
+    std::string prefix = resource == "nvidia.com/gpu" ? "GPU" : "dev";
+    ContainerAllocation a;
+    for (int i = 0; i < it->second && static_cast<int>(a.device_ids.size()) < count; ++i) {
+      std::string id = prefix + "-" + std::to_string(i);
+      if (used.count(id) == 0) a.device_ids.push_back(id);
+    }
+    if (static_cast<int>(a.device_ids.size()) < count) {
+      return Error::Make(Error::Code::kUnavailable,
+                         "Allocate failed due to requested number of devices unavailable for " +
+                             resource + ". Requested: " + std::to_string(count) +
+                             ", Available: " + std::to_string(a.device_ids.size()));
+    }
+    if (resource == "nvidia.com/gpu") {
+      std::string visible;
+      for (const auto& id : a.device_ids) visible += (visible.empty() ? "" : ",") + id;
+      a.envs["NVIDIA_VISIBLE_DEVICES"] = visible;
+    }
+    auto& held = static_held_[pod_uid];
+    held.emplace_back(resource, a.device_ids);
+    (void)container;
+    return a;
+  }
+
+  void ReleaseDevices(const std::string& pod_uid) {
+    devices_->Release(pod_uid);
+    std::lock_guard lock(mu_);
+    static_held_.erase(pod_uid);
+  }
+
   const PodRuntimeOptions o_;
   KubeletEndpoint endpoint_;
   std::unique_ptr<net::HttpServer> server_;
@@ -756,6 +810,9 @@ class PodRuntimeImpl final : public PodRuntime {
   std::set<std::string> dirty_;
   std::map<std::string, RunningPod> running_;  // by namespace/name
   int next_pod_ip_ = 1;
+  // Static devices held, by pod uid: (resource, device ids) per admitted container.
+  std::map<std::string, std::vector<std::pair<std::string, std::vector<std::string>>>>
+      static_held_;
 };
 
 }  // namespace

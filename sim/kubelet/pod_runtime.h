@@ -56,6 +56,11 @@ struct PodRuntimeOptions {
   std::shared_ptr<kube::Client> node_client;  // the node's own credentials
   bool run_pods = true;  // false: serve the kubelet API only (nodes without pods)
   std::function<void()> on_resources_changed;  // devices changed: report node status now
+  // Extended resources the machine has without a device plugin running in process (a rented GPU
+  // machine's nvidia.com/gpu: its NVIDIA device plugin is the cluster's DaemonSet, not simulated).
+  // They are reported by Resources() and admitted by count: device ids "<prefix>-<n>", and the
+  // environment the NVIDIA device plugin gives (NVIDIA_VISIBLE_DEVICES) for nvidia.com/gpu.
+  std::map<std::string, int> static_devices;
 };
 
 // What a running container printed: its effective environment, in order.

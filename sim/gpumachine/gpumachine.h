@@ -1,0 +1,110 @@
+// Simulated rented GPU machines (issue "Ephemeral GPUs 3/4", item 4): every instance of a
+// sim/market Market that reaches Running boots from the payload its provider received, exactly as
+// given, and joins the cluster the way the payload tells it to:
+//   - a join script (cloud-init user data, a Paperspace startup script; src/gpu/boot_payload.h):
+//     the heredocs that write /etc/kubernetes/bootstrap-kubelet.conf (server, CA, bootstrap
+//     token) and /etc/hyperslice/kubelet.env (node name, provider-id prefix, labels, taints) are
+//     read as the machine's shell would write them; the instance id is what `cloud-init query
+//     v1.instance_id` answers on that machine: its provider instance id;
+//   - a Talos machine config: the v1alpha1 document's cluster.token, cluster.ca.crt and
+//     cluster.controlPlane.endpoint, machine.nodeLabels / nodeTaints, the HostnameConfig's
+//     hostname; the providerID is `<market provider>://<instance id>`, as Talos's platform code
+//     sets it.
+// Then sim/kubelet's Agent (BootstrapJoin) does the kubelet's part: the TLS bootstrap (a CSR that
+// kube-controller-manager approves and signs), the Node with that providerID, nvidia.com/gpu
+// capacity from the listing, the labels and taints, an InternalIP on its own loopback address
+// (127.A.B.1), node status and Lease, and with run_pods the pods bound to it (PodRuntime).
+//
+// A payload it cannot use (nothing it knows, a kubeconfig that does not parse, no token) leaves
+// the machine unjoined with the reason in Machine(); a token the apiserver rejects leaves the
+// agent retrying its TLS bootstrap — either way no Node appears, as with a real machine. A payload
+// that brings up Tailscale needs Options::tailnet (the mesh, built on branch i18mesh); without it
+// the machine stays unjoined (reason TailnetUnavailable). An instance that stops or terminates at
+// the provider stops its agent (the Node stays until someone deletes it, as a real one would).
+//
+// Thread-safe. Market notifications are handled on the fleet's own thread, so the market is
+// never blocked by a machine booting or stopping.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json/object.hpp>
+
+#include "sim/kubelet/agent.h"
+#include "sim/market/market.h"
+#include "src/base/result.h"
+
+namespace hyperslice::sim::gpumachine {
+
+// What a payload says about joining.
+struct JoinConfig {
+  std::string kind;  // "script" or "talos"
+  std::string server, ca_pem, token;
+  std::string node_name;
+  std::string provider_id;
+  std::map<std::string, std::string> labels;
+  std::vector<kubelet::NodeTaintSpec> taints;
+  std::string tailnet_auth_key;  // empty: no tailnet
+  std::string tailnet_login_server;
+};
+
+// Reads a join script as the machine would run it; `instance_id` is what cloud-init answers.
+Result<JoinConfig> ReadJoinScript(std::string_view script, const std::string& instance_id);
+// Reads a Talos machine config (multi-document YAML); `provider` names the providerID scheme.
+Result<JoinConfig> ReadTalosConfig(std::string_view yaml, const std::string& provider,
+                                   const std::string& instance_id);
+// The payload as the provider simulator stored it: `user_data` (a script or a Talos document)
+// or `startup_script`.
+Result<JoinConfig> ReadPayload(const boost::json::object& payload, const std::string& provider,
+                               const std::string& instance_id);
+
+struct Options {
+  market::Market* market = nullptr;  // required; must outlive the fleet
+  bool run_pods = true;              // run the pods bound to each Node (PodRuntime)
+  std::chrono::milliseconds lease_renew_interval{2000};
+  std::chrono::milliseconds node_status_update_interval{2000};
+  std::chrono::milliseconds retry_interval{500};
+  // The tailnet seam: called before the kubelet starts when the payload brings up Tailscale (the
+  // key and login server as the payload gives them). Empty: such a machine stays unjoined.
+  std::function<Status(const market::Instance&, const JoinConfig&)> tailnet;
+};
+
+struct Machine {
+  std::string instance_id;
+  market::State state = market::State::kPending;
+  bool joined = false;        // an agent runs (it may still be bootstrapping)
+  std::string reason;         // why it did not join: "PayloadUnusable", "TailnetUnavailable"
+  std::string message;        // never holds a credential
+  std::string kind;           // "script", "talos" or "" (unread)
+  kubelet::AgentState agent;  // when joined
+};
+
+class Fleet {
+ public:
+  ~Fleet();  // Stop()
+  Fleet(const Fleet&) = delete;
+  Fleet& operator=(const Fleet&) = delete;
+
+  // Subscribes to the market; machines already running boot at once.
+  static Result<std::unique_ptr<Fleet>> Start(Options options);
+
+  std::vector<Machine> Machines() const;
+  std::optional<Machine> Get(const std::string& instance_id) const;
+
+  void Stop();  // idempotent: unsubscribes and stops every agent
+
+  struct Impl;
+
+ private:
+  explicit Fleet(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hyperslice::sim::gpumachine
