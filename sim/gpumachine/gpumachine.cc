@@ -249,6 +249,10 @@ struct Fleet::Impl {
     }
     if (gone) {
       gone->Vanish();  // the machine is off: no more Lease, status or pods
+      {
+        std::lock_guard lock(mu_);
+        machines_[i.id].m.agent = gone->state();  // kept for whoever asks what it last did
+      }
       log::Info("sim gpumachine: machine stopped", {{"instance", i.id}});
       return;
     }
@@ -286,7 +290,8 @@ struct Fleet::Impl {
     if (i.listing.gpu_count > 0) b.devices["nvidia.com/gpu"] = i.listing.gpu_count;
     ao.bootstrap = std::move(b);
     ao.instance = cfg->node_name;
-    ao.machine_type = i.listing.id;
+    // No node.kubernetes.io/instance-type from the machine itself (a kubelet without a cloud
+    // provider sets none); the claim controller labels it from the offer.
     ao.run_pods = o_.run_pods;
     ao.lease_renew_interval = o_.lease_renew_interval;
     ao.node_status_update_interval = o_.node_status_update_interval;

@@ -1,0 +1,552 @@
+// A rented GPU machine joins for real (issue "Ephemeral GPUs 3/4", without the tailnet): seed
+// 002's GPUNodeClass and GPUNodePool, unchanged; the GPU controllers in process as `hyperslice
+// operator --gpu` wires them (the boot payload builder, bootstrap tokens released on registration
+// and termination, container-only offers skipped); a real kube-apiserver, kube-controller-manager
+// (CSR approval and signing, node lifecycle, token cleaner) and kube-scheduler with the RBAC
+// `kubeadm init` creates; the Lambda simulator behind Lambda's real wire API; sim/gpumachine
+// booting each machine from the cloud-init user data Lambda was given.
+//
+//   - one GPU pod → a claim → a Lambda machine that reads its bootstrap kubeconfig, TLS-bootstraps
+//     (its CSR signed by kube-controller-manager), registers a Node with the claim's providerID,
+//     nvidia.com/gpu from the listing and a loopback InternalIP; the pod runs on it; the machine's
+//     bootstrap token Secret is gone once the Node registered; deleting the pod and the claim
+//     terminates the machine at the provider and removes the Node, and no token is left; no log
+//     line, Event or status holds the token;
+//   - a machine whose payload is broken never registers: the claim times out with the reason
+//     and its machine is terminated.
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <boost/json.hpp>
+
+#include "sim/gpumachine/gpumachine.h"
+#include "sim/lambda/simulator.h"
+#include "sim/runpod/simulator.h"
+#include "src/base/json.h"
+#include "src/base/log.h"
+#include "src/gpu/api.h"
+#include "src/gpu/boot_payload.h"
+#include "src/gpu/bootstrap_token.h"
+#include "src/gpu/claim_controller.h"
+#include "src/gpu/class_controller.h"
+#include "src/gpu/planner.h"
+#include "src/gpu/providers.h"
+#include "src/gpu/provisioner.h"
+#include "src/kube/client.h"
+#include "src/kube/events.h"
+#include "src/kube/manager.h"
+#include "src/kube/metrics.h"
+#include "src/kube/object_helpers.h"
+#include "src/kube/store.h"
+#include "src/kube/yaml.h"
+#include "test/testenv/eventually.h"
+#include "test/testenv/testenv.h"
+#include "test/testenv/tgp.h"
+
+namespace hyperslice::gpu {
+namespace {
+
+namespace bj = boost::json;
+using namespace std::chrono_literals;
+using testenv::Eventually;
+namespace market = sim::market;
+
+market::Listing Rtx4090(const std::string& region) {
+  market::Listing l;
+  l.id = "gpu_1x_rtx4090@" + region;
+  l.gpu_name = "RTX 4090 (24 GB PCIe)";
+  l.gpu_count = 1;
+  l.vcpus = 16;
+  l.memory_gb = 64;
+  l.disk_gb = 500;
+  l.region = region;
+  l.price = 690000;
+  l.capacity = 4;
+  l.attributes = {{"instance_type", "gpu_1x_rtx4090"},
+                  {"description", "1x RTX 4090 (24 GB PCIe)"},
+                  {"gpu_description", "RTX 4090 (24 GB PCIe)"}};
+  return l;
+}
+
+std::string Str(const bj::object& o, std::string_view dotted, std::string_view key) {
+  const bj::object* at = dotted.empty() ? &o : jsonfield::ObjectAt(o, dotted);
+  return at ? std::string(jsonfield::StringField(*at, key)) : std::string();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class GpuJoin : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    localcluster::Options o;
+    o.scheduler = true;
+    o.controller_manager = true;
+    o.kubeadm_bootstrap = true;
+    testenv::ConfigureCluster(o);
+  }
+
+  void SetUp() override {
+    // Every log line of this process (operator, simulators, machines), at debug level, is kept
+    // to be scanned for tokens.
+    log::SetLevel(log::Level::kDebug);
+    log::SetSink([this](std::string_view line) {
+      std::lock_guard lock(log_mu_);
+      log_lines_.emplace_back(line);
+    });
+    client_ = testenv::AdminClient();
+    ASSERT_TRUE(client_);
+    // kube-controller-manager creates namespace default's ServiceAccount shortly after it
+    // starts; the ServiceAccount admission plugin refuses pods until then.
+    ASSERT_TRUE(Eventually(
+        [&] {
+          auto sa = client_->Raw("GET", "/api/v1/namespaces/default/serviceaccounts/default");
+          return sa.ok() && sa->status == 200;
+        },
+        60s));
+    Status st = testenv::InstallTgpCrds(HS_DEPLOY_DIR);
+    ASSERT_TRUE(st.ok()) << st.error().ToString();
+
+    market::ServerOptions so;
+    so.market.provider = kLambda;
+    so.market.listings = {Rtx4090("us-west-1"), Rtx4090("us-east-1")};
+    static int seed = 0;
+    so.market.seed = static_cast<uint64_t>(++seed) * 104729;
+    so.market.boot_delay = 100ms;
+    so.market.running_delay = 100ms;
+    so.market.terminate_delay = 100ms;
+    auto sim = sim::lambda::Start(so);
+    ASSERT_TRUE(sim.ok()) << sim.error().ToString();
+    sim_ = std::move(*sim);
+    auto fleet = sim::gpumachine::Fleet::Start({.market = &sim_->market(),
+                                                .run_pods = true,
+                                                .lease_renew_interval = 2s,
+                                                .node_status_update_interval = 2s,
+                                                .retry_interval = 500ms});
+    ASSERT_TRUE(fleet.ok()) << fleet.error().ToString();
+    fleet_ = std::move(*fleet);
+    // Seed 002's class names RunPod too; its offers run containers only and are skipped.
+    market::ServerOptions ro;
+    ro.market.listings = sim::runpod::DefaultListings();
+    auto runpod = sim::runpod::Start(ro);
+    ASSERT_TRUE(runpod.ok()) << runpod.error().ToString();
+    runpod_ = std::move(*runpod);
+    ASSERT_TRUE(
+        testenv::PutSecret(*client_, "tgp-system", "tgp-operator-secret",
+                           {{"RUNPOD_API_KEY", "sim-key"}, {"LAMBDA_LABS_API_KEY", "sim-key"}})
+            .ok());
+
+    kube::ManagerOptions mo;
+    mo.client = client_;
+    mo.registry = &registry_;
+    auto m = kube::Manager::Create(std::move(mo));
+    ASSERT_TRUE(m.ok()) << m.error().ToString();
+    manager_ = std::move(*m);
+    auto cache = std::make_shared<OfferCache>();
+    auto unavailable = std::make_shared<UnavailableOffers>(std::chrono::minutes(3));
+    kube::EventRecorderOptions eo;
+    eo.component = "hyperslice-gpu";
+    auto events = std::make_shared<kube::EventRecorder>(client_, eo);
+
+    ClassControllerOptions co;
+    co.client = client_;
+    co.cache = cache;
+    co.events = events;
+    co.offer_refresh_interval = 2s;
+    co.skip_container_offers = true;  // as the operator runs
+    co.factory = [](const ProviderConfig& c) {
+      ProviderConfig x = c;
+      x.requests_per_second = 50;
+      x.burst = 50;
+      return NewProvider(x);
+    };
+    co.default_endpoints = {{kLambda, sim_->api_endpoint()}, {kRunPod, runpod_->api_endpoint()}};
+    ASSERT_TRUE(RegisterClassController(*manager_, co).ok());
+
+    ClaimControllerOptions cl;
+    cl.client = client_;
+    cl.cache = cache;
+    cl.unavailable = unavailable;
+    cl.events = events;
+    cl.cluster_id = "e2e-join";
+    cl.ambiguous_settle = 2s;
+    cl.registration_timeout = 25s;
+    cl.gc_interval = 1s;
+    cl.gc_grace = 3s;
+    // As src/cmd/roles_operator.cc wires it: the machine dials the loopback apiserver and trusts
+    // the cluster CA the operator's client trusts.
+    PayloadBuilderOptions pb;
+    pb.client = client_;
+    pb.control_plane_endpoint = testenv::Cluster().server_url();
+    pb.token_ttl = std::chrono::duration_cast<std::chrono::seconds>(cl.launch_timeout +
+                                                                     cl.registration_timeout);
+    PayloadBuilder build = NewPayloadBuilder(std::move(pb));
+    cl.payload = [this, build](const BootContext& ctx) -> Result<BootPayload> {
+      auto p = build(ctx);
+      if (!p.ok()) return p;
+      // Lambda launches need exactly one SSH key and seed 002's class names none; the
+      // simulator's accounts have "sim-ssh-key".
+      if (p->ssh_key_names.empty()) p->ssh_key_names = {"sim-ssh-key"};
+      if (break_payloads_) {
+        // A payload a machine cannot use: the kubeconfig's user lost its token.
+        auto at = p->user_data.find("    token: ");
+        if (at != std::string::npos) p->user_data.replace(at, 11, "    tokn: ");
+      }
+      return p;
+    };
+    auto release_client = client_;
+    cl.release_credentials = [release_client](const kube::Object& claim) -> Status {
+      auto deleted =
+          DeleteBootstrapTokens(*release_client, std::string(kube::MetaString(claim, "uid")));
+      if (!deleted.ok()) return deleted.error();
+      return OkStatus();
+    };
+    ASSERT_TRUE(RegisterClaimController(*manager_, cl).ok());
+    ProvisionerOptions po;
+    po.client = client_;
+    po.cache = cache;
+    po.unavailable = unavailable;
+    po.events = events;
+    po.status_interval = 1s;
+    ASSERT_TRUE(RegisterProvisioner(*manager_, po).ok());
+    runner_ = std::thread([this] { (void)manager_->Run(); });
+
+    bj::object cls =
+        kube::YamlToJson(YAML::LoadFile(HS_DEPLOY_DIR "/examples/gpunodeclass.yaml")).as_object();
+    ASSERT_TRUE(client_->Create(GPUNodeClasses(), "", cls).ok());
+    ASSERT_TRUE(
+        client_
+            ->Create(GPUNodePools(), "default",
+                     kube::YamlToJson(YAML::LoadFile(HS_DEPLOY_DIR "/examples/gpunodepool.yaml"))
+                         .as_object())
+            .ok());
+    ASSERT_TRUE(Eventually(
+        [&] {
+          auto c = client_->Get(GPUNodeClasses(), "", "standard-gpu-class");
+          return c.ok() && kube::IsConditionTrue(*c, "Ready");
+        },
+        60s));
+  }
+
+  void TearDown() override {
+    auto pods = client_->List(kube::resources::Pods(), "default");
+    if (pods.ok()) {
+      for (const auto& p : pods->items) {
+        kube::DeleteOptions d;
+        d.grace_period_seconds = 0;
+        (void)client_->Delete(kube::resources::Pods(), "default", Str(p, "metadata", "name"), d);
+      }
+    }
+    (void)client_->Delete(GPUNodePools(), "default", "ml-workload-pool");
+    EXPECT_TRUE(Eventually(
+        [&] { return !client_->Get(GPUNodePools(), "default", "ml-workload-pool").ok(); }));
+    for (auto& c : ListClaims()) (void)client_->Delete(GPUNodeClaims(), "", Str(c, "metadata", "name"));
+    EXPECT_TRUE(Eventually([&] { return ListClaims().empty(); }, 60s));
+    (void)client_->Delete(GPUNodeClasses(), "", "standard-gpu-class");
+    EXPECT_TRUE(
+        Eventually([&] { return !client_->Get(GPUNodeClasses(), "", "standard-gpu-class").ok(); }));
+    if (manager_) manager_->Stop();
+    if (runner_.joinable()) runner_.join();
+    if (fleet_) fleet_->Stop();
+    if (sim_) {
+      for (const auto& i : sim_->market().List("")) {
+        EXPECT_TRUE(i.state == market::State::kTerminated || i.state == market::State::kStopping)
+            << i.id << " " << market::StateName(i.state);
+      }
+      sim_->Stop();
+    }
+    if (runpod_) {
+      EXPECT_TRUE(runpod_->market().List("").empty()) << "container-only offers are not rented";
+      runpod_->Stop();
+    }
+    auto nodes = client_->List(kube::resources::Nodes(), "");
+    if (nodes.ok()) {
+      for (const auto& n : nodes->items) {
+        (void)client_->Delete(kube::resources::Nodes(), "", Str(n, "metadata", "name"));
+      }
+    }
+    log::SetSink(nullptr);
+    log::SetLevel(log::Level::kInfo);
+  }
+
+  std::vector<bj::object> ListClaims() {
+    auto l = client_->List(GPUNodeClaims(), "");
+    return l.ok() ? l->items : std::vector<bj::object>{};
+  }
+
+  std::vector<bj::object> TokenSecrets() {
+    kube::ListOptions lo;
+    lo.label_selector = kLabelTokenClaimUid;  // every claim's
+    auto l = client_->List(kube::resources::Secrets(), kBootstrapTokenNamespace, lo);
+    return l.ok() ? l->items : std::vector<bj::object>{};
+  }
+
+  void CreateGpuPod(const std::string& name) {
+    bj::object pod = kube::YamlToJson(YAML::Load(R"(
+apiVersion: v1
+kind: Pod
+metadata:
+  name: NAME
+  namespace: default
+spec:
+  nodeSelector:
+    tgp.io/gpu-type: RTX4090
+  tolerations:
+    - key: gpu-node
+      operator: Equal
+      value: "true"
+      effect: NoSchedule
+  containers:
+    - name: cuda
+      image: nvidia/cuda:12.4.0-base-ubuntu22.04
+      resources:
+        limits:
+          nvidia.com/gpu: 1
+)"))
+                         .as_object();
+    pod["metadata"].as_object()["name"] = name;
+    auto created = client_->Create(kube::resources::Pods(), "default", pod);
+    ASSERT_TRUE(created.ok()) << created.error().ToString();
+  }
+
+  std::string Diagnose() {
+    std::string out;
+    for (auto c : ListClaims()) {
+      c["metadata"].as_object().erase("managedFields");
+      out += "claim: " + bj::serialize(c) + "\n";
+    }
+    for (const auto& m : fleet_->Machines()) {
+      out += "machine " + m.instance_id + " " + market::StateName(m.state) +
+             " joined=" + std::to_string(m.joined) + " reason=" + m.reason + " " + m.message +
+             " agent=" + sim::kubelet::PhaseName(m.agent.phase) + " " + m.agent.reason + " " +
+             m.agent.message + "\n";
+    }
+    auto events = client_->List(kube::resources::Events(), "");
+    if (events.ok()) {
+      for (const auto& e : events->items) {
+        out += "event: " + Str(e, "involvedObject", "name") + " " + Str(e, "", "reason") + ": " +
+               Str(e, "", "message") + "\n";
+      }
+    }
+    return out;
+  }
+
+  std::shared_ptr<kube::Client> client_;
+  kube::metrics::Registry registry_;
+  std::unique_ptr<market::MarketSimulator> sim_;
+  std::unique_ptr<market::MarketSimulator> runpod_;
+  std::unique_ptr<sim::gpumachine::Fleet> fleet_;
+  std::unique_ptr<kube::Manager> manager_;
+  std::thread runner_;
+  std::atomic<bool> break_payloads_{false};
+  std::mutex log_mu_;
+  std::vector<std::string> log_lines_;
+};
+
+TEST_F(GpuJoin, ALambdaMachineBootsFromItsCloudInitJoinsAndRunsThePodThenLeavesNothing) {
+  CreateGpuPod("trainer");
+  std::string node_name;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto p = client_->Get(kube::resources::Pods(), "default", "trainer");
+        if (!p.ok() || Str(*p, "status", "phase") != "Running") return false;
+        node_name = Str(*p, "spec", "nodeName");
+        return true;
+      },
+      120s))
+      << Diagnose();
+  auto claims = ListClaims();
+  ASSERT_EQ(claims.size(), 1u);
+  bj::object claim = claims[0];
+  std::string claim_uid(kube::MetaString(claim, "uid"));
+  EXPECT_EQ(Str(claim, "status", "joinMethod"), "CloudInit");
+  EXPECT_EQ(node_name, std::string(kube::MetaString(claim, "name")));
+  std::string instance = Str(claim, "status", "instanceID");
+  std::string provider_id = Str(claim, "status", "providerID");
+  EXPECT_EQ(provider_id, "lambdalabs://" + instance);
+
+  // The machine read the payload exactly as Lambda stored it; its token is the one to look for.
+  auto inst = sim_->market().Get(instance);
+  ASSERT_TRUE(inst.has_value());
+  const auto* ud = inst->payload.if_contains("user_data");
+  ASSERT_TRUE(ud != nullptr && ud->is_string());
+  auto join = sim::gpumachine::ReadJoinScript(std::string(ud->as_string()), instance);
+  ASSERT_TRUE(join.ok()) << join.error().ToString();
+  std::string token = join->token;
+  std::string token_secret = token.substr(7);
+  auto machine = fleet_->Get(instance);
+  ASSERT_TRUE(machine.has_value());
+  EXPECT_TRUE(machine->joined);
+  EXPECT_EQ(machine->kind, "script");
+  EXPECT_EQ(machine->agent.phase, sim::kubelet::Phase::kRunning) << Diagnose();
+  EXPECT_TRUE(machine->agent.has_credentials);
+
+  // The Node as the machine registered it and the claim controller finished it.
+  auto node = client_->Get(kube::resources::Nodes(), "", node_name);
+  ASSERT_TRUE(node.ok());
+  EXPECT_EQ(Str(*node, "spec", "providerID"), provider_id);
+  EXPECT_EQ(Str(*node, "status.capacity", kResourceGpu), "1");
+  EXPECT_EQ(Str(*node, "metadata.labels", "tgp.io/nodepool"), "ml-workload-pool");
+  EXPECT_EQ(Str(*node, "metadata.labels", "tgp.io/gpu-type"), "RTX4090");
+  std::string internal_ip;
+  if (const auto* addrs = jsonfield::ArrayField(*jsonfield::ObjectField(*node, "status"), "addresses")) {
+    for (const auto& a : *addrs) {
+      if (jsonfield::StringField(a.as_object(), "type") == "InternalIP")
+        internal_ip = std::string(jsonfield::StringField(a.as_object(), "address"));
+    }
+  }
+  EXPECT_EQ(internal_ip.rfind("127.", 0), 0u) << internal_ip;
+  bool unregistered = false, pool_taint = false;
+  if (const auto* taints = jsonfield::ArrayField(*jsonfield::ObjectField(*node, "spec"), "taints")) {
+    for (const auto& t : *taints) {
+      std::string key(jsonfield::StringField(t.as_object(), "key"));
+      unregistered = unregistered || key == kTaintUnregistered;
+      pool_taint = pool_taint || key == "gpu-node";
+    }
+  }
+  EXPECT_FALSE(unregistered);
+  EXPECT_TRUE(pool_taint);
+  EXPECT_TRUE(client_->Get(kube::resources::Leases(), "kube-node-lease", node_name).ok());
+  // Its client certificate came through the TLS bootstrap: a CSR by the bootstrap token's user,
+  // approved and signed by kube-controller-manager.
+  auto csrs = client_->List(kube::resources::CertificateSigningRequests(), "");
+  ASSERT_TRUE(csrs.ok());
+  bool signed_for_node = false;
+  for (const auto& c : csrs->items) {
+    if (Str(c, "spec", "username") == "system:bootstrap:" + token.substr(0, 6) &&
+        !Str(c, "status", "certificate").empty())
+      signed_for_node = true;
+  }
+  EXPECT_TRUE(signed_for_node);
+  // The token did its job: its Secret is gone once the Node registered.
+  EXPECT_TRUE(Eventually([&] { return TokenSecrets().empty(); }, 20s));
+  EXPECT_TRUE(kube::IsConditionTrue(claim, "Ready")) << bj::serialize(claim);
+  std::string status_text = bj::serialize(claim["status"]);
+
+  // Pod, then claim: the machine is returned, the Node goes, no token is left.
+  kube::DeleteOptions d;
+  d.grace_period_seconds = 0;
+  ASSERT_TRUE(client_->Delete(kube::resources::Pods(), "default", "trainer", d).ok());
+  EXPECT_TRUE(Eventually([&] { return !client_->Get(kube::resources::Pods(), "default", "trainer").ok(); }, 30s));
+  ASSERT_TRUE(client_->Delete(GPUNodeClaims(), "", node_name).ok());
+  EXPECT_TRUE(Eventually([&] { return ListClaims().empty(); }, 60s)) << Diagnose();
+  auto after = sim_->market().Get(instance);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_TRUE(after->state == market::State::kTerminated ||
+              after->state == market::State::kStopping)
+      << market::StateName(after->state);
+  EXPECT_FALSE(client_->Get(kube::resources::Nodes(), "", node_name).ok());
+  EXPECT_TRUE(TokenSecrets().empty());
+  EXPECT_TRUE(Eventually([&] {
+    auto m = fleet_->Get(instance);
+    return m && !m->joined && m->agent.phase == sim::kubelet::Phase::kStopped;
+  }, 20s)) << Diagnose();
+
+  // No token in any log line (this process at debug level; kube-apiserver's and
+  // kube-controller-manager's logs), Event or the claim's status.
+  std::vector<std::string> lines;
+  {
+    std::lock_guard lock(log_mu_);
+    lines = log_lines_;
+  }
+  // The scan saw the lines written where the token was handled: minted, used, deleted.
+  for (const char* msg : {"gpu bootstrap token created", "sim kubelet: CSR submitted",
+                          "gpu bootstrap token deleted", "sim gpumachine: machine booted"}) {
+    EXPECT_TRUE(std::any_of(lines.begin(), lines.end(),
+                            [&](const std::string& l) { return l.find(msg) != std::string::npos; }))
+        << msg;
+  }
+  for (const auto& line : lines) {
+    EXPECT_EQ(line.find(token_secret), std::string::npos) << line;
+  }
+  for (const char* f : {"kube-apiserver.log", "kube-controller-manager.log", "kube-scheduler.log"}) {
+    std::string text = ReadFile(testenv::Cluster().work_dir() + "/" + f);
+    EXPECT_EQ(text.find(token_secret), std::string::npos) << f;
+  }
+  auto events = client_->List(kube::resources::Events(), "");
+  ASSERT_TRUE(events.ok());
+  EXPECT_FALSE(events->items.empty());
+  for (const auto& e : events->items) {
+    EXPECT_EQ(bj::serialize(e).find(token_secret), std::string::npos) << bj::serialize(e);
+  }
+  EXPECT_EQ(status_text.find(token_secret), std::string::npos) << status_text;
+}
+
+TEST_F(GpuJoin, AMachineWhosePayloadIsBrokenNeverRegistersAndIsReturned) {
+  break_payloads_ = true;
+  CreateGpuPod("trainer");
+  std::string claim_name, instance;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (const auto& c : ListClaims()) {
+          if (!Str(c, "status", "instanceID").empty()) {
+            claim_name = std::string(kube::MetaString(c, "name"));
+            instance = Str(c, "status", "instanceID");
+            return true;
+          }
+        }
+        return false;
+      },
+      60s))
+      << Diagnose();
+  // The machine runs at the provider but cannot use what it was given.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto m = fleet_->Get(instance);
+        return m && m->reason == "PayloadUnusable";
+      },
+      30s))
+      << Diagnose();
+  EXPECT_FALSE(fleet_->Get(instance)->joined);
+  // The claim times out with the reason and goes; its machine is returned.
+  bool timed_out = false;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto events = client_->List(kube::resources::Events(), "");
+        if (!events.ok()) return false;
+        for (const auto& e : events->items) {
+          if (Str(e, "involvedObject", "name") == claim_name &&
+              Str(e, "", "reason") == "RegistrationTimeout") {
+            timed_out = Str(e, "", "message").find("no Node with providerID lambdalabs://" +
+                                                    instance) != std::string::npos;
+            return true;
+          }
+        }
+        return false;
+      },
+      60s))
+      << Diagnose();
+  EXPECT_TRUE(timed_out) << Diagnose();
+  // Nothing more to plan for: the pod goes before the next claim's machine could matter.
+  kube::DeleteOptions d;
+  d.grace_period_seconds = 0;
+  ASSERT_TRUE(client_->Delete(kube::resources::Pods(), "default", "trainer", d).ok());
+  EXPECT_TRUE(Eventually([&] { return !client_->Get(GPUNodeClaims(), "", claim_name).ok(); }, 60s));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        auto i = sim_->market().Get(instance);
+        return i && (i->state == market::State::kTerminated ||
+                     i->state == market::State::kStopping);
+      },
+      30s))
+      << Diagnose();
+  auto nodes = client_->List(kube::resources::Nodes(), "");
+  ASSERT_TRUE(nodes.ok());
+  for (const auto& n : nodes->items) {
+    EXPECT_NE(Str(n, "spec", "providerID"), "lambdalabs://" + instance);
+  }
+}
+
+}  // namespace
+}  // namespace hyperslice::gpu
