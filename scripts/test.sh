@@ -138,13 +138,13 @@ if [[ ${HS_TEST_QUICK:-0} != 1 ]]; then
   # The runtime's tests (src/base, src/net, src/kube): test/CMakeLists.txt defines the
   # runtime_tests target and lists their ctest names in runtime_tests.txt.
   # ASan+UBSan also covers the GCE client (against the simulator), the TPU unit tests, the GPU
-  # modules and the simulated VMs; TSan the device plugin and the simulated VMs (their kubelet side
-  # of the device-plugin API and pod runtime). ignore_noninstrumented_modules: Debian's OpenSSL,
+  # modules and the simulated VMs and GPU machines; TSan the device plugin and the simulated VMs and
+  # GPU machines (their kubelet side of the device-plugin API and pod runtime). ignore_noninstrumented_modules: Debian's OpenSSL,
   # gRPC and Abseil are not built with TSan; their own locks are invisible to it, so their internal
   # accesses look racy (ASN1_STRING_cmp in a TLS handshake failed kube_client once); every access in
   # code compiled here is still checked (test/testenv/tsan_options.cc).
-  for san in "address,undefined:build-asan:^(net|kube.*|base|gce|tpu|gpu.*|sim_market|sim_kubelet)\$" \
-    "thread:build-tsan:^(net|kube.*|base|deviceplugin|sim_kubelet)\$"; do
+  for san in "address,undefined:build-asan:^(net|kube.*|base|gce|tpu|gpu.*|sim_market|sim_kubelet|sim_gpumachine)\$" \
+    "thread:build-tsan:^(net|kube.*|base|deviceplugin|sim_kubelet|sim_gpumachine)\$"; do
     kind=${san%%:*}
     rest=${san#*:}
     dir=${rest%%:*}
