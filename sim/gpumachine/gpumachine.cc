@@ -114,7 +114,8 @@ Result<JoinConfig> ReadJoinScript(std::string_view script, const std::string& in
       if (ca.ok()) c.ca_pem = *ca;
     }
     for (const auto& u : kc["users"]) {
-      if (u["name"].as<std::string>("") == user_name) c.token = u["user"]["token"].as<std::string>("");
+      if (u["name"].as<std::string>("") == user_name)
+        c.token = u["user"]["token"].as<std::string>("");
     }
   } catch (const YAML::Exception& e) {
     return Unusable(std::string("the bootstrap kubeconfig does not parse: ") + e.what());
@@ -176,7 +177,8 @@ Result<JoinConfig> ReadTalosConfig(std::string_view yaml, const std::string& pro
         }
       } else if (kind == "HostnameConfig") {
         c.node_name = doc["hostname"].as<std::string>("");
-      } else if (kind == "ExtensionServiceConfig" && doc["name"].as<std::string>("") == "tailscale") {
+      } else if (kind == "ExtensionServiceConfig" &&
+                 doc["name"].as<std::string>("") == "tailscale") {
         for (const auto& e : doc["environment"]) {
           std::string kv = e.as<std::string>("");
           if (kv.rfind("TS_AUTHKEY=", 0) == 0) c.tailnet_auth_key = kv.substr(11);

@@ -156,8 +156,7 @@ class AgentImpl final : public Agent {
   Status Init() {
     if (options_.bootstrap) {
       const BootstrapJoin& b = *options_.bootstrap;
-      if (options_.instance.empty() || b.server.empty() || b.token.empty() ||
-          b.provider_id.empty())
+      if (options_.instance.empty() || b.server.empty() || b.token.empty() || b.provider_id.empty())
         return Error::Make(Error::Code::kInvalidArgument,
                            "sim kubelet: instance, server, token and provider_id are required");
       HS_RETURN_IF_ERROR(MakeVmRoot());
@@ -255,8 +254,8 @@ class AgentImpl final : public Agent {
       stop_ = false;
       heartbeating_ = true;
       st_.phase = !disk_.cert_pem.empty() ? Phase::kRegistering
-                  : options_.bootstrap     ? Phase::kTlsBootstrap
-                                           : Phase::kWaitingForJoinValues;
+                  : options_.bootstrap    ? Phase::kTlsBootstrap
+                                          : Phase::kWaitingForJoinValues;
     }
     thread_ = std::thread([this] { Run(); });
   }
@@ -669,9 +668,8 @@ class AgentImpl final : public Agent {
                                    status_dirty_ = true;
                                    cv_.notify_all();
                                  },
-                             .static_devices = options_.bootstrap
-                                                   ? options_.bootstrap->devices
-                                                   : std::map<std::string, int>{}}));
+                             .static_devices = options_.bootstrap ? options_.bootstrap->devices
+                                                                  : std::map<std::string, int>{}}));
       std::lock_guard lock(mu_);
       st_.address = runtime_->endpoint().ip;
       st_.kubelet_port = runtime_->endpoint().port;
@@ -904,18 +902,18 @@ class AgentImpl final : public Agent {
              {"addresses", addresses},
              {"daemonEndpoints",
               json::object{{"kubeletEndpoint", json::object{{"Port", runtime_->endpoint().port}}}}},
-             {"nodeInfo", json::object{{"machineID", st_.provider_id},
-                                       {"systemUUID", options_.instance},
-                                       {"bootID", options_.instance},
-                                       {"kernelVersion", "6.8.0-sim"},
-                                       {"osImage", options_.bootstrap
-                                                       ? options_.bootstrap->os_image
-                                                       : "Simulated TPU VM (hyperslice sim)"},
-                                       {"containerRuntimeVersion", "sim://0"},
-                                       {"kubeletVersion", kKubeletVersion},
-                                       {"kubeProxyVersion", ""},
-                                       {"operatingSystem", "linux"},
-                                       {"architecture", options_.arch}}}}}};
+             {"nodeInfo",
+              json::object{{"machineID", st_.provider_id},
+                           {"systemUUID", options_.instance},
+                           {"bootID", options_.instance},
+                           {"kernelVersion", "6.8.0-sim"},
+                           {"osImage", options_.bootstrap ? options_.bootstrap->os_image
+                                                          : "Simulated TPU VM (hyperslice sim)"},
+                           {"containerRuntimeVersion", "sim://0"},
+                           {"kubeletVersion", kKubeletVersion},
+                           {"kubeProxyVersion", ""},
+                           {"operatingSystem", "linux"},
+                           {"architecture", options_.arch}}}}}};
     kube::PatchOptions po;
     po.subresource = "status";
     auto patched =

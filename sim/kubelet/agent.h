@@ -46,6 +46,7 @@
 
 namespace hyperslice::sim::kubelet {
 
+// With AgentOptions::bootstrap the agent starts in kTlsBootstrap and retries it with backoff.
 enum class Phase {
   kWaitingForJoinValues,  // metadata lacks a join value, or a Ready Node of this name exists
   kDiscovery,             // fetching and verifying cluster-info
@@ -55,7 +56,6 @@ enum class Phase {
   kHeartbeatStopped,      // StopHeartbeating(): alive and silent
   kJoinRefused,           // discovery failed verification (CA pin, JWS); retried when metadata
                           // changes, nothing was created
-  // (with AgentOptions::bootstrap the agent starts in kTlsBootstrap and retries it with backoff)
   kStopped,               // Vanish() or destroyed: the VM is gone
 };
 const char* PhaseName(Phase phase);
@@ -74,7 +74,7 @@ struct BootstrapJoin {
   std::string token;  // "<id>.<secret>"
   std::string provider_id;
   std::map<std::string, std::string> labels;  // --node-labels
-  std::vector<NodeTaintSpec> taints;           // --register-with-taints
+  std::vector<NodeTaintSpec> taints;          // --register-with-taints
   // Extended resources without an in-process plugin (nvidia.com/gpu: N), see
   // PodRuntimeOptions::static_devices.
   std::map<std::string, int> devices;

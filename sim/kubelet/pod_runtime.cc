@@ -811,8 +811,7 @@ class PodRuntimeImpl final : public PodRuntime {
   std::map<std::string, RunningPod> running_;  // by namespace/name
   int next_pod_ip_ = 1;
   // Static devices held, by pod uid: (resource, device ids) per admitted container.
-  std::map<std::string, std::vector<std::pair<std::string, std::vector<std::string>>>>
-      static_held_;
+  std::map<std::string, std::vector<std::pair<std::string, std::vector<std::string>>>> static_held_;
 };
 
 }  // namespace

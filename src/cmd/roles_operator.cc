@@ -252,8 +252,7 @@ Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& clie
       std::chrono::duration_cast<std::chrono::seconds>(launch_timeout + registration_timeout);
   cl.payload = gpu::NewPayloadBuilder(std::move(pb));
   cl.release_credentials = [client](const kube::Object& claim) -> Status {
-    auto deleted =
-        gpu::DeleteBootstrapTokens(*client, std::string(kube::MetaString(claim, "uid")));
+    auto deleted = gpu::DeleteBootstrapTokens(*client, std::string(kube::MetaString(claim, "uid")));
     if (!deleted.ok()) return deleted.error();
     return OkStatus();
   };

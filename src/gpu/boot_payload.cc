@@ -56,7 +56,7 @@ size_t MaxPayloadBytes(const std::string& provider, JoinMethod method) {
   if (provider == kPaperspace) return size_t{64} * 1024;
   if (provider == kVast) return 4048;
   if (provider == kLambda) return 1000000;
-  return 16 * 1024;  // an unknown provider: EC2's limit, the smallest common one
+  return size_t{16} * 1024;  // an unknown provider: EC2's limit, the smallest common one
 }
 
 namespace {
@@ -93,10 +93,12 @@ bool KubeletMaySet(std::string_view key) {
   };
   if (!ends(".kubernetes.io") && !ends(".k8s.io")) return true;
   if (ns == "kubelet.kubernetes.io" || ns == "node.kubernetes.io") return true;
-  static const std::set<std::string_view> kAllowed = {
-      "kubernetes.io/hostname",        "kubernetes.io/arch",
-      "kubernetes.io/os",              "beta.kubernetes.io/instance-type",
-      "topology.kubernetes.io/region", "topology.kubernetes.io/zone"};
+  static const std::set<std::string_view> kAllowed = {"kubernetes.io/hostname",
+                                                      "kubernetes.io/arch",
+                                                      "kubernetes.io/os",
+                                                      "beta.kubernetes.io/instance-type",
+                                                      "topology.kubernetes.io/region",
+                                                      "topology.kubernetes.io/zone"};
   return kAllowed.count(key) > 0;
 }
 
@@ -116,9 +118,12 @@ Result<std::string> RenderJoinScript(const JoinScriptValues& v) {
   if (!AllOf(v.provider, "-_")) return Invalid("provider name '" + v.provider + "' is not plain");
   std::string labels;
   for (const auto& [k, val] : v.labels) {
-    if (!LabelKey(k) || !LabelValue(val)) return Invalid("label " + k + "=" + val + " is invalid");
+    if (!LabelKey(k) || !LabelValue(val)) return Invalid("label " + k + " is invalid");
     if (!KubeletMaySet(k)) continue;
-    labels += (labels.empty() ? "" : ",") + k + "=" + val;
+    if (!labels.empty()) labels += ',';
+    labels += k;
+    labels += '=';
+    labels += val;
   }
   std::vector<NodeTaint> taints = v.taints;
   if (std::none_of(taints.begin(), taints.end(),
@@ -131,7 +136,12 @@ Result<std::string> RenderJoinScript(const JoinScriptValues& v) {
         (t.effect != "NoSchedule" && t.effect != "PreferNoSchedule" && t.effect != "NoExecute")) {
       return Invalid("taint " + t.key + "=" + t.value + ":" + t.effect + " is invalid");
     }
-    taint_flag += (taint_flag.empty() ? "" : ",") + t.key + "=" + t.value + ":" + t.effect;
+    if (!taint_flag.empty()) taint_flag += ',';
+    taint_flag += t.key;
+    taint_flag += '=';
+    taint_flag += t.value;
+    taint_flag += ':';
+    taint_flag += t.effect;
   }
   bool tailnet = !v.tailscale_auth_key.empty();
   if (tailnet && !AllOf(v.tailscale_auth_key, "-_")) {
@@ -197,8 +207,7 @@ Result<std::string> RenderJoinScript(const JoinScriptValues& v) {
   s += "systemctl enable --now containerd\n";
   if (tailnet) {
     s += "systemctl enable --now tailscaled\n";
-    s += "tailscale up --auth-key=file:/etc/hyperslice/tailscale-authkey --hostname=" +
-         v.node_name;
+    s += "tailscale up --auth-key=file:/etc/hyperslice/tailscale-authkey --hostname=" + v.node_name;
     if (!v.tailscale_login_server.empty()) s += " --login-server=" + v.tailscale_login_server;
     s += "\n";
     s += "rm -f /etc/hyperslice/tailscale-authkey\n";
@@ -307,9 +316,9 @@ class Builder {
       HS_ASSIGN_OR_RETURN(tailnet, o_.tailnet(ctx));
     }
     // A retried launch reuses the live token; one about to expire is not handed out again.
-    HS_ASSIGN_OR_RETURN(BootstrapToken token,
-                        EnsureBootstrapToken(*o_.client, claim_name, claim_uid, o_.token_ttl,
-                                             o_.token_ttl / 2));
+    HS_ASSIGN_OR_RETURN(
+        BootstrapToken token,
+        EnsureBootstrapToken(*o_.client, claim_name, claim_uid, o_.token_ttl, o_.token_ttl / 2));
     std::string pool = Label(claim, kLabelNodePool);
     std::string pool_ns = Label(claim, kLabelPoolNamespace);
 
@@ -405,9 +414,9 @@ class Builder {
     const bj::object* data = ObjectField(*s, "data");
     const bj::value* v = data ? data->if_contains(key) : nullptr;
     if (v == nullptr || !v->is_string()) {
-      return Error::Make(Error::Code::kNotFound, "Secret " + ns + "/" +
-                                                     std::string(StringField(ref, "name")) +
-                                                     " has no key " + key);
+      return Error::Make(
+          Error::Code::kNotFound,
+          "Secret " + ns + "/" + std::string(StringField(ref, "name")) + " has no key " + key);
     }
     return Base64Decode(std::string_view(v->as_string()), "secret " + key);
   }

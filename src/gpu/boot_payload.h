@@ -68,8 +68,8 @@ struct NodeTaint {
 // Everything a join script holds. Values are checked (RenderJoinScript's errors name the field,
 // never echo a secret).
 struct JoinScriptValues {
-  std::string server;          // https://host:port the machine dials (the control plane)
-  std::string cluster_ca_pem;  // the cluster CA the kubelet verifies the apiserver with
+  std::string server;           // https://host:port the machine dials (the control plane)
+  std::string cluster_ca_pem;   // the cluster CA the kubelet verifies the apiserver with
   std::string bootstrap_token;  // "<id>.<secret>"
   std::string node_name;        // the claim's name (--hostname-override)
   std::string provider;         // "lambdalabs": --provider-id <provider>://<instance id>

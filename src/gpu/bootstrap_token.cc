@@ -72,8 +72,7 @@ bool IsBootstrapToken(const std::string& token) {
 }
 
 Result<BootstrapToken> EnsureBootstrapToken(kube::Client& client, const std::string& claim_name,
-                                            const std::string& claim_uid,
-                                            std::chrono::seconds ttl,
+                                            const std::string& claim_uid, std::chrono::seconds ttl,
                                             std::chrono::seconds min_left) {
   auto now = std::chrono::system_clock::now();
   kube::ListOptions lo;
@@ -88,8 +87,10 @@ Result<BootstrapToken> EnsureBootstrapToken(kube::Client& client, const std::str
     if (!expires || *expires - now < min_left) continue;
     BootstrapToken t{.id = id,
                      .secret_name = std::string(kube::MetaString(s, "name")),
-                     .token = id + "." + secret,
+                     .token = id,
                      .expires = *expires};
+    t.token += '.';
+    t.token += secret;
     if (IsBootstrapToken(t.token)) return t;
   }
   // Whole seconds: the expiration is written with second precision and must not round later.
@@ -97,21 +98,22 @@ Result<BootstrapToken> EnsureBootstrapToken(kube::Client& client, const std::str
   for (int attempt = 0; attempt < kCreateAttempts; ++attempt) {
     HS_ASSIGN_OR_RETURN(std::string id, RandomChars(6));
     HS_ASSIGN_OR_RETURN(std::string secret, RandomChars(16));
-    BootstrapToken t{.id = id,
-                     .secret_name = kSecretNamePrefix + id,
-                     .token = id + "." + secret,
-                     .expires = expires};
+    BootstrapToken t{
+        .id = id, .secret_name = kSecretNamePrefix + id, .token = id, .expires = expires};
+    t.token += '.';
+    t.token += secret;
     bj::object body{
         {"apiVersion", "v1"},
         {"kind", "Secret"},
-        {"metadata", bj::object{{"name", t.secret_name},
-                                {"namespace", kBootstrapTokenNamespace},
-                                {"labels", bj::object{{kLabelTokenClaim, LabelValue(claim_name)},
-                                                      {kLabelTokenClaimUid, LabelValue(claim_uid)}}}}},
+        {"metadata",
+         bj::object{{"name", t.secret_name},
+                    {"namespace", kBootstrapTokenNamespace},
+                    {"labels", bj::object{{kLabelTokenClaim, LabelValue(claim_name)},
+                                          {kLabelTokenClaimUid, LabelValue(claim_uid)}}}}},
         {"type", kSecretType},
         {"stringData",
-         bj::object{{"description", "hyperslice: kubelet TLS bootstrap token of GPUNodeClaim " +
-                                        claim_name},
+         bj::object{{"description",
+                     "hyperslice: kubelet TLS bootstrap token of GPUNodeClaim " + claim_name},
                     {"token-id", id},
                     {"token-secret", secret},
                     {"expiration", kube::FormatTime(expires)},

@@ -46,8 +46,7 @@ struct BootstrapToken {
 // new one (random id and secret from OpenSSL's CSPRNG, an id collision drawn again) valid for
 // `ttl`. Errors are the apiserver's (the message never holds the token).
 Result<BootstrapToken> EnsureBootstrapToken(kube::Client& client, const std::string& claim_name,
-                                            const std::string& claim_uid,
-                                            std::chrono::seconds ttl,
+                                            const std::string& claim_uid, std::chrono::seconds ttl,
                                             std::chrono::seconds min_left);
 
 // Deletes every token Secret labelled with the claim's UID; none left is success. Returns how

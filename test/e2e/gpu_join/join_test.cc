@@ -190,7 +190,7 @@ class GpuJoin : public ::testing::Test {
     pb.client = client_;
     pb.control_plane_endpoint = testenv::Cluster().server_url();
     pb.token_ttl = std::chrono::duration_cast<std::chrono::seconds>(cl.launch_timeout +
-                                                                     cl.registration_timeout);
+                                                                    cl.registration_timeout);
     PayloadBuilder build = NewPayloadBuilder(std::move(pb));
     cl.payload = [this, build](const BootContext& ctx) -> Result<BootPayload> {
       auto p = build(ctx);
@@ -251,7 +251,8 @@ class GpuJoin : public ::testing::Test {
     (void)client_->Delete(GPUNodePools(), "default", "ml-workload-pool");
     EXPECT_TRUE(Eventually(
         [&] { return !client_->Get(GPUNodePools(), "default", "ml-workload-pool").ok(); }));
-    for (auto& c : ListClaims()) (void)client_->Delete(GPUNodeClaims(), "", Str(c, "metadata", "name"));
+    for (auto& c : ListClaims())
+      (void)client_->Delete(GPUNodeClaims(), "", Str(c, "metadata", "name"));
     EXPECT_TRUE(Eventually([&] { return ListClaims().empty(); }, 60s));
     (void)client_->Delete(GPUNodeClasses(), "", "standard-gpu-class");
     EXPECT_TRUE(
@@ -400,7 +401,8 @@ TEST_F(GpuJoin, ALambdaMachineBootsFromItsCloudInitJoinsAndRunsThePodThenLeavesN
   EXPECT_EQ(Str(*node, "metadata.labels", "tgp.io/nodepool"), "ml-workload-pool");
   EXPECT_EQ(Str(*node, "metadata.labels", "tgp.io/gpu-type"), "RTX4090");
   std::string internal_ip;
-  if (const auto* addrs = jsonfield::ArrayField(*jsonfield::ObjectField(*node, "status"), "addresses")) {
+  if (const auto* addrs =
+          jsonfield::ArrayField(*jsonfield::ObjectField(*node, "status"), "addresses")) {
     for (const auto& a : *addrs) {
       if (jsonfield::StringField(a.as_object(), "type") == "InternalIP")
         internal_ip = std::string(jsonfield::StringField(a.as_object(), "address"));
@@ -408,7 +410,8 @@ TEST_F(GpuJoin, ALambdaMachineBootsFromItsCloudInitJoinsAndRunsThePodThenLeavesN
   }
   EXPECT_EQ(internal_ip.rfind("127.", 0), 0u) << internal_ip;
   bool unregistered = false, pool_taint = false;
-  if (const auto* taints = jsonfield::ArrayField(*jsonfield::ObjectField(*node, "spec"), "taints")) {
+  if (const auto* taints =
+          jsonfield::ArrayField(*jsonfield::ObjectField(*node, "spec"), "taints")) {
     for (const auto& t : *taints) {
       std::string key(jsonfield::StringField(t.as_object(), "key"));
       unregistered = unregistered || key == kTaintUnregistered;
@@ -438,7 +441,8 @@ TEST_F(GpuJoin, ALambdaMachineBootsFromItsCloudInitJoinsAndRunsThePodThenLeavesN
   kube::DeleteOptions d;
   d.grace_period_seconds = 0;
   ASSERT_TRUE(client_->Delete(kube::resources::Pods(), "default", "trainer", d).ok());
-  EXPECT_TRUE(Eventually([&] { return !client_->Get(kube::resources::Pods(), "default", "trainer").ok(); }, 30s));
+  EXPECT_TRUE(Eventually(
+      [&] { return !client_->Get(kube::resources::Pods(), "default", "trainer").ok(); }, 30s));
   ASSERT_TRUE(client_->Delete(GPUNodeClaims(), "", node_name).ok());
   EXPECT_TRUE(Eventually([&] { return ListClaims().empty(); }, 60s)) << Diagnose();
   auto after = sim_->market().Get(instance);
@@ -448,10 +452,13 @@ TEST_F(GpuJoin, ALambdaMachineBootsFromItsCloudInitJoinsAndRunsThePodThenLeavesN
       << market::StateName(after->state);
   EXPECT_FALSE(client_->Get(kube::resources::Nodes(), "", node_name).ok());
   EXPECT_TRUE(TokenSecrets().empty());
-  EXPECT_TRUE(Eventually([&] {
-    auto m = fleet_->Get(instance);
-    return m && !m->joined && m->agent.phase == sim::kubelet::Phase::kStopped;
-  }, 20s)) << Diagnose();
+  EXPECT_TRUE(Eventually(
+      [&] {
+        auto m = fleet_->Get(instance);
+        return m && !m->joined && m->agent.phase == sim::kubelet::Phase::kStopped;
+      },
+      20s))
+      << Diagnose();
 
   // No token in any log line (this process at debug level; kube-apiserver's and
   // kube-controller-manager's logs), Event or the claim's status.
@@ -463,14 +470,15 @@ TEST_F(GpuJoin, ALambdaMachineBootsFromItsCloudInitJoinsAndRunsThePodThenLeavesN
   // The scan saw the lines written where the token was handled: minted, used, deleted.
   for (const char* msg : {"gpu bootstrap token created", "sim kubelet: CSR submitted",
                           "gpu bootstrap token deleted", "sim gpumachine: machine booted"}) {
-    EXPECT_TRUE(std::any_of(lines.begin(), lines.end(),
-                            [&](const std::string& l) { return l.find(msg) != std::string::npos; }))
-        << msg;
+    EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [&](const std::string& l) {
+      return l.find(msg) != std::string::npos;
+    })) << msg;
   }
   for (const auto& line : lines) {
     EXPECT_EQ(line.find(token_secret), std::string::npos) << line;
   }
-  for (const char* f : {"kube-apiserver.log", "kube-controller-manager.log", "kube-scheduler.log"}) {
+  for (const char* f :
+       {"kube-apiserver.log", "kube-controller-manager.log", "kube-scheduler.log"}) {
     std::string text = ReadFile(testenv::Cluster().work_dir() + "/" + f);
     EXPECT_EQ(text.find(token_secret), std::string::npos) << f;
   }
@@ -518,8 +526,9 @@ TEST_F(GpuJoin, AMachineWhosePayloadIsBrokenNeverRegistersAndIsReturned) {
         for (const auto& e : events->items) {
           if (Str(e, "involvedObject", "name") == claim_name &&
               Str(e, "", "reason") == "RegistrationTimeout") {
-            timed_out = Str(e, "", "message").find("no Node with providerID lambdalabs://" +
-                                                    instance) != std::string::npos;
+            timed_out =
+                Str(e, "", "message").find("no Node with providerID lambdalabs://" + instance) !=
+                std::string::npos;
             return true;
           }
         }
@@ -536,8 +545,8 @@ TEST_F(GpuJoin, AMachineWhosePayloadIsBrokenNeverRegistersAndIsReturned) {
   EXPECT_TRUE(Eventually(
       [&] {
         auto i = sim_->market().Get(instance);
-        return i && (i->state == market::State::kTerminated ||
-                     i->state == market::State::kStopping);
+        return i &&
+               (i->state == market::State::kTerminated || i->state == market::State::kStopping);
       },
       30s))
       << Diagnose();

@@ -43,8 +43,7 @@ std::string CaPem() {
 }
 
 std::string WriteTemp(const std::string& text, const std::string& suffix) {
-  std::string file =
-      ::testing::TempDir() + "gpu-join-" + std::to_string(getpid()) + "-" + suffix;
+  std::string file = ::testing::TempDir() + "gpu-join-" + std::to_string(getpid()) + "-" + suffix;
   std::ofstream f(file, std::ios::binary | std::ios::trunc);
   f << text;
   return file;
@@ -128,9 +127,9 @@ class PayloadBuilderTest : public ::testing::Test {
         {"apiVersion", "tgp.io/v1"},
         {"kind", "GPUNodeClass"},
         {"metadata", bj::object{{"name", "standard-gpu-class"}}},
-        {"spec", bj::object{{"providers", bj::array{bj::object{{"name", kLambda},
-                                                                {"sshKeyNames",
-                                                                 bj::array{"sim-ssh-key"}}}}}}}};
+        {"spec", bj::object{{"providers",
+                             bj::array{bj::object{{"name", kLambda},
+                                                  {"sshKeyNames", bj::array{"sim-ssh-key"}}}}}}}};
     offer_.provider = kLambda;
     offer_.id = "gpu_1x_rtx4090";
     offer_.boot = BootKind::kUserData;
@@ -196,9 +195,10 @@ TEST_F(PayloadBuilderTest, OneBootstrapTokenPerClaimThatAuthenticatesAsANodeBoot
   boot.bearer_token = cfg->token;
   auto as_machine = kube::Client::Create(boot);
   ASSERT_TRUE(as_machine.ok());
-  auto review = (*as_machine)
-                    ->Raw("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
-                          R"({"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"})");
+  auto review =
+      (*as_machine)
+          ->Raw("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                R"({"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"})");
   ASSERT_TRUE(review.ok()) << review.error().ToString();
   EXPECT_EQ(review->status, 201) << review->body;
   EXPECT_NE(review->body.find("system:bootstrap:" + id), std::string::npos) << review->body;

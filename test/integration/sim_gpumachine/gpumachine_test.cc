@@ -170,18 +170,20 @@ TEST_F(GpuMachineTest, BootsFromTheJoinScriptRegistersRunsAPodAndStopsWhenTermin
       {"kind", "Pod"},
       {"metadata", bj::object{{"name", "cuda"}, {"namespace", "default"}}},
       {"spec",
-       bj::object{{"nodeName", "gpu-node-a"},
-                  {"tolerations", bj::array{bj::object{{"operator", "Exists"}}}},
-                  {"containers",
-                   bj::array{bj::object{
-                       {"name", "cuda"},
-                       {"image", "nvidia/cuda"},
-                       {"resources",
-                        bj::object{{"limits", bj::object{{"nvidia.com/gpu", "2"}}}}}}}}}}};
-  ASSERT_TRUE(Eventually([&] {
-    auto sa = client_->Raw("GET", "/api/v1/namespaces/default/serviceaccounts/default");
-    return sa.ok() && sa->status == 200;
-  }, 60s));
+       bj::object{
+           {"nodeName", "gpu-node-a"},
+           {"tolerations", bj::array{bj::object{{"operator", "Exists"}}}},
+           {"containers",
+            bj::array{bj::object{
+                {"name", "cuda"},
+                {"image", "nvidia/cuda"},
+                {"resources", bj::object{{"limits", bj::object{{"nvidia.com/gpu", "2"}}}}}}}}}}};
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto sa = client_->Raw("GET", "/api/v1/namespaces/default/serviceaccounts/default");
+        return sa.ok() && sa->status == 200;
+      },
+      60s));
   ASSERT_TRUE(client_->Create(kube::resources::Pods(), "default", pod).ok());
   EXPECT_TRUE(Eventually(
       [&] {
