@@ -397,6 +397,8 @@ spec:
             // Lambda's documented client limits (1 request/s, 1 launch per 12 s) would make this
             // a benchmark of Lambda's rate limit; the simulators' own limits are off.
             "--gpu-provider-qps=lambdalabs=200", "--gpu-provider-qps=paperspace=200",
+            // Boot payloads need the endpoint machines join at (stand-in Nodes here).
+            "--gpu-control-plane-endpoint=" + testenv::Cluster().server_url(),
             // Defaults otherwise: offers every 60 s, batch 200 ms / 2 s, gc every 1 m.
         },
         (dir_ / "operator.log").string());

@@ -218,6 +218,9 @@ spec:
             "--gpu-gc-grace=3s",
             "--gpu-batch-idle=200ms",
             "--gpu-batch-max=1s",
+            // Where rented machines would join (the boot payloads carry it); the stand-in
+            // machines here register Nodes themselves.
+            "--gpu-control-plane-endpoint=" + testenv::Cluster().server_url(),
         },
         (dir_ / "operator.log").string());
     op_->Start();
