@@ -18,13 +18,8 @@
 #include "src/cmd/roles.h"
 #include "src/gce/auth.h"
 #include "src/gce/compute.h"
-#include "src/gpu/boot_payload.h"
-#include "src/gpu/bootstrap_token.h"
-#include "src/gpu/claim_controller.h"
-#include "src/gpu/class_controller.h"
-#include "src/gpu/cost_controller.h"
-#include "src/gpu/disruption_controller.h"
-#include "src/gpu/provisioner.h"
+#include "src/gpu/credentials.h"
+#include "src/gpu/operator.h"
 #include "src/kube/client.h"
 #include "src/kube/config.h"
 #include "src/kube/events.h"
@@ -198,46 +193,13 @@ Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& clie
     }
     endpoints[e.substr(0, eq)] = e.substr(eq + 1);
   }
-  // The tgp.io/cluster tag on every rented machine: the flag, else the uid of kube-system (as the
-  // TPU operator labels its GCE resources), so two clusters sharing an account never collect
-  // each other's machines.
-  std::string cluster_id = f.cluster_id;
-  if (cluster_id.empty()) {
-    auto ns = client->Get(kube::resources::Namespaces(), "", "kube-system");
-    if (!ns.ok()) return ns.error();
-    cluster_id = std::string(kube::MetaString(*ns, "uid"));
-  }
-  auto cache = std::make_shared<gpu::OfferCache>();
-  auto unavailable = std::make_shared<gpu::UnavailableOffers>();
-  kube::EventRecorderOptions eo;
-  eo.component = "hyperslice-gpu";
-  auto events = std::make_shared<kube::EventRecorder>(client, eo);
-
-  gpu::ClassControllerOptions co;
-  co.client = client;
-  co.cache = cache;
-  co.events = events;
-  co.credentials_namespace = f.credentials_namespace;
-  co.offer_refresh_interval = offer_refresh;
-  co.credentials_check_interval = credentials_check;
-  co.default_endpoints = endpoints;
-  co.provider_qps = qps;
-  co.skip_container_offers = true;  // until linked runners exist (src/gpu/boot_payload.h)
-  co.workers = f.workers;
-  HS_RETURN_IF_ERROR(gpu::RegisterClassController(mgr, std::move(co)));
-
-  gpu::ClaimControllerOptions cl;
-  cl.client = client;
-  cl.cache = cache;
-  cl.unavailable = unavailable;
-  cl.events = events;
-  cl.cluster_id = cluster_id;
-  // Boot payloads: a join script (cloud-init / startup script) with a per-machine bootstrap
-  // token, deleted once the Node registered or the claim goes. No tailnet here yet (the mesh
-  // fills PayloadBuilderOptions::tailnet).
-  gpu::PayloadBuilderOptions pb;
-  pb.client = client;
-  pb.control_plane_endpoint = f.gpu_control_plane_endpoint;
+  gpu::OperatorOptions o;
+  o.client = client;
+  o.cluster_id = f.cluster_id;
+  o.credentials_namespace = f.credentials_namespace;
+  o.default_endpoints = endpoints;
+  o.provider_qps = qps;
+  o.control_plane_endpoint = f.gpu_control_plane_endpoint;
   if (!f.gpu_cluster_ca_file.empty()) {
     std::ifstream in(f.gpu_cluster_ca_file);
     std::stringstream ca;
@@ -246,42 +208,18 @@ Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& clie
       return Error::Make(Error::Code::kInvalidArgument,
                          "--gpu-cluster-ca-file " + f.gpu_cluster_ca_file + ": cannot read it");
     }
-    pb.cluster_ca_pem = ca.str();
+    o.cluster_ca_pem = ca.str();
   }
-  pb.token_ttl =
-      std::chrono::duration_cast<std::chrono::seconds>(launch_timeout + registration_timeout);
-  cl.payload = gpu::NewPayloadBuilder(std::move(pb));
-  cl.release_credentials = [client](const kube::Object& claim) -> Status {
-    auto deleted = gpu::DeleteBootstrapTokens(*client, std::string(kube::MetaString(claim, "uid")));
-    if (!deleted.ok()) return deleted.error();
-    return OkStatus();
-  };
-  cl.launch_timeout = launch_timeout;
-  cl.registration_timeout = registration_timeout;
-  cl.gc_interval = gc_interval;
-  cl.gc_grace = gc_grace;
-  cl.workers = f.workers;
-  HS_RETURN_IF_ERROR(gpu::RegisterClaimController(mgr, std::move(cl)));
-
-  gpu::ProvisionerOptions po;
-  po.client = client;
-  po.cache = cache;
-  po.unavailable = unavailable;
-  po.events = events;
-  po.batch_idle = batch_idle;
-  po.batch_max = batch_max;
-  HS_RETURN_IF_ERROR(gpu::RegisterProvisioner(mgr, std::move(po)));
-
-  // Empty/idle machines back after their pool's consolidateAfter, within its budgets.
-  gpu::DisruptionControllerOptions dc;
-  dc.client = client;
-  dc.events = events;
-  HS_RETURN_IF_ERROR(gpu::RegisterDisruptionController(mgr, std::move(dc)));
-
-  // What the machines cost now and have cost so far, as metrics (and spend in pool statuses).
-  gpu::CostControllerOptions cc;
-  cc.client = client;
-  return gpu::RegisterCostController(mgr, std::move(cc));
+  o.offer_refresh_interval = offer_refresh;
+  o.credentials_check_interval = credentials_check;
+  o.launch_timeout = launch_timeout;
+  o.registration_timeout = registration_timeout;
+  o.gc_interval = gc_interval;
+  o.gc_grace = gc_grace;
+  o.batch_idle = batch_idle;
+  o.batch_max = batch_max;
+  o.workers = f.workers;
+  return gpu::RegisterOperator(mgr, std::move(o));
 }
 
 }  // namespace
