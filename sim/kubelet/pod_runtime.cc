@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -118,6 +119,10 @@ struct RunningPod {
   std::map<std::string, ContainerRecord> containers;   // by container name
   std::unique_ptr<deviceplugin::DevicePlugin> plugin;  // the DaemonSet's plugin, in process
   bool status_written = false;
+  // A pod whose containers all run `sleep N` (restartPolicy Never or OnFailure: a Job's) exits 0
+  // at this time and is reported Succeeded (sim convention, pod_runtime.h).
+  std::optional<std::chrono::steady_clock::time_point> exits_at;
+  bool finished = false;
   std::string failure;         // admission failure message ("" when admitted)
   std::string failure_reason;  // UnexpectedAdmissionError (final) or CreateContainerConfigError
                                // (the pod stays Pending and is retried)
@@ -318,8 +323,14 @@ class PodRuntimeImpl final : public PodRuntime {
       std::string key;
       {
         std::unique_lock lock(mu_);
-        cv_.wait_for(lock, std::chrono::seconds(2), [&] { return stopped_ || !dirty_.empty(); });
+        auto wake = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        for (const auto& [k, p] : running_)
+          if (p.exits_at && !p.finished) wake = std::min(wake, *p.exits_at);
+        cv_.wait_until(lock, wake, [&] { return stopped_ || !dirty_.empty(); });
         if (stopped_) return;
+        for (const auto& [k, p] : running_)
+          if (p.exits_at && !p.finished && std::chrono::steady_clock::now() >= *p.exits_at)
+            dirty_.insert(k);
         if (dirty_.empty()) {
           // Retry pods whose status could not be written, and containers waiting for a
           // ConfigMap or Secret.
@@ -366,6 +377,10 @@ class PodRuntimeImpl final : public PodRuntime {
     }
     const json::object* status = Obj(*pod, "status");
     std::string phase = status ? Str(*status, "phase") : "";
+    if (known && Exited(key)) {
+      WriteFinished(*pod, key);
+      return;
+    }
     if (!known) {
       if (phase == "Succeeded" || phase == "Failed") return;  // finished before we saw it
       Admit(*pod, key);
@@ -475,8 +490,118 @@ class PodRuntimeImpl final : public PodRuntime {
       log::Info("sim kubelet: pod started",
                 {{"node", o_.node_name}, {"pod", key}, {"podIP", p.pod_ip}});
     }
+    // `sleep N` in every container of a pod that is not restarted: it finishes after N seconds.
+    if (p.failure.empty() && containers != nullptr && !containers->empty() && spec != nullptr &&
+        Str(*spec, "restartPolicy") != "Always" && !Str(*spec, "restartPolicy").empty()) {
+      double longest = 0;
+      bool all = true;
+      for (const auto& cv : *containers) {
+        auto secs = cv.is_object() ? SleepSeconds(cv.as_object()) : std::nullopt;
+        if (!secs) {
+          all = false;
+          break;
+        }
+        longest = std::max(longest, *secs);
+      }
+      if (all) {
+        p.exits_at = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                         std::chrono::duration<double>(longest));
+      }
+    }
     std::lock_guard lock(mu_);
     running_[key] = std::move(p);
+  }
+
+  // N when the container's command and args are `sleep N` (any path to sleep; N in seconds).
+  static std::optional<double> SleepSeconds(const json::object& c) {
+    std::vector<std::string> argv;
+    for (const char* field : {"command", "args"}) {
+      if (const json::array* a = Arr(c, field))
+        for (const auto& v : *a)
+          if (v.is_string()) argv.emplace_back(v.as_string());
+    }
+    if (argv.size() != 2) return std::nullopt;
+    std::string prog = argv[0].substr(argv[0].rfind('/') + 1);
+    if (prog != "sleep") return std::nullopt;
+    char* end = nullptr;
+    double n = std::strtod(argv[1].c_str(), &end);
+    if (end == argv[1].c_str() || (*end != '\0' && std::string_view(end) != "s") || n < 0)
+      return std::nullopt;
+    return n;
+  }
+
+  bool Exited(const std::string& key) {
+    std::lock_guard lock(mu_);
+    auto it = running_.find(key);
+    return it != running_.end() && it->second.exits_at && !it->second.finished &&
+           std::chrono::steady_clock::now() >= *it->second.exits_at;
+  }
+
+  // The containers exited 0: the pod Succeeded, its devices free again.
+  void WriteFinished(const json::object& pod, const std::string& key) {
+    std::string now = kube::FormatTime(std::chrono::system_clock::now());
+    std::string started_at, uid;
+    {
+      std::lock_guard lock(mu_);
+      auto it = running_.find(key);
+      if (it == running_.end()) return;
+      started_at = it->second.started_at;
+      uid = it->second.uid;
+    }
+    json::array cstatuses;
+    const json::object* spec = Obj(pod, "spec");
+    const json::array* containers = spec ? Arr(*spec, "containers") : nullptr;
+    for (const auto& cv : containers ? *containers : json::array{}) {
+      if (!cv.is_object()) continue;
+      std::string name = Str(cv.as_object(), "name");
+      std::string image = Str(cv.as_object(), "image");
+      cstatuses.push_back(
+          json::object{{"name", name},
+                       {"image", image},
+                       {"imageID", "sim://" + image},
+                       {"containerID", "sim://" + uid + "/" + name},
+                       {"ready", false},
+                       {"started", false},
+                       {"restartCount", 0},
+                       {"state", json::object{{"terminated", json::object{{"exitCode", 0},
+                                                                          {"reason", "Completed"},
+                                                                          {"startedAt", started_at},
+                                                                          {"finishedAt", now}}}}}});
+    }
+    json::array conds;
+    if (const json::object* st = Obj(pod, "status"))
+      if (const json::array* cs = Arr(*st, "conditions"))
+        for (const auto& c : *cs)
+          if (c.is_object() && Str(c.as_object(), "type") == "PodScheduled") conds.push_back(c);
+    for (const char* type : {"Initialized", "ContainersReady", "Ready"})
+      conds.push_back(
+          json::object{{"type", type},
+                       {"status", std::string(type) == "Initialized" ? "True" : "False"},
+                       {"reason", "PodCompleted"},
+                       {"lastProbeTime", nullptr},
+                       {"lastTransitionTime", now}});
+    json::object status{{"phase", "Succeeded"},
+                        {"conditions", std::move(conds)},
+                        {"containerStatuses", std::move(cstatuses)}};
+    kube::PatchOptions po;
+    po.subresource = "status";
+    auto patched = o_.node_client->Patch(kube::resources::Pods(), Meta(pod, "namespace"),
+                                         Meta(pod, "name"), kube::PatchType::kMerge,
+                                         json::serialize(json::object{{"status", status}}), po);
+    if (!patched.ok()) {
+      if (patched.error().code != Error::Code::kNotFound)
+        log::Warn("sim kubelet: pod status update failed",
+                  {{"pod", key}, {"error", patched.error().message}});
+      return;
+    }
+    ReleaseDevices(uid);
+    std::lock_guard lock(mu_);
+    auto it = running_.find(key);
+    if (it == running_.end()) return;
+    it->second.finished = true;
+    it->second.status_written = true;
+    log::Info("sim kubelet: pod completed", {{"node", o_.node_name}, {"pod", key}});
   }
 
   // hyperslice's device-plugin role, as the operator's DaemonSet runs it: args[0] ==

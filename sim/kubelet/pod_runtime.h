@@ -17,8 +17,12 @@
 //        devices fail the pod with UnexpectedAdmissionError as the kubelet does. Its environment
 //        is resolved (env values with $(VAR) expansion, fieldRef, resourceFieldRef, configMap and
 //        secret keys, envFrom, plus the Allocate response's envs; a value the user set wins over
-//        the plugin's) and the container "runs" forever, printing that environment, one KEY=VALUE
-//        per line, as its log — read it with `kubectl logs`;
+//        the plugin's) and the container "runs", printing that environment, one KEY=VALUE
+//        per line, as its log — read it with `kubectl logs`. It runs forever, except that a pod
+//        that is not restarted (restartPolicy Never or OnFailure: a Job's) whose every container
+//        runs `sleep N` (command and args, any path to sleep) exits 0 after the longest N
+//        seconds: phase Succeeded, containers terminated with reason Completed, its devices
+//        freed — the simulation's stand-in for a workload that finishes;
 //      * status as the kubelet reports it: phase Running, conditions PodReadyToStartContainers,
 //        Initialized, ContainersReady, Ready (PodScheduled kept), hostIP(s), podIP(s) from the
 //        VM's loopback /24, startTime, containerStatuses with running.startedAt;

@@ -195,6 +195,47 @@ TEST_F(GpuMachineTest, BootsFromTheJoinScriptRegistersRunsAPodAndStopsWhenTermin
   kube::DeleteOptions d;
   d.grace_period_seconds = 0;
   (void)client_->Delete(kube::resources::Pods(), "default", "cuda", d);
+  ASSERT_TRUE(Eventually(
+      [&] { return !client_->Get(kube::resources::Pods(), "default", "cuda").ok(); }, 30s));
+
+  // A Job's pod (restartPolicy Never) whose container runs `sleep 1` finishes: Succeeded, exit
+  // code 0, and its two GPUs are free again for the next pod.
+  bj::object job_pod = pod;
+  job_pod["metadata"].as_object()["name"] = "train";
+  job_pod["spec"].as_object()["restartPolicy"] = "Never";
+  job_pod["spec"].as_object()["containers"].as_array()[0].as_object()["command"] =
+      bj::array{"/bin/sleep", "1"};
+  ASSERT_TRUE(client_->Create(kube::resources::Pods(), "default", job_pod).ok());
+  const auto created = std::chrono::steady_clock::now();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto p = client_->Get(kube::resources::Pods(), "default", "train");
+        return p.ok() && Str(*p, "status", "phase") == "Succeeded";
+      },
+      30s))
+      << Diagnose(id);
+  EXPECT_GE(std::chrono::steady_clock::now() - created, 1s) << "finished before its sleep";
+  auto train = client_->Get(kube::resources::Pods(), "default", "train");
+  ASSERT_TRUE(train.ok());
+  const auto* statuses =
+      jsonfield::ArrayField(*jsonfield::ObjectField(*train, "status"), "containerStatuses");
+  ASSERT_TRUE(statuses != nullptr && statuses->size() == 1);
+  EXPECT_EQ(jsonfield::IntField(
+                *jsonfield::ObjectAt(statuses->at(0).as_object(), "state.terminated"), "exitCode"),
+            0);
+  bj::object after = pod;
+  after["metadata"].as_object()["name"] = "after";
+  ASSERT_TRUE(client_->Create(kube::resources::Pods(), "default", after).ok());
+  EXPECT_TRUE(Eventually(
+      [&] {
+        auto p = client_->Get(kube::resources::Pods(), "default", "after");
+        return p.ok() && Str(*p, "status", "phase") == "Running";
+      },
+      30s))
+      << "the finished pod's GPUs were not freed\n"
+      << Diagnose(id);
+  for (const char* name : {"train", "after"})
+    (void)client_->Delete(kube::resources::Pods(), "default", name, d);
 
   // Terminated at the provider: the machine stops; its Lease is no longer renewed.
   ASSERT_TRUE(market_->Terminate(id, "sim-account"));
