@@ -556,11 +556,14 @@ class PodRuntimeImpl final : public PodRuntime {
       if (!cv.is_object()) continue;
       std::string name = Str(cv.as_object(), "name");
       std::string image = Str(cv.as_object(), "image");
+      std::string container_id = "sim://";
+      container_id += uid;
+      container_id += "/" + name;
       cstatuses.push_back(
           json::object{{"name", name},
                        {"image", image},
                        {"imageID", "sim://" + image},
-                       {"containerID", "sim://" + uid + "/" + name},
+                       {"containerID", container_id},
                        {"ready", false},
                        {"started", false},
                        {"restartCount", 0},
