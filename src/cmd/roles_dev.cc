@@ -52,6 +52,7 @@
 #include "src/base/result.h"
 #include "src/cmd/dev_support.h"
 #include "src/cmd/roles.h"
+#include "src/cmd/roles_dev_gpu.h"
 #include "src/gce/auth.h"
 #include "src/gce/compute.h"
 #include "src/kube/client.h"
@@ -320,8 +321,11 @@ void SetupDev(CLI::App& app) {
   app.add_option("--deploy-dir", f.deploy_dir,
                  "folder with crds/ and examples/ (default: $HYPERSLICE_DEPLOY_DIR, else the "
                  "source tree's deploy/)");
-  app.add_option("--example", f.example, "which example TPUNodeGroup to apply")
-      ->check(CLI::IsMember({"tpu7x-2x2x2", "v6e-2x2", "none"}))
+  app.add_option("--example", f.example,
+                 "which example to run: a TPUNodeGroup (tpu7x-2x2x2, v6e-2x2), or gpu — seed "
+                 "002's GPUNodeClass and GPUNodePool with the four marketplace simulators and a "
+                 "GPU Job, from rented machine to its return and the money spent")
+      ->check(CLI::IsMember({"tpu7x-2x2x2", "v6e-2x2", "gpu", "none"}))
       ->capture_default_str();
   app.add_option("--sim-latency-ms", f.sim_latency_ms,
                  "simulated GCE operation and VM boot latency, in milliseconds")
@@ -357,6 +361,18 @@ int RunDev(CLI::App&) {
 
   // The example first: a typo in it should not cost a control-plane start.
   const std::string deploy_dir = f.deploy_dir.empty() ? DefaultDeployDir() : f.deploy_dir;
+  if (f.example == "gpu" && !f.exit_after_ready) {
+    DevGpuOptions g;
+    g.work_dir = f.work_dir.empty() ? DefaultWorkDir() : f.work_dir;
+    g.bin_dir = f.bin_dir;
+    g.deploy_dir = deploy_dir;
+    g.sim_latency_ms = f.sim_latency_ms;
+    g.timeout_s = f.ready_timeout_s;
+    g.exit_when_done = f.exit_when_ready;
+    g.log_to_stderr = f.log_to_stderr;
+    g.stop_signals = stop_signals;
+    return RunDevGpu(g);
+  }
   std::map<std::string, std::string> vars;
   std::vector<json::object> example_docs;
   if (f.example != "none" && !f.exit_after_ready) {

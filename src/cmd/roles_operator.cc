@@ -58,6 +58,7 @@ struct OperatorFlags {
   std::vector<std::string> gpu_endpoints;  // "<provider>=<url>"
   std::string gpu_launch_timeout = "5m";
   std::string gpu_registration_timeout = "15m";
+  std::vector<std::string> gpu_ssh_keys;      // "<provider>=<key name>"
   std::vector<std::string> gpu_provider_qps;  // "<provider>=<requests per second>"
   std::string gpu_gc_interval = "1m";
   std::string gpu_gc_grace = "60s";
@@ -200,6 +201,14 @@ Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& clie
   o.default_endpoints = endpoints;
   o.provider_qps = qps;
   o.control_plane_endpoint = f.gpu_control_plane_endpoint;
+  for (const std::string& e : f.gpu_ssh_keys) {
+    auto eq = e.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == e.size()) {
+      return Error::Make(Error::Code::kInvalidArgument,
+                         "--gpu-ssh-key " + e + ": want <provider>=<key name>");
+    }
+    o.default_ssh_key_names[e.substr(0, eq)].push_back(e.substr(eq + 1));
+  }
   if (!f.gpu_cluster_ca_file.empty()) {
     std::ifstream in(f.gpu_cluster_ca_file);
     std::stringstream ca;
@@ -302,6 +311,10 @@ void SetupOperator(CLI::App& app) {
   app.add_option("--gpu-registration-timeout", f.gpu_registration_timeout,
                  "a launched machine whose Node does not register within this is returned")
       ->capture_default_str();
+  app.add_option("--gpu-ssh-key", f.gpu_ssh_keys,
+                 "<provider>=<key name>: the SSH key registered with that provider account, for "
+                 "classes whose providers[] entry names none (Lambda needs exactly one; "
+                 "repeatable)");
   app.add_option("--gpu-provider-qps", f.gpu_provider_qps,
                  "<provider>=<requests/s>: client-side rate limit instead of the provider's "
                  "documented one (repeatable)");

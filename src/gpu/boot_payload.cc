@@ -293,6 +293,13 @@ class Builder {
         }
       }
     }
+    // The class names none: the operator's key for that provider account, if it has one (Lambda
+    // refuses a launch without exactly one).
+    if (p.ssh_key_names.empty()) {
+      if (auto d = o_.default_ssh_key_names.find(offer.provider);
+          d != o_.default_ssh_key_names.end())
+        p.ssh_key_names = d->second;
+    }
     if (method == JoinMethod::kLinkedRunner) {
       return Error::Make(Error::Code::kInvalidArgument,
                          offer.provider + " offer " + offer.id +

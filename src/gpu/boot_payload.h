@@ -110,7 +110,10 @@ struct PayloadBuilderOptions {
   // How long a machine's bootstrap token lives: launch + registration timeout.
   std::chrono::seconds token_ttl = std::chrono::minutes(20);
   std::set<std::string> talos_providers;  // providers that boot Talos (none by default)
-  TailnetKeySource tailnet;               // empty: no tailnet
+  // SSH key names per provider for classes whose providers[] entry names none (the operator's
+  // --gpu-ssh-key): Lambda launches need exactly one key registered with the account.
+  std::map<std::string, std::vector<std::string>> default_ssh_key_names;
+  TailnetKeySource tailnet;  // empty: no tailnet
 };
 
 // The claim controller's PayloadBuilder: per launch, the claim's bootstrap token (reused while

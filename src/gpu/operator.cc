@@ -67,6 +67,7 @@ Status RegisterOperator(kube::Manager& mgr, OperatorOptions o) {
   pb.client = client;
   pb.control_plane_endpoint = o.control_plane_endpoint;
   pb.cluster_ca_pem = o.cluster_ca_pem;
+  pb.default_ssh_key_names = o.default_ssh_key_names;
   pb.token_ttl =
       std::chrono::duration_cast<std::chrono::seconds>(cl.launch_timeout + cl.registration_timeout);
   cl.payload = NewPayloadBuilder(std::move(pb));

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "src/base/clock.h"
 #include "src/base/result.h"
@@ -34,6 +35,8 @@ struct OperatorOptions {
   // endpoint nothing is launched (claims say NoControlPlaneEndpoint).
   std::string control_plane_endpoint;
   std::string cluster_ca_pem;
+  // SSH key names per provider for classes that name none (PayloadBuilderOptions).
+  std::map<std::string, std::vector<std::string>> default_ssh_key_names;
   // Container-only offers (RunPod pods, Vast containers) left out until linked runners exist.
   bool skip_container_offers = true;
   std::optional<Clock::Duration> offer_refresh_interval, credentials_check_interval;

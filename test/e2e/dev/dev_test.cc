@@ -132,6 +132,52 @@ class DevRole : public ::testing::Test {
   std::string output_;  // of the last ExpectReadyRun
 };
 
+// The GPU story (issue "Ephemeral GPUs 4/4", item 3): seed 002's class and pool, the four
+// marketplace simulators and a GPU Job — every step printed in order, the machine returned after
+// consolidateAfter, the money spent reported next to the simulators' ledgers, the pool at $0/h.
+TEST_F(DevRole, GpuExampleRentsAMachineRunsTheJobAndGivesTheMachineBack) {
+  DevRun r = RunDev({"--exit-when-ready", "--example", "gpu", "--sim-latency-ms", "300",
+                     "--ready-timeout", "300", "--work-dir", work_dir_},
+                    480);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<std::string> steps = {
+      "Job default/gpu-job submitted",
+      "Pending",
+      "created by the provisioner: cheapest fitting offer lambdalabs/gpu_1x_rtx4090",
+      "launched on lambdalabs",
+      "it boots from its CloudInit payload",
+      "lambdalabs reports machine",
+      "registered (TLS bootstrap",
+      "Ready: nvidia.com/gpu allocatable",
+      "Running on Node",
+      "Succeeded (exit code 0)",
+      "Job gpu-job complete",
+      "returning it (drain, then delete at lambdalabs)",
+      "terminated",
+      "machine returned; pool default/ml-workload-pool costs $0.00/h now and has spent $"};
+  size_t at = 0;
+  for (const auto& step : steps) {
+    size_t found = r.output.find(step, at);
+    ASSERT_NE(found, std::string::npos) << "step \"" << step << "\" missing or out of order in\n"
+                                        << r.output;
+    at = found;
+  }
+  // The operator's spend and the simulators' ledgers agree to within the claim controller's 1 s
+  // termination poll on a run of about a minute.
+  std::smatch m;
+  std::regex money(R"(has spent \$([0-9.]+) \(the simulators' ledgers: \$([0-9.]+)\))");
+  ASSERT_TRUE(std::regex_search(r.output, m, money)) << r.output;
+  double ours = std::stod(m[1]), ledger = std::stod(m[2]);
+  EXPECT_GT(ledger, 0);
+  EXPECT_NEAR(ours, ledger, ledger * 0.05) << r.output;
+  EXPECT_TRUE(ProcessesMentioning(work_dir_).empty());
+  // No bootstrap token in the components' log.
+  std::ifstream log(work_dir_ + "/hyperslice.log");
+  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_FALSE(text.empty());
+  EXPECT_EQ(CountMatches(text, std::regex("\\b[a-z0-9]{6}\\.[a-z0-9]{16}\\b")), 0);
+}
+
 TEST_F(DevRole, SeedExampleTpu7xReachesReadyWithTwoNodesAndExits) {
   ExpectReadyRun("tpu7x-2x2x2", 2);
   if (HasFatalFailure()) return;

@@ -1,0 +1,506 @@
+// `hyperslice dev --example gpu`: the ephemeral-GPU story of seeds 002/003 on one machine
+// (issue "Ephemeral GPUs 4/4", item 3). It runs
+//   1. the local control plane (etcd, kube-apiserver, kube-controller-manager — CSR signing, the
+//      Job controller —, kube-scheduler) with what `kubeadm init` leaves for nodes to join;
+//   2. the four marketplace simulators (RunPod, Lambda, Paperspace, Vast.ai) on their real wire
+//      APIs, selling their default markets — Lambda's plus RTX 4090s, which seed 002's pool asks
+//      for and Lambda does not sell today;
+//   3. simulated rented machines (sim/gpumachine): each instance that reaches Running boots from
+//      the payload its provider received — the operator's cloud-init join script with a
+//      per-machine bootstrap token — TLS-bootstraps, registers its Node and runs the pods bound to
+//      it;
+//   4. the GPU operator in-process (gpu::RegisterOperator: class, provisioner, claim lifecycle,
+//      disruption, cost), talking to the simulators through the real provider clients;
+// then applies seed 002's GPUNodeClass and GPUNodePool unchanged (deploy/examples) with the
+// credentials Secret they name, submits a GPU Job (deploy/examples/gpu-job.yaml: its container
+// runs `sleep 20`, which the simulated machines finish after 20 s), and prints each step with
+// its time: the pod pending, the claim and the offer chosen, the machine launched, booting and
+// joining, the pod running, the Job complete, the machine returned after the pool's
+// consolidateAfter, and the money spent — the operator's figure (the pool's status.spend) next
+// to the simulators' own ledgers.
+//
+// Not here yet: the tailnet (seed 002's tailscaleConfig; the machines join over loopback), see
+// src/gpu/README.md.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "src/base/json.h"
+#include "src/base/log.h"
+#include "src/cmd/dev_support.h"
+#include "src/cmd/roles_dev_gpu.h"
+#include "src/gpu/api.h"
+#include "src/gpu/claim_controller.h"
+#include "src/gpu/operator.h"
+#include "src/gpu/provider.h"
+#include "src/gpu/providers.h"
+#include "src/kube/client.h"
+#include "src/kube/manager.h"
+#include "src/kube/object_helpers.h"
+#include "src/localcluster/localcluster.h"
+#ifdef HS_HAVE_SIM_GPUMACHINE
+#include "sim/gpumachine/gpumachine.h"
+#include "sim/lambda/simulator.h"
+#include "sim/paperspace/simulator.h"
+#include "sim/runpod/simulator.h"
+#include "sim/vast/simulator.h"
+#endif
+
+namespace hyperslice::cmd {
+
+#ifndef HS_HAVE_SIM_GPUMACHINE
+int RunDevGpu(const DevGpuOptions&) {
+  std::fprintf(stderr,
+               "hyperslice dev --example gpu: this build has no simulated GPU machines "
+               "(sim/gpumachine)\n");
+  return 2;
+}
+#else
+namespace {
+
+namespace json = boost::json;
+namespace market = sim::market;
+using dev::Say;
+using Steady = std::chrono::steady_clock;
+
+constexpr char kCredentialsNamespace[] = "tgp-system";
+constexpr char kCredentialsSecret[] = "tgp-operator-secret";  // seed 002's credentialsRef
+constexpr char kSimKey[] = "sim-key";                         // every simulator's default account
+constexpr char kSimSshKey[] = "sim-ssh-key";                  // Lambda's simulated account has it
+
+// Lambda's RTX 4090 in the two regions seed 002's pool allows.
+market::Listing LambdaRtx4090(const std::string& region) {
+  market::Listing l;
+  l.id = "gpu_1x_rtx4090@" + region;
+  l.gpu_name = "RTX 4090 (24 GB PCIe)";
+  l.gpu_count = 1;
+  l.gpu_memory_gb = 24;
+  l.vcpus = 16;
+  l.memory_gb = 64;
+  l.disk_gb = 500;
+  l.region = region;
+  l.price = 690000;  // $0.69/h
+  l.capacity = 4;
+  l.attributes = {{"instance_type", "gpu_1x_rtx4090"},
+                  {"description", "1x RTX 4090 (24 GB PCIe)"},
+                  {"gpu_description", "RTX 4090 (24 GB PCIe)"}};
+  return l;
+}
+
+struct Marketplace {
+  const char* provider;  // GPUNodeClass providers[].name
+  std::unique_ptr<market::MarketSimulator> sim;
+  std::unique_ptr<sim::gpumachine::Fleet> fleet;
+};
+
+// Everything the demo runs, stopped in reverse order of start by the destructor.
+struct GpuDevStack {
+  std::unique_ptr<localcluster::LocalCluster> cluster;
+  std::vector<Marketplace> markets;
+  std::unique_ptr<kube::Manager> manager;
+  std::thread manager_thread;
+
+  ~GpuDevStack() {
+    if (manager) manager->Stop();
+    if (manager_thread.joinable()) manager_thread.join();
+    manager.reset();
+    for (auto& m : markets) {
+      if (m.fleet) m.fleet->Stop();
+      if (m.sim) m.sim->Stop();
+    }
+    markets.clear();
+    cluster.reset();
+  }
+};
+
+std::string Str(const json::object& o, std::string_view dotted, std::string_view key) {
+  const json::object* at = dotted.empty() ? &o : jsonfield::ObjectAt(o, dotted);
+  return at ? std::string(jsonfield::StringField(*at, key)) : std::string();
+}
+
+// The pool's persisted spend (machines returned) in USD.
+double PoolSpend(const json::object& pool) {
+  double usd = 0;
+  const json::object* status = jsonfield::ObjectField(pool, "status");
+  const json::array* spend = status ? jsonfield::ArrayField(*status, "spend") : nullptr;
+  for (const auto& e : spend ? *spend : json::array{}) {
+    if (!e.is_object()) continue;
+    if (auto v = gpu::ParseUsd(jsonfield::StringField(e.as_object(), "usd")); v.ok()) {
+      usd += static_cast<double>(*v) / 1e6;
+    }
+  }
+  return usd;
+}
+
+// Prints each fact once, with the time since the Job was submitted.
+class Story {
+ public:
+  explicit Story(Steady::time_point t0) : t0_(t0) {}
+  // The line is the parts (strings and string views) one after the other.
+  template <class... Parts>
+  void Tell(const std::string& key, const Parts&... parts) {
+    if (!told_.insert(key).second) return;
+    std::string line;
+    (line.append(std::string_view(parts)), ...);
+    Say("  [%6.1fs] %s\n", std::chrono::duration<double>(Steady::now() - t0_).count(),
+        line.c_str());
+  }
+  bool Told(const std::string& key) const { return told_.count(key) != 0; }
+
+ private:
+  Steady::time_point t0_;
+  std::set<std::string> told_;
+};
+
+}  // namespace
+
+int RunDevGpu(const DevGpuOptions& f) {
+  // Declared before the stack, so that its shutdown still logs to the file.
+  std::shared_ptr<std::ofstream> log_file;
+  struct RestoreSink {
+    ~RestoreSink() { log::SetSink(nullptr); }
+  } restore_sink;
+  // Components log JSON lines to <work-dir>/hyperslice.log from the start; the terminal shows
+  // the story.
+  if (!f.log_to_stderr) {
+    std::error_code ec;
+    std::filesystem::create_directories(f.work_dir, ec);
+    log_file = std::make_shared<std::ofstream>(f.work_dir + "/hyperslice.log", std::ios::app);
+    log::SetSink([log_file](std::string_view line) {
+      static std::mutex mu;
+      std::lock_guard<std::mutex> lock(mu);
+      *log_file << line << (line.empty() || line.back() != '\n' ? "\n" : "");
+      log_file->flush();
+    });
+  }
+  GpuDevStack stack;
+
+  localcluster::Options options;
+  options.work_dir = f.work_dir;
+  options.bin_dir = f.bin_dir;
+  options.controller_manager = true;
+  options.kubeadm_bootstrap = true;
+  options.scheduler = true;
+  Say("hyperslice dev: starting the control plane (etcd, kube-apiserver, "
+      "kube-controller-manager, kube-scheduler)...\n");
+  auto cluster = localcluster::LocalCluster::Start(options);
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "hyperslice dev: the control plane did not start: %s\n",
+                 cluster.error().ToString().c_str());
+    return 1;
+  }
+  stack.cluster = std::move(cluster).value();
+  const auto& c = *stack.cluster;
+  Say("hyperslice dev: control plane ready at %s\n  export KUBECONFIG=%s\n", c.server_url().c_str(),
+      c.kubeconfig_path().c_str());
+
+  // The four marketplaces and the machines they rent out.
+  using StartFn = Result<std::unique_ptr<market::MarketSimulator> > (*)(market::ServerOptions);
+  struct Spec {
+    const char* provider;
+    StartFn start;
+    std::vector<market::Listing> listings;
+  };
+  std::vector<market::Listing> lambda = sim::lambda::DefaultListings();
+  lambda.push_back(LambdaRtx4090("us-west-1"));
+  lambda.push_back(LambdaRtx4090("us-east-1"));
+  const std::vector<Spec> specs = {{gpu::kRunPod, &sim::runpod::Start, {}},
+                                   {gpu::kLambda, &sim::lambda::Start, lambda},
+                                   {gpu::kPaperspace, &sim::paperspace::Start, {}},
+                                   {gpu::kVast, &sim::vast::Start, {}}};
+  std::map<std::string, std::string> endpoints;
+  const auto latency = std::chrono::milliseconds(f.sim_latency_ms);
+  for (const Spec& s : specs) {
+    market::ServerOptions so;
+    so.market.listings = s.listings;
+    so.market.boot_delay = latency;
+    so.market.running_delay = latency;
+    so.market.terminate_delay = latency / 2;
+    auto sim = s.start(so);
+    if (!sim.ok()) {
+      std::fprintf(stderr, "hyperslice dev: the %s simulator did not start: %s\n", s.provider,
+                   sim.error().ToString().c_str());
+      return 1;
+    }
+    Marketplace m{s.provider, std::move(sim).value(), nullptr};
+    sim::gpumachine::Options mo;
+    mo.market = &m.sim->market();
+    auto fleet = sim::gpumachine::Fleet::Start(mo);
+    if (!fleet.ok()) {
+      std::fprintf(stderr, "hyperslice dev: the simulated %s machines did not start: %s\n",
+                   s.provider, fleet.error().ToString().c_str());
+      return 1;
+    }
+    m.fleet = std::move(fleet).value();
+    endpoints[s.provider] = m.sim->api_endpoint();
+    Say("hyperslice dev: %s simulator at %s (%zu listings; machines boot from their payload)\n",
+        s.provider, m.sim->api_endpoint().c_str(), m.sim->market().Listings().size());
+    stack.markets.push_back(std::move(m));
+  }
+
+  auto client = kube::Client::Create(c.AdminConfig());
+  if (!client.ok()) {
+    std::fprintf(stderr, "hyperslice dev: %s\n", client.error().ToString().c_str());
+    return 1;
+  }
+  int crds = 0;
+  if (Status s = dev::ApplyCrds(**client, f.deploy_dir, "tgp.io", &crds); !s.ok()) {
+    std::fprintf(stderr, "hyperslice dev: applying the CRDs: %s\n", s.error().ToString().c_str());
+    return 1;
+  }
+  Say("hyperslice dev: applied %d tgp.io CRDs from %s/crds\n", crds, f.deploy_dir.c_str());
+  // The credentials Secret seed 002's class names, with the simulators' account key.
+  json::object ns{{"apiVersion", "v1"},
+                  {"kind", "Namespace"},
+                  {"metadata", json::object{{"name", kCredentialsNamespace}}}};
+  json::object secret{
+      {"apiVersion", "v1"},
+      {"kind", "Secret"},
+      {"metadata",
+       json::object{{"name", kCredentialsSecret}, {"namespace", kCredentialsNamespace}}},
+      {"stringData", json::object{{"RUNPOD_API_KEY", kSimKey}, {"LAMBDA_LABS_API_KEY", kSimKey}}}};
+  for (auto [r, obj] : {std::pair{&kube::resources::Namespaces(), &ns},
+                        std::pair{&kube::resources::Secrets(), &secret}}) {
+    if (Status s = dev::ServerSideApply(**client, *r, *obj); !s.ok()) {
+      std::fprintf(stderr, "hyperslice dev: %s\n", s.error().ToString().c_str());
+      return 1;
+    }
+  }
+
+  // The GPU operator, in process, as `hyperslice operator --gpu` runs it.
+  {
+    auto ca = dev::ReadText(c.ca_cert_path());
+    kube::ManagerOptions manager_options;
+    manager_options.client = *client;
+    manager_options.health_probe_port = 0;
+    manager_options.graceful_shutdown_timeout = std::chrono::milliseconds(5000);
+    auto manager = kube::Manager::Create(manager_options);
+    if (!manager.ok() || !ca.ok()) {
+      std::fprintf(stderr, "hyperslice dev: %s\n",
+                   (!manager.ok() ? manager.error() : ca.error()).ToString().c_str());
+      return 1;
+    }
+    gpu::OperatorOptions o;
+    o.client = *client;
+    o.default_endpoints = endpoints;
+    o.control_plane_endpoint = c.server_url();
+    o.cluster_ca_pem = *ca;
+    o.default_ssh_key_names = {{gpu::kLambda, {kSimSshKey}}};
+    o.offer_refresh_interval = std::chrono::seconds(10);
+    o.gc_interval = std::chrono::seconds(10);
+    if (Status s = gpu::RegisterOperator(**manager, o); !s.ok()) {
+      std::fprintf(stderr, "hyperslice dev: the GPU operator: %s\n", s.error().ToString().c_str());
+      return 1;
+    }
+    stack.manager = std::move(manager).value();
+    stack.manager_thread = std::thread([&stack] { (void)stack.manager->Run(); });
+    Say("hyperslice dev: GPU operator running (metrics on http://127.0.0.1:%u/metrics)\n",
+        static_cast<unsigned>(stack.manager->health_port()));
+  }
+
+  // Seed 002's class and pool, unchanged.
+  std::string pool_ns, pool_name, class_name;
+  for (const char* file : {"gpunodeclass.yaml", "gpunodepool.yaml"}) {
+    auto text = dev::ReadText(f.deploy_dir + "/examples/" + file);
+    auto docs = text.ok() ? dev::YamlDocuments(*text, file)
+                          : Result<std::vector<json::object> >(text.error());
+    if (!docs.ok() || docs->size() != 1) {
+      std::fprintf(stderr, "hyperslice dev: %s: %s\n", file,
+                   docs.ok() ? "not one object" : docs.error().ToString().c_str());
+      return 1;
+    }
+    const json::object& obj = docs->front();
+    bool is_class = dev::StringAt(obj, {"kind"}) == "GPUNodeClass";
+    if (Status s = dev::ServerSideApply(
+            **client, is_class ? gpu::GPUNodeClasses() : gpu::GPUNodePools(), obj);
+        !s.ok()) {
+      std::fprintf(stderr, "hyperslice dev: applying %s: %s\n", file, s.error().ToString().c_str());
+      return 1;
+    }
+    if (is_class) {
+      class_name = dev::StringAt(obj, {"metadata", "name"});
+    } else {
+      pool_ns = dev::StringAt(obj, {"metadata", "namespace"});
+      pool_name = dev::StringAt(obj, {"metadata", "name"});
+    }
+  }
+  Say("hyperslice dev: applied seed 002's GPUNodeClass %s and GPUNodePool %s/%s "
+      "(deploy/examples)\n",
+      class_name.c_str(), pool_ns.c_str(), pool_name.c_str());
+  const auto deadline = Steady::now() + std::chrono::seconds(f.timeout_s);
+  while (true) {
+    auto cls = (*client)->Get(gpu::GPUNodeClasses(), "", class_name);
+    if (cls.ok() && kube::IsConditionTrue(*cls, "Ready")) {
+      Say("hyperslice dev: GPUNodeClass %s Ready: providers %s valid, hourly cost now $%s\n",
+          class_name.c_str(), Str(*cls, "status", "providersReady").c_str(),
+          Str(*cls, "status", "hourlyCost").c_str());
+      break;
+    }
+    if (Steady::now() > deadline) {
+      std::fprintf(stderr, "hyperslice dev: GPUNodeClass %s not Ready in time\n",
+                   class_name.c_str());
+      return 1;
+    }
+    if (int sig = dev::WaitForSignal(f.stop_signals, std::chrono::milliseconds(250)); sig != 0)
+      return 0;
+  }
+
+  // The Job.
+  auto job_text = dev::ReadText(f.deploy_dir + "/examples/gpu-job.yaml");
+  auto job_docs = job_text.ok() ? dev::YamlDocuments(*job_text, "gpu-job.yaml")
+                                : Result<std::vector<json::object> >(job_text.error());
+  if (!job_docs.ok() || job_docs->size() != 1) {
+    std::fprintf(stderr, "hyperslice dev: deploy/examples/gpu-job.yaml: %s\n",
+                 job_docs.ok() ? "not one object" : job_docs.error().ToString().c_str());
+    return 1;
+  }
+  const json::object& job = job_docs->front();
+  const std::string job_ns = dev::StringAt(job, {"metadata", "namespace"});
+  const std::string job_name = dev::StringAt(job, {"metadata", "name"});
+  // kube-controller-manager creates the namespace's default ServiceAccount shortly after it
+  // starts; pods are refused until then.
+  while (true) {
+    auto sa = (*client)->Raw("GET", "/api/v1/namespaces/" + job_ns + "/serviceaccounts/default");
+    if (sa.ok() && sa->status == 200) break;
+    if (Steady::now() > deadline) return 1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (Status s = dev::ServerSideApply(**client, kube::resources::Jobs(), job); !s.ok()) {
+    std::fprintf(stderr, "hyperslice dev: submitting the Job: %s\n", s.error().ToString().c_str());
+    return 1;
+  }
+  const auto t0 = Steady::now();
+  Story story(t0);
+  story.Tell("job", "Job ", job_ns, "/", job_name,
+             " submitted (deploy/examples/gpu-job.yaml: 1 × nvidia.com/gpu, "
+             "tgp.io/gpu-type RTX4090; its container runs `sleep 20`)");
+  std::string claim_name, instance, provider, node;
+  // What the provider says of the machine (a machine runs before it can join).
+  auto provider_view = [&] {
+    for (auto& m : stack.markets) {
+      if (instance.empty() || m.provider != provider) continue;
+      if (auto got = m.sim->market().Get(instance)) {
+        if (got->state == market::State::kRunning)
+          story.Tell("up", provider, " reports machine ", instance, " running");
+        if (got->state == market::State::kTerminated)
+          story.Tell("terminated", provider, " reports machine ", instance, " terminated");
+      }
+    }
+  };
+  bool done = false;
+  while (!done) {
+    kube::ListOptions by_job;
+    by_job.label_selector = "job-name=" + job_name;
+    auto pods = (*client)->List(kube::resources::Pods(), job_ns, by_job);
+    for (const auto& p : pods.ok() ? pods->items : std::vector<json::object>{}) {
+      std::string pod = Str(p, "metadata", "name");
+      std::string phase = Str(p, "status", "phase");
+      const json::array* conds =
+          jsonfield::ObjectField(p, "status")
+              ? jsonfield::ArrayField(*jsonfield::ObjectField(p, "status"), "conditions")
+              : nullptr;
+      for (const auto& cv : conds ? *conds : json::array{}) {
+        const json::object& cond = cv.as_object();
+        if (jsonfield::StringField(cond, "type") == "PodScheduled" &&
+            jsonfield::StringField(cond, "reason") == "Unschedulable")
+          story.Tell("pending", "pod ", pod,
+                     " Pending: ", std::string(jsonfield::StringField(cond, "message")));
+      }
+      if (phase == "Running")
+        story.Tell("running", "pod ", pod, " Running on Node ", Str(p, "spec", "nodeName"));
+      if (phase == "Succeeded") story.Tell("succeeded", "pod ", pod, " Succeeded (exit code 0)");
+    }
+    auto claims = (*client)->List(gpu::GPUNodeClaims(), "");
+    for (const auto& cl : claims.ok() ? claims->items : std::vector<json::object>{}) {
+      std::string name = Str(cl, "metadata", "name");
+      if (claim_name.empty()) claim_name = name;
+      if (name != claim_name) continue;
+      std::string price = Str(cl, "metadata.annotations", gpu::kAnnotationPlannedPrice);
+      story.Tell(
+          "claim", "GPUNodeClaim ", name, " created by the provisioner: cheapest fitting offer ",
+          Str(cl, "metadata.annotations", gpu::kAnnotationPlannedOffer), " at $", price, "/h");
+      instance = Str(cl, "status", "instanceID");
+      provider = Str(cl, "status", "provider");
+      if (!instance.empty())
+        story.Tell("launched", "machine ", instance, " launched on ", provider, " (",
+                   Str(cl, "status", "gpuType"), " in ", Str(cl, "status", "region"), ", $",
+                   Str(cl, "status", "price"), "/h); it boots from its ",
+                   Str(cl, "status", "joinMethod"), " payload");
+      provider_view();
+      if (kube::IsConditionTrue(cl, "Registered")) {
+        node = Str(cl, "status", "nodeName");
+        story.Tell("registered", "Node ", node,
+                   " registered (TLS bootstrap with the claim's bootstrap "
+                   "token; its token Secret is deleted now)");
+      }
+      if (kube::IsConditionTrue(cl, "Ready"))
+        story.Tell("ready", "GPUNodeClaim ", name, " Ready: nvidia.com/gpu allocatable");
+      if (kube::IsDeleting(cl))
+        story.Tell("deleting", "machine ", instance,
+                   " empty for the pool's consolidateAfter: "
+                   "returning it (drain, then delete at ",
+                   provider, ")");
+    }
+    provider_view();
+    auto j = (*client)->Get(kube::resources::Jobs(), job_ns, job_name);
+    if (j.ok()) {
+      const json::object* st = jsonfield::ObjectField(*j, "status");
+      if (st != nullptr && jsonfield::IntField(*st, "succeeded").value_or(0) >= 1)
+        story.Tell("complete", "Job ", job_name, " complete");
+    }
+    auto pool = (*client)->Get(gpu::GPUNodePools(), pool_ns, pool_name);
+    // The end: the machine gone at the provider, no claim left, and the pool's status saying so
+    // (no cost now, the spend recorded).
+    if (story.Told("terminated") && claims.ok() && claims->items.empty() && pool.ok() &&
+        PoolSpend(*pool) > 0 && Str(*pool, "status", "hourlyCost") == gpu::FormatUsd(0)) {
+      double ledger = 0;
+      for (auto& m : stack.markets) ledger += m.sim->market().TotalSpend();
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "machine returned; pool %s/%s costs $%s/h now and has spent $%.6f "
+                    "(the simulators' ledgers: $%.6f)",
+                    pool_ns.c_str(), pool_name.c_str(), Str(*pool, "status", "hourlyCost").c_str(),
+                    PoolSpend(*pool), ledger);
+      story.Tell("spent", line);
+      done = true;
+      break;
+    }
+    if (Steady::now() > deadline) {
+      std::fprintf(stderr, "hyperslice dev: the GPU story did not finish within %d s; logs in %s\n",
+                   f.timeout_s, c.work_dir().c_str());
+      return 1;
+    }
+    if (int sig = dev::WaitForSignal(f.stop_signals, std::chrono::milliseconds(200)); sig != 0) {
+      Say("hyperslice dev: stopping (signal %d)\n", sig);
+      return 0;
+    }
+  }
+  std::string table = dev::KubectlGet(c.kubeconfig_path(), "gpunodepools,gpunodeclaims,nodes,jobs");
+  if (!table.empty())
+    Say("$ kubectl get gpunodepools,gpunodeclaims,nodes,jobs -A -o wide\n%s\n", table.c_str());
+  Say("Kubeconfig: %s\n", c.kubeconfig_path().c_str());
+  if (f.exit_when_done) {
+    Say("hyperslice dev: stopping (--exit-when-ready)\n");
+    return 0;
+  }
+  Say("Press Ctrl-C to stop.\n");
+  int sig = 0;
+  sigwait(&f.stop_signals, &sig);
+  Say("hyperslice dev: stopping (signal %d)\n", sig);
+  return 0;
+}
+#endif  // HS_HAVE_SIM_GPUMACHINE
+
+}  // namespace hyperslice::cmd
