@@ -43,6 +43,8 @@ constexpr char kNodesByProviderId[] = "tgp.io/node-by-provider-id";
 // Claims by status.providerID: a Node's event finds its claim without scanning every claim (the
 // scan made registering N machines cost N² with many claims).
 constexpr char kClaimsByProviderId[] = "tgp.io/claim-by-provider-id";
+// How soon a failed termination step is tried again (the machine is billed meanwhile).
+constexpr auto kTerminationRetry = std::chrono::seconds(3);
 // Pods by spec.nodeName: what a drain moves, and what is left of a returned machine.
 constexpr char kPodsByNode[] = "tgp.io/claim-pods-by-node";
 
@@ -108,7 +110,16 @@ class ClaimReconciler {
                      ? ctx.claim["status"].get_object()
                      : bj::object{};
     ctx.written = ctx.status;
-    if (kube::IsDeleting(ctx.claim)) return Terminate(ctx);
+    if (kube::IsDeleting(ctx.claim)) {
+      // A machine being returned is billed until it is gone: while its provider fails, retry
+      // every few seconds instead of the queue's exponential backoff (which reaches minutes
+      // after a provider outage of a minute, and 1000 s after a longer one).
+      auto terminated = Terminate(ctx);
+      if (terminated.ok()) return terminated;
+      log::Warn("gpunodeclaim termination failed; retrying",
+                {{"claim", name}, {"error", terminated.error().message}});
+      return kube::ReconcileResult{.requeue_after = kTerminationRetry};
+    }
     if (!kube::HasFinalizer(ctx.claim, kClaimFinalizer)) {
       kube::AddFinalizer(ctx.claim, kClaimFinalizer);
       auto updated = o_.client->Update(GPUNodeClaims(), "", ctx.claim);
@@ -340,7 +351,7 @@ class ClaimReconciler {
     auto now = std::chrono::system_clock::now();
     ctx.status["launchedAt"] = kube::FormatTime(now);
     // The cost collector bills from here (cost_controller.h): launchedAt has whole seconds only.
-    ctx.status["billingStart"] = cost::FormatMicroTime(now);
+    ctx.status["billingStart"] = kube::FormatMicroTime(now);
     ctx.status.erase("createAttempt");
   }
 
@@ -364,7 +375,7 @@ class ClaimReconciler {
         // Found after a lost answer: it has been billed since about when the create was sent.
         std::string sent(StringField(*attempt, "sentAt"));
         Adopt(ctx, i, std::string(StringField(*attempt, "offerID")), false, std::nullopt);
-        if (cost::ParseTime(sent)) ctx.status["billingStart"] = sent;
+        if (kube::ParseTime(sent)) ctx.status["billingStart"] = sent;
         SetCondition(ctx, "Launched", true, "Launched",
                      "found " + i.id + " on " + provider + " by the claim's tag");
         Event(ctx, kube::EventType::kNormal, "Launched",

@@ -7,7 +7,7 @@
 // running steadily) the simulators' own state must show every claim with exactly one live
 // machine carrying its tgp.io/claim-uid and named in its status, no live machine without a claim
 // (after the garbage collector has had its grace period). Then the pods finish and the pool's
-// disruption returns every machine under faults (a provider down for a while) and further kills;
+// disruption returns every machine under faults (a provider down for a minute) and further kills;
 // at the end every machine is terminated and no claim was billed for more than one machine.
 //
 // HS_GPU_CHAOS_SEED=<n> replays a run (the seed is printed on start); HS_GPU_CHAOS_ROUNDS=<n> and
@@ -488,11 +488,12 @@ TEST_F(GpuChaos, KillNineDuringLaunchesNeverDoublesAMachine) {
 
   // Giving the machines back under chaos (issue 19): the pods finish in waves, the pool returns
   // empty machines after 1 s within a 25 % budget, while a tenth of every call fails with a 500,
-  // a tenth of Lambda's lists are rate-limited, Paperspace is down for a wave, and the operator is
-  // killed at random moments while machines are being returned. Afterwards no claim is left, no
+  // a tenth of Lambda's lists are rate-limited, Paperspace is down for a minute, and the operator
+  // is killed at random moments while machines are being returned. Afterwards no claim is left, no
   // machine runs, and (below) no claim was billed for a second machine — a return that was
   // interrupted is finished, never duplicated or forgotten.
   {
+    using Steady = std::chrono::steady_clock;
     auto pool = client_->Get(GPUNodePools(), "default", kPool);
     ASSERT_TRUE(pool.ok());
     (*pool)["spec"].as_object()["disruption"] = bj::object{
@@ -508,13 +509,15 @@ TEST_F(GpuChaos, KillNineDuringLaunchesNeverDoublesAMachine) {
     };
     const size_t waves = 4;
     int return_kills = 0;
+    Steady::time_point down_since{};
     for (size_t wave = 0; wave < waves; ++wave) {
       for (size_t i = wave; i < pods.size(); i += waves) {
         (void)client_->Patch(kube::resources::Pods(), "default", pods[i], kube::PatchType::kMerge,
                              R"({"status":{"phase":"Succeeded"}})", {.subresource = "status"});
       }
-      if (wave == 1) {  // Paperspace down until the third wave
+      if (wave == 1) {  // Paperspace down for a minute from the second wave on
         ASSERT_TRUE(Fault(*paperspace_, "*", "unavailable", 1.0).ok());
+        down_since = Steady::now();
       }
       // Kill while machines of this wave are being returned.
       (void)Eventually([&] { return deleting() > 0; }, 20s, 5ms);
@@ -523,10 +526,11 @@ TEST_F(GpuChaos, KillNineDuringLaunchesNeverDoublesAMachine) {
       ++return_kills;
       std::this_thread::sleep_for(std::chrono::milliseconds(Uniform(0, 300)));
       op_->Start();
-      if (wave == 2) {
-        ASSERT_TRUE(Fault(*paperspace_, "*", "server_error", 0.1).ok());
-      }
     }
+    // Paperspace comes back after a minute (its machines of waves 1-3 wait for it).
+    std::this_thread::sleep_until(down_since + std::chrono::seconds(60));
+    EXPECT_GT(deleting(), 0) << "machines were waiting for Paperspace";
+    ASSERT_TRUE(Fault(*paperspace_, "*", "server_error", 0.1).ok());
     const auto returning = std::chrono::steady_clock::now();
     bool all_returned = Eventually([&] { return Claims().empty(); }, 240s, 500ms);
     ASSERT_TRUE(ClearFaults(*lambda_).ok());
