@@ -19,6 +19,7 @@
 #include "sim/kubelet/pod_runtime.h"
 #include "src/base/log.h"
 #include "src/kube/client.h"
+#include "src/kube/object_helpers.h"
 #include "src/net/http.h"
 #include "src/tpu/api.h"
 #include "src/tpu/topology.h"
@@ -76,30 +77,6 @@ std::string Str(const json::object& o, std::string_view k) {
 const json::object* Obj(const json::object& o, std::string_view k) {
   auto* v = o.if_contains(k);
   return v && v->is_object() ? &v->as_object() : nullptr;
-}
-
-std::string TimeString(std::chrono::system_clock::time_point t, bool micro) {
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-  std::time_t secs = static_cast<std::time_t>(us / 1000000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::string s = buf;
-  if (micro) {
-    char frac[16];
-    std::snprintf(frac, sizeof frac, ".%06lld", static_cast<long long>(us % 1000000));
-    s += frac;
-  }
-  return s + "Z";
-}
-
-// RFC 3339 seconds → time point (for heartbeat ages); nullopt when it does not parse.
-std::optional<std::chrono::system_clock::time_point> ParseTime(const std::string& s) {
-  std::tm tm{};
-  if (s.size() < 20 || strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr)
-    return std::nullopt;
-  return std::chrono::system_clock::from_time_t(timegm(&tm));
 }
 
 // "10.128.0.2" → "https://10.128.0.2:6443"; keeps a given scheme and port.
@@ -851,7 +828,7 @@ class AgentImpl final : public Agent {
       }
     }
     auto now = std::chrono::system_clock::now();
-    std::string now_s = TimeString(now, false);
+    std::string now_s = kube::FormatTime(now);
     bool changed = force;
     json::array conds;
     for (const auto& c : kConds) {
@@ -860,7 +837,7 @@ class AgentImpl final : public Agent {
                   Str(it->second, "reason") == c.reason;
       changed = changed || !same;
       if (std::string(c.type) == "Ready" && same) {
-        auto hb = ParseTime(Str(it->second, "lastHeartbeatTime"));
+        auto hb = kube::ParseTime(Str(it->second, "lastHeartbeatTime"));
         if (!hb || now - *hb >= options_.node_status_report_interval) changed = true;
       }
       conds.push_back(json::object{
@@ -928,7 +905,7 @@ class AgentImpl final : public Agent {
   // Creates or renews the node's Lease (kube-node-lease/<node>), as the kubelet's lease
   // controller does: update with the last seen object, re-read on conflict.
   Status RenewLease() {
-    std::string now = TimeString(std::chrono::system_clock::now(), true);
+    std::string now = kube::FormatMicroTime(std::chrono::system_clock::now());
     const auto& leases = kube::resources::Leases();
     for (int attempt = 0; attempt < 3; ++attempt) {
       if (!lease_) {

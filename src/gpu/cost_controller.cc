@@ -37,48 +37,11 @@ namespace bj = boost::json;
 using jsonfield::ObjectField;
 using jsonfield::StringField;
 
-std::optional<std::chrono::system_clock::time_point> ParseTime(std::string_view rfc3339) {
-  if (rfc3339.size() < 20) return std::nullopt;
-  std::tm tm{};
-  std::string head(rfc3339.substr(0, 19));
-  if (strptime(head.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return std::nullopt;
-  auto t = std::chrono::system_clock::from_time_t(timegm(&tm));
-  std::string_view rest = rfc3339.substr(19);
-  if (!rest.empty() && rest.front() == '.') {
-    rest.remove_prefix(1);
-    int64_t micros = 0;
-    int digits = 0;
-    while (!rest.empty() && rest.front() >= '0' && rest.front() <= '9') {
-      if (digits < 6) {
-        micros = micros * 10 + (rest.front() - '0');
-        ++digits;
-      }
-      rest.remove_prefix(1);
-    }
-    for (; digits < 6; ++digits) micros *= 10;
-    t += std::chrono::microseconds(micros);
-  }
-  // Only UTC ("Z") is written by the apiserver and by us.
-  if (rest != "Z") return std::nullopt;
-  return t;
-}
-
-std::string FormatMicroTime(std::chrono::system_clock::time_point t) {
-  auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count() % 1000000;
-  if (micros < 0) micros += 1000000;
-  std::string s = kube::FormatTime(t);  // "…:05Z"
-  char frac[16];
-  std::snprintf(frac, sizeof frac, ".%06lld", static_cast<long long>(micros));
-  s.insert(s.size() - 1, frac);
-  return s;
-}
-
 std::optional<std::chrono::system_clock::time_point> BillingStart(const bj::object& claim) {
   const bj::object* status = ObjectField(claim, "status");
   if (status == nullptr) return std::nullopt;
-  if (auto t = ParseTime(StringField(*status, "billingStart"))) return t;
-  return ParseTime(StringField(*status, "launchedAt"));
+  if (auto t = kube::ParseTime(StringField(*status, "billingStart"))) return t;
+  return kube::ParseTime(StringField(*status, "launchedAt"));
 }
 
 std::string Phase(const bj::object& claim) {

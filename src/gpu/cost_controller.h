@@ -62,10 +62,6 @@ std::string Phase(const boost::json::object& claim);
 // When billing of the claim's machine started: status.billingStart, else status.launchedAt
 // (whole seconds, claims launched before billingStart existed); nullopt before a launch.
 std::optional<std::chrono::system_clock::time_point> BillingStart(const boost::json::object& claim);
-// RFC 3339 with optional fraction ("2026-11-26T07:40:01.123456Z").
-std::optional<std::chrono::system_clock::time_point> ParseTime(std::string_view rfc3339);
-// RFC 3339 to the microsecond (metav1.MicroTime's format).
-std::string FormatMicroTime(std::chrono::system_clock::time_point t);
 }  // namespace cost
 
 }  // namespace hyperslice::gpu

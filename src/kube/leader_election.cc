@@ -1,5 +1,7 @@
 #include "src/kube/leader_election.h"
 
+#include "src/kube/object_helpers.h"
+
 #include <cmath>
 #include <ctime>
 
@@ -27,18 +29,6 @@ int64_t CeilSeconds(Clock::Duration d) {
 }
 
 }  // namespace
-
-std::string FormatMicroTime(std::chrono::system_clock::time_point t) {
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-  std::time_t secs = static_cast<std::time_t>(us / 1000000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<long long>(us % 1000000));
-  return buf;
-}
 
 Result<std::unique_ptr<LeaderElector>> LeaderElector::Create(std::shared_ptr<Client> client,
                                                              LeaderElectionConfig config) {

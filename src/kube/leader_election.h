@@ -108,7 +108,4 @@ class LeaderElector {
   std::thread loop_thread_, watchdog_thread_;
 };
 
-// MicroTime in UTC, "2006-01-02T15:04:05.000000Z".
-std::string FormatMicroTime(std::chrono::system_clock::time_point t);
-
 }  // namespace hyperslice::kube

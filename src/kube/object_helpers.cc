@@ -1,5 +1,6 @@
 #include "src/kube/object_helpers.h"
 
+#include <cstdio>
 #include <ctime>
 
 #include <boost/json.hpp>
@@ -103,13 +104,48 @@ std::string FormatTime(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
-std::optional<std::chrono::system_clock::time_point> ParseTime(std::string_view rfc3339) {
-  if (rfc3339.size() < 19) return std::nullopt;
+std::string FormatMicroTime(std::chrono::system_clock::time_point t) {
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+  auto secs = us / 1000000, micros = us % 1000000;
+  if (micros < 0) {  // before 1970: floor, not truncate
+    micros += 1000000;
+    --secs;
+  }
+  std::time_t tt = static_cast<std::time_t>(secs);
   std::tm tm{};
-  std::string s(rfc3339.substr(0, 19));
-  const char* end = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  gmtime_r(&tt, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<long long>(micros));
+  return buf;
+}
+
+std::optional<std::chrono::system_clock::time_point> ParseTime(std::string_view rfc3339) {
+  if (rfc3339.size() < 20) return std::nullopt;
+  std::tm tm{};
+  std::string head(rfc3339.substr(0, 19));
+  const char* end = strptime(head.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
   if (end == nullptr || *end != '\0') return std::nullopt;
-  return std::chrono::system_clock::from_time_t(timegm(&tm));
+  auto t = std::chrono::system_clock::from_time_t(timegm(&tm));
+  std::string_view rest = rfc3339.substr(19);
+  if (!rest.empty() && rest.front() == '.') {
+    rest.remove_prefix(1);
+    int64_t micros = 0;
+    int digits = 0;
+    while (!rest.empty() && rest.front() >= '0' && rest.front() <= '9') {
+      if (digits < 6) {
+        micros = micros * 10 + (rest.front() - '0');
+        ++digits;
+      }
+      rest.remove_prefix(1);
+    }
+    for (; digits < 6; ++digits) micros *= 10;
+    t += std::chrono::microseconds(micros);
+  }
+  // Only UTC ("Z") is written by the apiserver and by us.
+  if (rest != "Z") return std::nullopt;
+  return t;
 }
 
 Result<bool> SetControllerReference(const Object& owner, Object& object) {

@@ -76,8 +76,10 @@ int64_t Generation(const Object& object);
 
 // metav1.Time in UTC, "2006-01-02T15:04:05Z".
 std::string FormatTime(std::chrono::system_clock::time_point t);
-// The other way: an RFC 3339 time in UTC ("…Z"; fractional seconds are dropped); nullopt when it
-// does not parse.
+// metav1.MicroTime in UTC, "2006-01-02T15:04:05.000000Z" (Leases, Events, billing starts).
+std::string FormatMicroTime(std::chrono::system_clock::time_point t);
+// The other way, for both: an RFC 3339 time in UTC ("…Z", with an optional fraction kept to the
+// microsecond); nullopt when it does not parse or is not UTC.
 std::optional<std::chrono::system_clock::time_point> ParseTime(std::string_view rfc3339);
 
 }  // namespace hyperslice::kube

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "src/kube/object_helpers.h"
+
 #include <boost/json.hpp>
 
 namespace hyperslice::gpu::cost {
@@ -16,19 +18,19 @@ bj::object Claim(const std::string& json) { return bj::parse(json).as_object(); 
 
 TEST(CostTime, MicroTimeRoundTripsAndSecondsParse) {
   auto t = system_clock::from_time_t(1795000000) + microseconds(123456);
-  std::string s = FormatMicroTime(t);
+  std::string s = kube::FormatMicroTime(t);
   EXPECT_EQ(s.size(), std::string("2026-11-18T07:06:40.123456Z").size()) << s;
   EXPECT_EQ(s.substr(19), ".123456Z");
-  ASSERT_TRUE(ParseTime(s));
-  EXPECT_EQ(*ParseTime(s), t);
+  ASSERT_TRUE(kube::ParseTime(s));
+  EXPECT_EQ(*kube::ParseTime(s), t);
   // Whole seconds (metav1.Time), and a shorter fraction.
-  EXPECT_EQ(*ParseTime(s.substr(0, 19) + "Z"), system_clock::from_time_t(1795000000));
-  EXPECT_EQ(*ParseTime(s.substr(0, 19) + ".5Z"),
+  EXPECT_EQ(*kube::ParseTime(s.substr(0, 19) + "Z"), system_clock::from_time_t(1795000000));
+  EXPECT_EQ(*kube::ParseTime(s.substr(0, 19) + ".5Z"),
             system_clock::from_time_t(1795000000) + microseconds(500000));
   // An offset or garbage is refused rather than read as UTC.
-  EXPECT_FALSE(ParseTime(s.substr(0, 19) + "+02:00"));
-  EXPECT_FALSE(ParseTime("yesterday"));
-  EXPECT_FALSE(ParseTime(""));
+  EXPECT_FALSE(kube::ParseTime(s.substr(0, 19) + "+02:00"));
+  EXPECT_FALSE(kube::ParseTime("yesterday"));
+  EXPECT_FALSE(kube::ParseTime(""));
 }
 
 TEST(CostClaim, BillingStartPrefersTheMicrosecondField) {
