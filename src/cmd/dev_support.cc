@@ -170,6 +170,25 @@ std::string KubectlGet(const std::string& kubeconfig, const std::string& what) {
 }
 
 // Waits up to `timeout` for SIGINT/SIGTERM; the signal number, or 0 on timeout.
+std::unique_ptr<localcluster::LocalCluster> StartControlPlane(const std::string& work_dir,
+                                                              const std::string& bin_dir) {
+  localcluster::Options options;
+  options.work_dir = work_dir;
+  options.bin_dir = bin_dir;
+  options.controller_manager = true;
+  options.kubeadm_bootstrap = true;
+  options.scheduler = true;
+  Say("hyperslice dev: starting the control plane (etcd, kube-apiserver, "
+      "kube-controller-manager, kube-scheduler)...\n");
+  auto cluster = localcluster::LocalCluster::Start(options);
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "hyperslice dev: the control plane did not start: %s\n",
+                 cluster.error().ToString().c_str());
+    return nullptr;
+  }
+  return std::move(cluster).value();
+}
+
 int WaitForSignal(const sigset_t& signals, std::chrono::milliseconds timeout) {
   timespec ts{};
   ts.tv_sec = static_cast<time_t>(timeout.count() / 1000);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 
 #include "src/base/result.h"
 #include "src/kube/client.h"
+#include "src/localcluster/localcluster.h"
 
 namespace hyperslice::cmd::dev {
 
@@ -46,6 +48,12 @@ Status ApplyCrds(kube::Client& client, const std::string& deploy_dir, const std:
 // `kubectl get <what> -A -o wide` as the user would run it (KUBECONFIG in the environment, so the
 // work dir does not appear on kubectl's command line). Empty when kubectl is missing.
 std::string KubectlGet(const std::string& kubeconfig, const std::string& what);
+
+// The local control plane as both stories run it: etcd, kube-apiserver, kube-controller-manager
+// (CSR signing, the Job controller, …) and kube-scheduler, with what `kubeadm init` leaves for
+// nodes to join. Says what it starts; on failure prints why and returns nullptr.
+std::unique_ptr<localcluster::LocalCluster> StartControlPlane(const std::string& work_dir,
+                                                              const std::string& bin_dir);
 
 // Waits up to `timeout` for one of `signals`; the signal number, or 0 on timeout.
 int WaitForSignal(const sigset_t& signals, std::chrono::milliseconds timeout);

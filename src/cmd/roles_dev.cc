@@ -404,21 +404,9 @@ int RunDev(CLI::App&) {
     ~RestoreSink() { log::SetSink(nullptr); }
   } restore_sink;
   DevStack stack;
-  localcluster::Options options;
-  options.work_dir = f.work_dir.empty() ? DefaultWorkDir() : f.work_dir;
-  options.bin_dir = f.bin_dir;
-  options.controller_manager = true;
-  options.kubeadm_bootstrap = true;
-  options.scheduler = true;
-  Say("hyperslice dev: starting the control plane (etcd, kube-apiserver, "
-      "kube-controller-manager, kube-scheduler)...\n");
-  auto cluster = localcluster::LocalCluster::Start(options);
-  if (!cluster.ok()) {
-    std::fprintf(stderr, "hyperslice dev: the control plane did not start: %s\n",
-                 cluster.error().ToString().c_str());
-    return 1;
-  }
-  stack.cluster = std::move(cluster).value();
+  stack.cluster =
+      dev::StartControlPlane(f.work_dir.empty() ? DefaultWorkDir() : f.work_dir, f.bin_dir);
+  if (!stack.cluster) return 1;
   const auto& c = *stack.cluster;
   Say("hyperslice dev: control plane ready at %s (logs in %s)\n"
       "Point kubectl at it:\n"

@@ -187,21 +187,8 @@ int RunDevGpu(const DevGpuOptions& f) {
   }
   GpuDevStack stack;
 
-  localcluster::Options options;
-  options.work_dir = f.work_dir;
-  options.bin_dir = f.bin_dir;
-  options.controller_manager = true;
-  options.kubeadm_bootstrap = true;
-  options.scheduler = true;
-  Say("hyperslice dev: starting the control plane (etcd, kube-apiserver, "
-      "kube-controller-manager, kube-scheduler)...\n");
-  auto cluster = localcluster::LocalCluster::Start(options);
-  if (!cluster.ok()) {
-    std::fprintf(stderr, "hyperslice dev: the control plane did not start: %s\n",
-                 cluster.error().ToString().c_str());
-    return 1;
-  }
-  stack.cluster = std::move(cluster).value();
+  stack.cluster = dev::StartControlPlane(f.work_dir, f.bin_dir);
+  if (!stack.cluster) return 1;
   const auto& c = *stack.cluster;
   Say("hyperslice dev: control plane ready at %s\n  export KUBECONFIG=%s\n", c.server_url().c_str(),
       c.kubeconfig_path().c_str());
