@@ -321,6 +321,9 @@ class Builder {
     TailnetJoin tailnet;
     if (o_.tailnet) {
       HS_ASSIGN_OR_RETURN(tailnet, o_.tailnet(ctx));
+    } else {
+      // The key the claim controller minted for this launch (ClaimControllerOptions::tailnet).
+      tailnet = TailnetJoin{ctx.tailnet_auth_key, ctx.tailnet_login_server};
     }
     // A retried launch reuses the live token; one about to expire is not handed out again.
     HS_ASSIGN_OR_RETURN(

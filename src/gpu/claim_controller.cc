@@ -19,6 +19,7 @@
 #include "src/gpu/drain.h"
 #include "src/gpu/internal/claim.h"
 #include "src/gpu/planner.h"
+#include "src/gpu/tailnet_credentials.h"
 #include "src/kube/client.h"
 #include "src/kube/controller.h"
 #include "src/kube/events.h"
@@ -161,6 +162,14 @@ class ClaimReconciler {
       else
         result = *r;
     }
+    if (st.ok() && Registered(ctx)) {
+      auto r = RecordTailnetDevice(ctx);
+      if (!r.ok()) {
+        st = r.error();
+      } else if (r->requeue_after.count() > 0 && result.requeue_after.count() == 0) {
+        result = *r;
+      }
+    }
     if (Status w = WriteStatus(ctx); !w.ok()) return w.error();
     if (ctx.delete_claim) {
       Status d = o_.client->Delete(GPUNodeClaims(), "", name);
@@ -215,7 +224,21 @@ class ClaimReconciler {
     }
     ReleaseClaimsOfGoneMachines(running, now);
     ReleaseOrphanedNodes();
+    if (o_.tailnet) CollectTailnetGarbage();
   }
+
+  // Tailnet devices no claim owns (tailnet_credentials.h says which devices count as ours).
+  void CollectTailnetGarbage() {
+    std::set<std::string> claims;
+    for (const ObjectPtr& c : inf_.claims->store().List()) claims.insert(Meta(*c, "name"));
+    std::map<std::string, std::set<std::string>> pools;  // class -> its pools' names
+    for (const ObjectPtr& p : inf_.pools->store().List()) {
+      const bj::object* ref = ObjectAt(*p, "spec.nodeClassRef");
+      if (ref != nullptr) pools[std::string(StringField(*ref, "name"))].insert(Meta(*p, "name"));
+    }
+    o_.tailnet->CollectGarbage(inf_.classes->store().List(), claims, pools, o_.gc_grace);
+  }
+
 
   // A Node being deleted that still carries our finalizer but has no claim (its claim went while
   // the operator was down, or the finalizer was added by hand) would never go: the finalizer
@@ -452,6 +475,23 @@ class ClaimReconciler {
     if (choice->spot) req.bid = choice->price;
     auto node_class = inf_.classes->store().Get(class_name);
     BootContext boot{.claim = &ctx.claim, .node_class = node_class.get(), .offer = &offer};
+    if (o_.tailnet && TailnetCredentials::Wanted(node_class.get())) {
+      // A key per launch attempt, spent at the machine's first join and expiring with the launch
+      // timeout: one minted for an attempt that failed is useless to anyone after that.
+      auto key = o_.tailnet->Mint(
+          *node_class, std::chrono::duration_cast<std::chrono::seconds>(o_.launch_timeout));
+      if (!key.ok()) {
+        std::string why = "minting the machine's tailnet auth key: " + key.error().message;
+        SetCondition(ctx, "Launched", false, "TailnetKeyFailed", why);
+        Event(ctx, kube::EventType::kWarning, "LaunchFailed", why);
+        return kube::ReconcileResult{.requeue_after = std::chrono::seconds(10)};
+      }
+      if (*key) {
+        boot.tailnet_auth_key = (*key)->key;
+        boot.tailnet_login_server = (*key)->login_server;
+        ctx.status["tailnetKeyID"] = (*key)->id;
+      }
+    }
     auto payload = o_.payload ? o_.payload(boot) : DefaultPayload(boot);
     if (!payload.ok()) {
       SetCondition(ctx, "Launched", false, "InvalidBootPayload", payload.error().message);
@@ -531,6 +571,24 @@ class ClaimReconciler {
       }
     }
     return p;
+  }
+
+  // Once the Node registered: the device the machine joined the tailnet as, on the claim.
+  Result<kube::ReconcileResult> RecordTailnetDevice(Ctx& ctx) {
+    if (!o_.tailnet || StringField(ctx.status, "tailnetKeyID").empty() ||
+        !StringField(ctx.status, "tailnetDeviceID").empty()) {
+      return kube::ReconcileResult{};
+    }
+    ObjectPtr node_class = inf_.classes->store().Get(internal::ClassNameOf(ctx.claim));
+    if (!node_class) return kube::ReconcileResult{.requeue_after = std::chrono::seconds(5)};
+    HS_ASSIGN_OR_RETURN(std::optional<Device> device,
+                        o_.tailnet->FindDevice(*node_class, ctx.name));
+    // The machine brings up Tailscale before its kubelet, so the device is normally there by
+    // now; a lagging list is asked again.
+    if (!device) return kube::ReconcileResult{.requeue_after = std::chrono::seconds(2)};
+    ctx.status["tailnetDeviceID"] = device->id;
+    if (std::string ip = TailnetIPv4(*device); !ip.empty()) ctx.status["tailnetIP"] = ip;
+    return kube::ReconcileResult{};
   }
 
   // ---- registration ----
@@ -809,6 +867,14 @@ class ClaimReconciler {
       drain_.erase(Meta(ctx.claim, "uid"));
     }
     if (o_.release_credentials) HS_RETURN_IF_ERROR(o_.release_credentials(ctx.claim));
+    // The machine is gone: its tailnet device goes too (an ephemeral one would only after the
+    // server's inactivity timeout).
+    // A claim that never got a key has no device to look for.
+    if (o_.tailnet && !StringField(ctx.status, "tailnetKeyID").empty()) {
+      if (ObjectPtr cls = inf_.classes->store().Get(internal::ClassNameOf(ctx.claim))) {
+        HS_RETURN_IF_ERROR(o_.tailnet->Release(*cls, ctx.claim));
+      }
+    }
     Event(ctx, kube::EventType::kNormal, "Terminated",
           instance.empty() ? "no machine was launched"
                            : "machine " + instance + " returned to " + provider);

@@ -41,6 +41,8 @@ class EventRecorder;
 
 namespace hyperslice::gpu {
 
+class TailnetCredentials;
+
 // Annotations the provisioner writes on a claim (the decision it made, for the launch to honour).
 inline constexpr char kAnnotationRequirements[] = "tgp.io/offer-requirements";  // JSON
 // "<provider>/<offer id>@<provider region>"
@@ -67,6 +69,10 @@ struct BootContext {
   const kube::Object* claim = nullptr;
   const kube::Object* node_class = nullptr;
   const Offer* offer = nullptr;
+  // The machine's tailnet auth key when ClaimControllerOptions::tailnet minted one for this
+  // launch (empty: no tailnet); the payload builder puts it in the payload and nowhere else.
+  std::string tailnet_auth_key;
+  std::string tailnet_login_server;
 };
 using PayloadBuilder = std::function<Result<BootPayload>(const BootContext&)>;
 
@@ -80,6 +86,12 @@ struct ClaimControllerOptions {
   // Called once the claim's Node registered and again before a deleted claim lets go: removes
   // the machine's join credentials (its bootstrap token, boot_payload.h). Empty: nothing to do.
   std::function<Status(const kube::Object& claim)> release_credentials;
+  // Per-machine tailnet credentials (tailnet_credentials.h) for classes with tailscaleConfig: a
+  // key minted before each launch (expiring within launch_timeout; its id on
+  // status.tailnetKeyID), the device recorded once the Node registered (status.tailnetIP,
+  // tailnetDeviceID), deleted at teardown, and devices no claim owns collected on the GC pass.
+  // Empty: machines get no tailnet key.
+  std::shared_ptr<TailnetCredentials> tailnet;
   Clock::Duration launch_timeout = std::chrono::minutes(5);
   Clock::Duration registration_timeout = std::chrono::minutes(15);
   // How long after a create whose answer was lost the instance may take to appear in a list.
