@@ -1,0 +1,588 @@
+// A rented GPU machine joins over a real tailnet (issue "Ephemeral GPUs 3/4", the mesh acceptance):
+// gpu_join's setup (test/e2e/gpu_join/join_test.cc: seed 002's class and pool, the GPU controllers
+// in process as `hyperslice operator --gpu` wires them, a real kube-apiserver,
+// kube-controller-manager and kube-scheduler, the Lambda simulator, sim/gpumachine booting each
+// machine from its cloud-init) plus a real headscale on loopback and, per machine, a real
+// userspace tailscaled in a network namespace of its own (test/testenv/mesh_machines.h).
+//
+// What is added to seed 002's class (deploy/examples/gpunodeclass.yaml, otherwise applied as
+// written): spec.tailscaleConfig.loginServer = the loopback headscale's URL, and
+// spec.tailscaleConfig.apiKeySecretRef = {namespace: tgp-system, name: headscale-api} (key
+// "api-key", the CRD's default), a Secret holding headscale's API key. Its tags (tag:k8s,
+// tag:gpu) and ephemeral: true are the seed's.
+//
+//   - one GPU pod -> a claim whose launch minted a single-use, tagged, ephemeral headscale key
+//     (its id on the claim) -> a Lambda machine that reads its cloud-init, runs `tailscale up`
+//     with the key from it against headscale, TLS-bootstraps, registers; the claim records the
+//     machine's tailnet IP and headscale node id (what the machine's own `tailscale ip -4` says);
+//     the pod runs on it. The Node's InternalIP stays the machine's loopback address (the apiserver
+//     reaches the simulated kubelet there; no 100.64/10 address is dialed from the host network);
+//   - deleting the pod and the pool (its claim with it): the machine is terminated at the
+//     provider, its headscale node is gone, its bootstrap token Secret is gone, and neither the
+//     bootstrap token nor the auth key appears in any log line (this process at debug level, the
+//     control plane's logs), Event, or the claim's status at any point it was read;
+//   - a device our tags and naming mark as ours but that no claim owns is collected after the
+//     grace; one with other tags is left alone.
+// Covered elsewhere, not repeated here: a spent single-use key is refused by headscale to a
+// second machine (test/integration/gpu_mesh/mesh_test.cc, KeysJoinListReachDeleteAndASpentKeyIsRefused);
+// a machine whose payload is broken never registers and its claim times out
+// (test/e2e/gpu_join/join_test.cc, AMachineWhosePayloadIsBrokenNeverRegistersAndIsReturned).
+#include <stdlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <boost/json.hpp>
+
+#include "sim/gpumachine/gpumachine.h"
+#include "sim/lambda/simulator.h"
+#include "sim/runpod/simulator.h"
+#include "src/base/json.h"
+#include "src/base/log.h"
+#include "src/gpu/api.h"
+#include "src/gpu/boot_payload.h"
+#include "src/gpu/bootstrap_token.h"
+#include "src/gpu/claim_controller.h"
+#include "src/gpu/class_controller.h"
+#include "src/gpu/planner.h"
+#include "src/gpu/providers.h"
+#include "src/gpu/provisioner.h"
+#include "src/gpu/tailnet.h"
+#include "src/gpu/tailnet_credentials.h"
+#include "src/kube/client.h"
+#include "src/kube/events.h"
+#include "src/kube/manager.h"
+#include "src/kube/metrics.h"
+#include "src/kube/object_helpers.h"
+#include "src/kube/store.h"
+#include "src/kube/yaml.h"
+#include "test/testenv/eventually.h"
+#include "test/testenv/mesh.h"
+#include "test/testenv/mesh_machines.h"
+#include "test/testenv/testenv.h"
+#include "test/testenv/tgp.h"
+
+namespace hyperslice::gpu {
+namespace {
+
+namespace bj = boost::json;
+using namespace std::chrono_literals;
+using testenv::Eventually;
+namespace market = sim::market;
+
+market::Listing Rtx4090(const std::string& region) {
+  market::Listing l;
+  l.id = "gpu_1x_rtx4090@" + region;
+  l.gpu_name = "RTX 4090 (24 GB PCIe)";
+  l.gpu_count = 1;
+  l.vcpus = 16;
+  l.memory_gb = 64;
+  l.disk_gb = 500;
+  l.region = region;
+  l.price = 690000;
+  l.capacity = 4;
+  l.attributes = {{"instance_type", "gpu_1x_rtx4090"},
+                  {"description", "1x RTX 4090 (24 GB PCIe)"},
+                  {"gpu_description", "RTX 4090 (24 GB PCIe)"}};
+  return l;
+}
+
+std::string Str(const bj::object& o, std::string_view dotted, std::string_view key) {
+  const bj::object* at = dotted.empty() ? &o : jsonfield::ObjectAt(o, dotted);
+  return at ? std::string(jsonfield::StringField(*at, key)) : std::string();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Every place a value may have leaked to: `where` names it in a failure.
+void ExpectAbsent(const std::string& text, const std::vector<std::string>& secrets,
+                  const std::string& where) {
+  for (const std::string& s : secrets) {
+    EXPECT_EQ(text.find(s), std::string::npos) << "a credential in " << where;
+  }
+}
+
+class GpuMesh : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!testenv::MeshUnavailableReason().empty()) return;
+    localcluster::Options o;
+    o.scheduler = true;
+    o.controller_manager = true;
+    o.kubeadm_bootstrap = true;
+    testenv::ConfigureCluster(o);
+  }
+
+  void SetUp() override {
+    std::string why = testenv::MeshUnavailableReason();
+    if (!why.empty()) {
+      skipped_ = true;
+      GTEST_SKIP() << "the tailnet e2e needs the mesh: " << why;
+    }
+    log::SetLevel(log::Level::kDebug);
+    log::SetSink([this](std::string_view line) {
+      std::lock_guard lock(log_mu_);
+      log_lines_.emplace_back(line);
+    });
+    client_ = testenv::AdminClient();
+    ASSERT_TRUE(client_);
+    ASSERT_TRUE(Eventually(
+        [&] {
+          auto sa = client_->Raw("GET", "/api/v1/namespaces/default/serviceaccounts/default");
+          return sa.ok() && sa->status == 200;
+        },
+        60s));
+    Status st = testenv::InstallTgpCrds(HS_DEPLOY_DIR);
+    ASSERT_TRUE(st.ok()) << st.error().ToString();
+
+    // The mesh: headscale on the host's loopback, the machines' LAN of namespaces.
+    std::string tmpl = ::testing::TempDir() + "hs-gpumesh-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    auto hs = testenv::Headscale::Start(testenv::MeshBinDir(), dir_ + "/headscale");
+    ASSERT_TRUE(hs.ok()) << hs.error().message;
+    headscale_ = std::move(*hs);
+    auto lan = testenv::MeshLan::Create();
+    ASSERT_TRUE(lan.ok()) << lan.error().message;
+    lan_ = std::move(*lan);
+    mesh_ = std::make_unique<testenv::MeshMachines>(testenv::MeshBinDir(), *headscale_, *lan_,
+                                                    dir_);
+    // The test's own view of headscale (what the product's admin sees, for the assertions).
+    HeadscaleConfig hc;
+    hc.login_server = headscale_->url();
+    hc.api_key = StaticCredential(headscale_->api_key());
+    auto admin = NewHeadscaleAdmin(hc);
+    ASSERT_TRUE(admin.ok()) << admin.error().message;
+    admin_ = std::move(*admin);
+
+    market::ServerOptions so;
+    so.market.provider = kLambda;
+    so.market.listings = {Rtx4090("us-west-1"), Rtx4090("us-east-1")};
+    static int seed = 0;
+    so.market.seed = static_cast<uint64_t>(++seed) * 7919;
+    so.market.boot_delay = 100ms;
+    so.market.running_delay = 100ms;
+    so.market.terminate_delay = 100ms;
+    auto sim = sim::lambda::Start(so);
+    ASSERT_TRUE(sim.ok()) << sim.error().ToString();
+    sim_ = std::move(*sim);
+    auto fleet = sim::gpumachine::Fleet::Start({.market = &sim_->market(),
+                                                .run_pods = true,
+                                                .lease_renew_interval = 2s,
+                                                .node_status_update_interval = 2s,
+                                                .retry_interval = 500ms,
+                                                .tailnet = mesh_->Seam()});
+    ASSERT_TRUE(fleet.ok()) << fleet.error().ToString();
+    fleet_ = std::move(*fleet);
+    market::ServerOptions ro;
+    ro.market.listings = sim::runpod::DefaultListings();
+    auto runpod = sim::runpod::Start(ro);
+    ASSERT_TRUE(runpod.ok()) << runpod.error().ToString();
+    runpod_ = std::move(*runpod);
+    ASSERT_TRUE(
+        testenv::PutSecret(*client_, "tgp-system", "tgp-operator-secret",
+                           {{"RUNPOD_API_KEY", "sim-key"}, {"LAMBDA_LABS_API_KEY", "sim-key"}})
+            .ok());
+    ASSERT_TRUE(testenv::PutSecret(*client_, "tgp-system", "headscale-api",
+                                   {{"api-key", headscale_->api_key()}})
+                    .ok());
+
+    kube::ManagerOptions mo;
+    mo.client = client_;
+    mo.registry = &registry_;
+    auto m = kube::Manager::Create(std::move(mo));
+    ASSERT_TRUE(m.ok()) << m.error().ToString();
+    manager_ = std::move(*m);
+    auto cache = std::make_shared<OfferCache>();
+    auto unavailable = std::make_shared<UnavailableOffers>(std::chrono::minutes(3));
+    kube::EventRecorderOptions eo;
+    eo.component = "hyperslice-gpu";
+    auto events = std::make_shared<kube::EventRecorder>(client_, eo);
+
+    ClassControllerOptions co;
+    co.client = client_;
+    co.cache = cache;
+    co.events = events;
+    co.offer_refresh_interval = 2s;
+    co.skip_container_offers = true;
+    co.factory = [](const ProviderConfig& c) {
+      ProviderConfig x = c;
+      x.requests_per_second = 50;
+      x.burst = 50;
+      return NewProvider(x);
+    };
+    co.default_endpoints = {{kLambda, sim_->api_endpoint()}, {kRunPod, runpod_->api_endpoint()}};
+    ASSERT_TRUE(RegisterClassController(*manager_, co).ok());
+
+    ClaimControllerOptions cl;
+    cl.client = client_;
+    cl.cache = cache;
+    cl.unavailable = unavailable;
+    cl.events = events;
+    cl.cluster_id = "e2e-mesh";
+    cl.ambiguous_settle = 2s;
+    cl.registration_timeout = 90s;
+    cl.gc_interval = 1s;
+    cl.gc_grace = 3s;
+    // As src/cmd/roles_operator.cc wires it: the class's own admin (headscale, its API key from
+    // the Secret the class names), the key into the payload through BootContext.
+    cl.tailnet = std::make_shared<TailnetCredentials>(
+        TailnetCredentialsOptions{.client = client_, .credentials_namespace = "tgp-system"});
+    PayloadBuilderOptions pb;
+    pb.client = client_;
+    pb.control_plane_endpoint = testenv::Cluster().server_url();
+    pb.token_ttl = std::chrono::duration_cast<std::chrono::seconds>(cl.launch_timeout +
+                                                                    cl.registration_timeout);
+    PayloadBuilder build = NewPayloadBuilder(std::move(pb));
+    cl.payload = [build](const BootContext& ctx) -> Result<BootPayload> {
+      auto p = build(ctx);
+      // Lambda needs one SSH key and seed 002's class names none (the simulator has this one).
+      if (p.ok() && p->ssh_key_names.empty()) p->ssh_key_names = {"sim-ssh-key"};
+      return p;
+    };
+    auto release_client = client_;
+    cl.release_credentials = [release_client](const kube::Object& claim) -> Status {
+      auto deleted =
+          DeleteBootstrapTokens(*release_client, std::string(kube::MetaString(claim, "uid")));
+      if (!deleted.ok()) return deleted.error();
+      return OkStatus();
+    };
+    ASSERT_TRUE(RegisterClaimController(*manager_, cl).ok());
+    ProvisionerOptions po;
+    po.client = client_;
+    po.cache = cache;
+    po.unavailable = unavailable;
+    po.events = events;
+    po.status_interval = 1s;
+    ASSERT_TRUE(RegisterProvisioner(*manager_, po).ok());
+    runner_ = std::thread([this] { (void)manager_->Run(); });
+
+    // Seed 002's class, with the two additions the header names.
+    bj::object cls =
+        kube::YamlToJson(YAML::LoadFile(HS_DEPLOY_DIR "/examples/gpunodeclass.yaml")).as_object();
+    bj::object& ts = cls["spec"].as_object()["tailscaleConfig"].as_object();
+    ts["loginServer"] = headscale_->url();
+    ts["apiKeySecretRef"] = bj::object{{"namespace", "tgp-system"}, {"name", "headscale-api"}};
+    auto created = client_->Create(GPUNodeClasses(), "", cls);
+    ASSERT_TRUE(created.ok()) << created.error().ToString();
+    ASSERT_TRUE(
+        client_
+            ->Create(GPUNodePools(), "default",
+                     kube::YamlToJson(YAML::LoadFile(HS_DEPLOY_DIR "/examples/gpunodepool.yaml"))
+                         .as_object())
+            .ok());
+    ASSERT_TRUE(Eventually(
+        [&] {
+          auto c = client_->Get(GPUNodeClasses(), "", "standard-gpu-class");
+          return c.ok() && kube::IsConditionTrue(*c, "Ready");
+        },
+        60s));
+  }
+
+  void TearDown() override {
+    if (skipped_) return;
+    auto pods = client_->List(kube::resources::Pods(), "default");
+    if (pods.ok()) {
+      for (const auto& p : pods->items) {
+        kube::DeleteOptions d;
+        d.grace_period_seconds = 0;
+        (void)client_->Delete(kube::resources::Pods(), "default", Str(p, "metadata", "name"), d);
+      }
+    }
+    (void)client_->Delete(GPUNodePools(), "default", "ml-workload-pool");
+    for (auto& c : ListClaims())
+      (void)client_->Delete(GPUNodeClaims(), "", Str(c, "metadata", "name"));
+    EXPECT_TRUE(Eventually([&] { return ListClaims().empty(); }, 60s));
+    (void)client_->Delete(GPUNodeClasses(), "", "standard-gpu-class");
+    EXPECT_TRUE(
+        Eventually([&] { return !client_->Get(GPUNodeClasses(), "", "standard-gpu-class").ok(); }));
+    if (manager_) manager_->Stop();
+    if (runner_.joinable()) runner_.join();
+    if (fleet_) fleet_->Stop();
+    if (sim_) sim_->Stop();
+    if (runpod_) runpod_->Stop();
+    mesh_.reset();
+    lan_.reset();
+    headscale_.reset();
+    auto nodes = client_->List(kube::resources::Nodes(), "");
+    if (nodes.ok()) {
+      for (const auto& n : nodes->items) {
+        (void)client_->Delete(kube::resources::Nodes(), "", Str(n, "metadata", "name"));
+      }
+    }
+    log::SetSink(nullptr);
+    log::SetLevel(log::Level::kInfo);
+  }
+
+  std::vector<bj::object> ListClaims() {
+    auto l = client_->List(GPUNodeClaims(), "");
+    return l.ok() ? l->items : std::vector<bj::object>{};
+  }
+
+  std::vector<bj::object> TokenSecrets() {
+    kube::ListOptions lo;
+    lo.label_selector = kLabelTokenClaimUid;
+    auto l = client_->List(kube::resources::Secrets(), kBootstrapTokenNamespace, lo);
+    return l.ok() ? l->items : std::vector<bj::object>{};
+  }
+
+  std::vector<Device> HeadscaleNodes() {
+    auto d = admin_->ListDevices();
+    EXPECT_TRUE(d.ok()) << d.error().message;
+    return d.ok() ? *d : std::vector<Device>{};
+  }
+
+  void CreateGpuPod(const std::string& name) {
+    bj::object pod = kube::YamlToJson(YAML::Load(R"(
+apiVersion: v1
+kind: Pod
+metadata:
+  name: NAME
+  namespace: default
+spec:
+  nodeSelector:
+    tgp.io/gpu-type: RTX4090
+  tolerations:
+    - key: gpu-node
+      operator: Equal
+      value: "true"
+      effect: NoSchedule
+  containers:
+    - name: cuda
+      image: nvidia/cuda:12.4.0-base-ubuntu22.04
+      resources:
+        limits:
+          nvidia.com/gpu: 1
+)"))
+                         .as_object();
+    pod["metadata"].as_object()["name"] = name;
+    auto created = client_->Create(kube::resources::Pods(), "default", pod);
+    ASSERT_TRUE(created.ok()) << created.error().ToString();
+  }
+
+  // Diagnostics for a failed wait; claims' status never holds a credential (asserted below), and
+  // machines' messages are gpumachine's, which never hold one either.
+  std::string Diagnose() {
+    std::string out;
+    for (auto c : ListClaims()) {
+      c["metadata"].as_object().erase("managedFields");
+      out += "claim: " + bj::serialize(c["status"]) + "\n";
+    }
+    for (const auto& m : fleet_->Machines()) {
+      out += "machine " + m.instance_id + " " + market::StateName(m.state) +
+             " joined=" + std::to_string(m.joined) + " reason=" + m.reason + " " + m.message +
+             " agent=" + sim::kubelet::PhaseName(m.agent.phase) + " " + m.agent.reason + "\n";
+    }
+    auto events = client_->List(kube::resources::Events(), "");
+    if (events.ok()) {
+      for (const auto& e : events->items) {
+        out += "event: " + Str(e, "involvedObject", "name") + " " + Str(e, "", "reason") + ": " +
+               Str(e, "", "message") + "\n";
+      }
+    }
+    return out;
+  }
+
+  bool skipped_ = false;
+  std::string dir_;
+  std::unique_ptr<testenv::Headscale> headscale_;
+  std::unique_ptr<testenv::MeshLan> lan_;
+  std::unique_ptr<testenv::MeshMachines> mesh_;
+  std::unique_ptr<TailnetAdmin> admin_;
+  std::shared_ptr<kube::Client> client_;
+  kube::metrics::Registry registry_;
+  std::unique_ptr<market::MarketSimulator> sim_;
+  std::unique_ptr<market::MarketSimulator> runpod_;
+  std::unique_ptr<sim::gpumachine::Fleet> fleet_;
+  std::unique_ptr<kube::Manager> manager_;
+  std::thread runner_;
+  std::mutex log_mu_;
+  std::vector<std::string> log_lines_;
+};
+
+TEST_F(GpuMesh, ALambdaMachineJoinsTheHeadscaleTailnetRegistersRunsThePodThenLeavesNothing) {
+  CreateGpuPod("trainer");
+  std::string node_name;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto p = client_->Get(kube::resources::Pods(), "default", "trainer");
+        if (!p.ok() || Str(*p, "status", "phase") != "Running") return false;
+        node_name = Str(*p, "spec", "nodeName");
+        return true;
+      },
+      180s))
+      << Diagnose();
+  auto claims = ListClaims();
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_EQ(node_name, std::string(kube::MetaString(claims[0], "name")));
+  std::string instance = Str(claims[0], "status", "instanceID");
+  std::vector<std::string> statuses;  // every status read, scanned at the end
+
+  // What the machine was given: the bootstrap token and the tailnet key, both in its cloud-init.
+  auto inst = sim_->market().Get(instance);
+  ASSERT_TRUE(inst.has_value());
+  const auto* ud = inst->payload.if_contains("user_data");
+  ASSERT_TRUE(ud != nullptr && ud->is_string());
+  auto join = sim::gpumachine::ReadJoinScript(std::string(ud->as_string()), instance);
+  ASSERT_TRUE(join.ok()) << join.error().ToString();
+  EXPECT_EQ(join->tailnet_login_server, headscale_->url());
+  ASSERT_FALSE(join->tailnet_auth_key.empty());
+  std::vector<std::string> secrets = {join->token.substr(7), join->tailnet_auth_key};
+  // headscale keys are "hskey-auth-<prefix>-<secret>": the secret part alone must not leak either.
+  if (auto dash = join->tailnet_auth_key.rfind('-');
+      dash != std::string::npos && join->tailnet_auth_key.size() - dash > 12) {
+    secrets.push_back(join->tailnet_auth_key.substr(dash + 1));
+  }
+
+  // The machine joined with real tailscaled; the claim has its key id, tailnet IP and device id.
+  auto machine = fleet_->Get(instance);
+  ASSERT_TRUE(machine.has_value());
+  EXPECT_TRUE(machine->joined) << Diagnose();
+  std::string ts_ip = mesh_->Cli(instance, {"ip", "-4"});
+  ts_ip.erase(std::remove(ts_ip.begin(), ts_ip.end(), '\n'), ts_ip.end());
+  ASSERT_FALSE(ts_ip.empty()) << "the machine's tailscale has no IPv4 address";
+  EXPECT_EQ(ts_ip.rfind("100.", 0), 0u) << ts_ip;
+  bj::object claim;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto c = client_->Get(GPUNodeClaims(), "", node_name);
+        if (!c.ok()) return false;
+        claim = *c;
+        statuses.push_back(bj::serialize(claim["status"]));
+        return !Str(claim, "status", "tailnetDeviceID").empty();
+      },
+      30s))
+      << Diagnose();
+  EXPECT_EQ(Str(claim, "status", "tailnetIP"), ts_ip);
+  EXPECT_FALSE(Str(claim, "status", "tailnetKeyID").empty());
+  EXPECT_TRUE(kube::IsConditionTrue(claim, "Ready")) << bj::serialize(claim["status"]);
+  std::string device_id = Str(claim, "status", "tailnetDeviceID");
+  bool listed = false;
+  for (const Device& d : HeadscaleNodes()) {
+    if (d.id != device_id) continue;
+    listed = true;
+    EXPECT_EQ(d.hostname, node_name);
+    EXPECT_NE(std::find(d.addresses.begin(), d.addresses.end(), ts_ip), d.addresses.end());
+    EXPECT_NE(std::find(d.tags.begin(), d.tags.end(), "tag:gpu"), d.tags.end());
+    EXPECT_NE(std::find(d.tags.begin(), d.tags.end(), "tag:k8s"), d.tags.end());
+  }
+  EXPECT_TRUE(listed) << "headscale has no node " << device_id;
+  // The key was single-use and is spent: headscale lists it as used (the refusal of a second
+  // machine is gpu_mesh_integration's KeysJoinListReachDeleteAndASpentKeyIsRefused).
+
+  // The Node: the apiserver reaches the simulated kubelet on its loopback address; the tailnet
+  // address is the claim's, never a destination on the host network.
+  auto node = client_->Get(kube::resources::Nodes(), "", node_name);
+  ASSERT_TRUE(node.ok());
+  EXPECT_EQ(Str(*node, "spec", "providerID"), "lambdalabs://" + instance);
+  std::string internal_ip;
+  if (const auto* addrs =
+          jsonfield::ArrayField(*jsonfield::ObjectField(*node, "status"), "addresses")) {
+    for (const auto& a : *addrs) {
+      if (jsonfield::StringField(a.as_object(), "type") == "InternalIP")
+        internal_ip = std::string(jsonfield::StringField(a.as_object(), "address"));
+    }
+  }
+  EXPECT_EQ(internal_ip.rfind("127.", 0), 0u) << internal_ip;
+  EXPECT_TRUE(Eventually([&] { return TokenSecrets().empty(); }, 20s));
+
+  // Pod, pool, claim: the machine is returned, its headscale node and token go.
+  kube::DeleteOptions d;
+  d.grace_period_seconds = 0;
+  ASSERT_TRUE(client_->Delete(kube::resources::Pods(), "default", "trainer", d).ok());
+  EXPECT_TRUE(Eventually(
+      [&] { return !client_->Get(kube::resources::Pods(), "default", "trainer").ok(); }, 30s));
+  ASSERT_TRUE(client_->Delete(GPUNodePools(), "default", "ml-workload-pool").ok());
+  ASSERT_TRUE(client_->Delete(GPUNodeClaims(), "", node_name).ok());
+  EXPECT_TRUE(Eventually([&] { return ListClaims().empty(); }, 60s)) << Diagnose();
+  auto after = sim_->market().Get(instance);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_TRUE(after->state == market::State::kTerminated ||
+              after->state == market::State::kStopping)
+      << market::StateName(after->state);
+  for (const Device& dv : HeadscaleNodes()) {
+    EXPECT_NE(dv.id, device_id) << "the machine's headscale node outlived its claim";
+  }
+  EXPECT_FALSE(client_->Get(kube::resources::Nodes(), "", node_name).ok());
+  EXPECT_TRUE(TokenSecrets().empty());
+
+  // No bootstrap token or auth key in a log line, an Event or any status read.
+  std::vector<std::string> lines;
+  {
+    std::lock_guard lock(log_mu_);
+    lines = log_lines_;
+  }
+  for (const char* msg : {"gpu tailnet key created", "test mesh: machine joined the tailnet",
+                          "gpu tailnet device deleted", "gpu bootstrap token created"}) {
+    EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [&](const std::string& l) {
+      return l.find(msg) != std::string::npos;
+    })) << msg;
+  }
+  for (const auto& line : lines) ExpectAbsent(line, secrets, "a log line: " + line.substr(0, 80));
+  for (const char* f :
+       {"kube-apiserver.log", "kube-controller-manager.log", "kube-scheduler.log"}) {
+    ExpectAbsent(ReadFile(testenv::Cluster().work_dir() + "/" + f), secrets, f);
+  }
+  auto events = client_->List(kube::resources::Events(), "");
+  ASSERT_TRUE(events.ok());
+  EXPECT_FALSE(events->items.empty());
+  for (const auto& e : events->items) ExpectAbsent(bj::serialize(e), secrets, "an Event");
+  for (const auto& s : statuses) ExpectAbsent(s, secrets, "the claim's status");
+  auto cls = client_->Get(GPUNodeClasses(), "", "standard-gpu-class");
+  if (cls.ok()) ExpectAbsent(bj::serialize((*cls)["status"]), secrets, "the class's status");
+}
+
+TEST_F(GpuMesh, ADeviceNoClaimOwnsIsCollectedAndOthersAreLeftAlone) {
+  // Two machines join headscale outside hyperslice's launches, both with the class's tags: one
+  // named like a claim of the pool (what a machine whose claim went unseen would leave), one not.
+  AuthKeyRequest req;
+  req.tags = {"tag:k8s", "tag:gpu"};
+  req.expiry = 5min;
+  std::vector<std::unique_ptr<testenv::NetNamespace>> nss;
+  std::vector<std::unique_ptr<testenv::Tailscaled>> tss;
+  std::vector<std::string> joined;
+  for (const std::string host : {"ml-workload-pool-bcd42", "someone-elses-box"}) {
+    auto key = admin_->CreateAuthKey(req);
+    ASSERT_TRUE(key.ok()) << key.error().message;
+    auto ns = lan_->AddMachine(host.substr(0, 4) + std::to_string(nss.size()));
+    ASSERT_TRUE(ns.ok()) << ns.error().message;
+    nss.push_back(std::move(*ns));
+    auto ts = testenv::Tailscaled::Start(testenv::MeshBinDir(), *nss.back(), *headscale_,
+                                         dir_ + "/" + host);
+    ASSERT_TRUE(ts.ok()) << ts.error().message;
+    tss.push_back(std::move(*ts));
+    auto up = tss.back()->Up(key->key, host, 60);
+    ASSERT_EQ(up.exit_code, 0) << "tailscale up failed";
+    joined.push_back(host);
+  }
+  auto named = [&](const std::string& host) {
+    for (const Device& d : HeadscaleNodes()) {
+      if (d.hostname == host) return true;
+    }
+    return false;
+  };
+  // The orphan may already be gone by now (the GC runs every second with a 3 s grace, and the
+  // second join takes a few seconds): that both joined is what `tailscale up` succeeding says.
+  ASSERT_EQ(joined.size(), 2u);
+  ASSERT_TRUE(named("someone-elses-box"));
+  EXPECT_TRUE(Eventually([&] { return !named("ml-workload-pool-bcd42"); }, 30s));
+  std::this_thread::sleep_for(5s);  // several more passes
+  EXPECT_TRUE(named("someone-elses-box")) << "a device not named like ours was collected";
+  tss.clear();
+  nss.clear();
+}
+
+}  // namespace
+}  // namespace hyperslice::gpu
