@@ -34,6 +34,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <stop_token>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -553,6 +554,22 @@ TEST_F(GpuMesh, ADeviceNoClaimOwnsIsCollectedAndOthersAreLeftAlone) {
   std::vector<std::unique_ptr<testenv::NetNamespace>> nss;
   std::vector<std::unique_ptr<testenv::Tailscaled>> tss;
   std::vector<std::string> joined;
+  auto named = [&](const std::string& host) {
+    for (const Device& d : HeadscaleNodes()) {
+      if (d.hostname == host) return true;
+    }
+    return false;
+  };
+  // `tailscale up` returns once the node is running, which may be after the GC has seen it and
+  // its grace passed: a poller records that headscale listed the orphan at all.
+  // A jthread: an ASSERT returning early still stops and joins it.
+  std::atomic<bool> orphan_listed{false};
+  std::jthread poller([&](const std::stop_token& stop) {
+    while (!stop.stop_requested() && !orphan_listed) {
+      if (named("ml-workload-pool-bcd42")) orphan_listed = true;
+      std::this_thread::sleep_for(100ms);
+    }
+  });
   for (const std::string host : {"ml-workload-pool-bcd42", "someone-elses-box"}) {
     auto key = admin_->CreateAuthKey(req);
     ASSERT_TRUE(key.ok()) << key.error().message;
@@ -567,14 +584,9 @@ TEST_F(GpuMesh, ADeviceNoClaimOwnsIsCollectedAndOthersAreLeftAlone) {
     ASSERT_EQ(up.exit_code, 0) << "tailscale up failed";
     joined.push_back(host);
   }
-  auto named = [&](const std::string& host) {
-    for (const Device& d : HeadscaleNodes()) {
-      if (d.hostname == host) return true;
-    }
-    return false;
-  };
-  // The orphan may already be gone by now (the GC runs every second with a 3 s grace, and the
-  // second join takes a few seconds): that both joined is what `tailscale up` succeeding says.
+  poller.request_stop();
+  poller.join();
+  EXPECT_TRUE(orphan_listed) << "headscale never listed the orphan device";
   ASSERT_EQ(joined.size(), 2u);
   ASSERT_TRUE(named("someone-elses-box"));
   EXPECT_TRUE(Eventually([&] { return !named("ml-workload-pool-bcd42"); }, 30s));
