@@ -75,7 +75,8 @@ struct JoinScriptValues {
   std::string provider;         // "lambdalabs": --provider-id <provider>://<instance id>
   std::map<std::string, std::string> labels;  // --node-labels
   std::vector<NodeTaint> taints;              // --register-with-taints (tgp.io/unregistered added)
-  // The tailnet (branch i18mesh builds the keys): empty auth key means no tailnet — the script
+  // The tailnet (the claim controller mints the keys, tailnet_credentials.h): empty auth key means
+  // no tailnet — the script
   // then neither installs nor starts Tailscale and the kubelet picks its own address.
   std::string tailscale_auth_key;
   std::string tailscale_login_server;  // a headscale URL; empty: Tailscale's own
@@ -89,8 +90,9 @@ Result<std::string> RenderJoinScript(const JoinScriptValues& values);
 // script: 64 KiB; Vast onstart: 4048 characters (openapi.yaml; containers only today).
 size_t MaxPayloadBytes(const std::string& provider, JoinMethod method);
 
-// A tailnet auth key for one machine (the seam for the mesh: branch i18mesh mints per-machine
-// keys from Tailscale's API or headscale). Empty key: no tailnet.
+// A tailnet auth key for one machine. A seam: when PayloadBuilderOptions::tailnet is unset, the
+// key the claim controller minted (BootContext::tailnet_auth_key, tailnet_credentials.h) is
+// used. Empty key: no tailnet.
 struct TailnetJoin {
   std::string auth_key;
   std::string login_server;

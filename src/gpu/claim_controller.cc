@@ -239,7 +239,6 @@ class ClaimReconciler {
     o_.tailnet->CollectGarbage(inf_.classes->store().List(), claims, pools, o_.gc_grace);
   }
 
-
   // A Node being deleted that still carries our finalizer but has no claim (its claim went while
   // the operator was down, or the finalizer was added by hand) would never go: the finalizer
   // comes off. Only Nodes already being deleted are looked at.

@@ -44,9 +44,11 @@ std::pair<std::string, std::string> FirstProviderSecret(const kube::Object& node
                                 ? ArrayField(*ObjectAt(node_class, "spec"), "providers")
                                 : nullptr) {
     for (const bj::value& v : *ps) {
-      const bj::object* ref = v.is_object() ? ObjectField(v.get_object(), "credentialsRef") : nullptr;
+      const bj::object* ref =
+          v.is_object() ? ObjectField(v.get_object(), "credentialsRef") : nullptr;
       if (ref != nullptr) {
-        return {std::string(StringField(*ref, "namespace")), std::string(StringField(*ref, "name"))};
+        return {std::string(StringField(*ref, "namespace")),
+                std::string(StringField(*ref, "name"))};
       }
     }
   }
@@ -99,8 +101,8 @@ Result<std::unique_ptr<TailnetAdmin>> DefaultTailnetAdmin(const TailnetCredentia
     hc.login_server = login_server;
     SecretRef api_key = client_secret;
     if (const bj::object* ref = ObjectField(*ts, "apiKeySecretRef")) {
-      api_key = {std::string(StringField(*ref, "namespace")), std::string(StringField(*ref, "name")),
-                 Or(StringField(*ref, "key"), "api-key")};
+      api_key = {std::string(StringField(*ref, "namespace")),
+                 std::string(StringField(*ref, "name")), Or(StringField(*ref, "key"), "api-key")};
     }
     if (api_key.name.empty()) {
       return Invalid("tailscaleConfig.loginServer needs tailscaleConfig.apiKeySecretRef");
@@ -109,7 +111,8 @@ Result<std::unique_ptr<TailnetAdmin>> DefaultTailnetAdmin(const TailnetCredentia
     return NewHeadscaleAdmin(hc);
   }
   if (client_id.name.empty()) {
-    return Invalid("tailscaleConfig needs oauthCredentialsSecretRef (or a provider credentialsRef)");
+    return Invalid(
+        "tailscaleConfig needs oauthCredentialsSecretRef (or a provider credentialsRef)");
   }
   TailscaleConfig tc;
   tc.api_endpoint = options.tailscale_api_endpoint;
@@ -236,8 +239,9 @@ int TailnetCredentials::CollectGarbage(const std::vector<kube::ObjectPtr>& class
         if (inserted || now - it->second < grace) continue;
       }
       Status st = (*admin)->DeleteDevice(d.id);
-      log::Info("gpu gc: deleted a tailnet device no claim owns",
-                {{"class", class_name}, {"device", d.id}, {"hostname", d.hostname}, {"ok", st.ok()}});
+      log::Info(
+          "gpu gc: deleted a tailnet device no claim owns",
+          {{"class", class_name}, {"device", d.id}, {"hostname", d.hostname}, {"ok", st.ok()}});
       if (st.ok()) ++deleted;
     }
   }

@@ -99,7 +99,7 @@ class TailnetCredentials {
     std::string fingerprint;  // the tailscaleConfig the admin was built from
     std::shared_ptr<TailnetAdmin> admin;
   };
-  std::map<std::string, Cached> admins_;              // by class name
+  std::map<std::string, Cached> admins_;             // by class name
   std::map<std::string, Clock::TimePoint> orphans_;  // "<class>/<device id>" -> first seen
 };
 

@@ -79,9 +79,9 @@ class MeshMachines {
     // The machine dials the login server its payload names; inside its namespace only headscale's
     // own URL is served (the relay), so any other would be unreachable for a real machine too.
     if (c.tailnet_login_server != headscale_.url()) {
-      return Error::Make(Error::Code::kUnavailable,
-                         "the payload's login server \"" + c.tailnet_login_server +
-                             "\" is not the mesh's headscale");
+      return Error::Make(Error::Code::kUnavailable, "the payload's login server \"" +
+                                                        c.tailnet_login_server +
+                                                        "\" is not the mesh's headscale");
     }
     std::lock_guard lock(mu_);
     Machine& m = machines_[instance_id];

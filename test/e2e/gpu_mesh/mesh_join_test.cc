@@ -24,9 +24,10 @@
 //   - a device our tags and naming mark as ours but that no claim owns is collected after the
 //     grace; one with other tags is left alone.
 // Covered elsewhere, not repeated here: a spent single-use key is refused by headscale to a
-// second machine (test/integration/gpu_mesh/mesh_test.cc, KeysJoinListReachDeleteAndASpentKeyIsRefused);
-// a machine whose payload is broken never registers and its claim times out
-// (test/e2e/gpu_join/join_test.cc, AMachineWhosePayloadIsBrokenNeverRegistersAndIsReturned).
+// second machine (test/integration/gpu_mesh/mesh_test.cc,
+// KeysJoinListReachDeleteAndASpentKeyIsRefused); a machine whose payload is broken never registers
+// and its claim times out (test/e2e/gpu_join/join_test.cc,
+// AMachineWhosePayloadIsBrokenNeverRegistersAndIsReturned).
 #include <stdlib.h>
 
 #include <algorithm>
@@ -158,8 +159,8 @@ class GpuMesh : public ::testing::Test {
     auto lan = testenv::MeshLan::Create();
     ASSERT_TRUE(lan.ok()) << lan.error().message;
     lan_ = std::move(*lan);
-    mesh_ = std::make_unique<testenv::MeshMachines>(testenv::MeshBinDir(), *headscale_, *lan_,
-                                                    dir_);
+    mesh_ =
+        std::make_unique<testenv::MeshMachines>(testenv::MeshBinDir(), *headscale_, *lan_, dir_);
     // The test's own view of headscale (what the product's admin sees, for the assertions).
     HeadscaleConfig hc;
     hc.login_server = headscale_->url();
