@@ -21,8 +21,10 @@
 //     provider, its headscale node is gone, its bootstrap token Secret is gone, and neither the
 //     bootstrap token nor the auth key appears in any log line (this process at debug level, the
 //     control plane's logs), Event, or the claim's status at any point it was read;
+//   - a machine whose payload carries a key headscale never issued: its real tailscaled is
+//     refused, it stays unjoined (TailnetJoinFailed) and no Node registers;
 //   - a device our tags and naming mark as ours but that no claim owns is collected after the
-//     grace; one with other tags is left alone.
+//     grace; one with our tags but another name is left alone.
 // Covered elsewhere, not repeated here: a spent single-use key is refused by headscale to a
 // second machine (test/integration/gpu_mesh/mesh_test.cc,
 // KeysJoinListReachDeleteAndASpentKeyIsRefused); a machine whose payload is broken never registers
@@ -248,10 +250,17 @@ class GpuMesh : public ::testing::Test {
     pb.token_ttl = std::chrono::duration_cast<std::chrono::seconds>(cl.launch_timeout +
                                                                     cl.registration_timeout);
     PayloadBuilder build = NewPayloadBuilder(std::move(pb));
-    cl.payload = [build](const BootContext& ctx) -> Result<BootPayload> {
+    cl.payload = [this, build](const BootContext& ctx) -> Result<BootPayload> {
       auto p = build(ctx);
       // Lambda needs one SSH key and seed 002's class names none (the simulator has this one).
       if (p.ok() && p->ssh_key_names.empty()) p->ssh_key_names = {"sim-ssh-key"};
+      if (p.ok() && corrupt_keys_ && !ctx.tailnet_auth_key.empty()) {
+        // A key headscale never issued: the last character of the minted one changed.
+        std::string bad = ctx.tailnet_auth_key;
+        bad.back() = bad.back() == 'a' ? 'b' : 'a';
+        auto at = p->user_data.find(ctx.tailnet_auth_key);
+        if (at != std::string::npos) p->user_data.replace(at, bad.size(), bad);
+      }
       return p;
     };
     auto release_client = client_;
@@ -398,6 +407,7 @@ spec:
   }
 
   bool skipped_ = false;
+  std::atomic<bool> corrupt_keys_{false};
   std::string dir_;
   std::unique_ptr<testenv::Headscale> headscale_;
   std::unique_ptr<testenv::MeshLan> lan_;
@@ -544,6 +554,42 @@ TEST_F(GpuMesh, ALambdaMachineJoinsTheHeadscaleTailnetRegistersRunsThePodThenLea
   for (const auto& s : statuses) ExpectAbsent(s, secrets, "the claim's status");
   auto cls = client_->Get(GPUNodeClasses(), "", "standard-gpu-class");
   if (cls.ok()) ExpectAbsent(bj::serialize((*cls)["status"]), secrets, "the class's status");
+}
+
+TEST_F(GpuMesh, AMachineWhoseKeyHeadscaleRefusesStaysUnjoinedAndNeverRegisters) {
+  corrupt_keys_ = true;
+  CreateGpuPod("trainer");
+  std::string instance;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (const auto& c : ListClaims()) {
+          if (!Str(c, "status", "instanceID").empty()) instance = Str(c, "status", "instanceID");
+        }
+        return !instance.empty();
+      },
+      60s))
+      << Diagnose();
+  // Real tailscaled presented the key to real headscale, which refused it: no kubelet started.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto m = fleet_->Get(instance);
+        return m && m->reason == "TailnetJoinFailed";
+      },
+      90s))
+      << Diagnose();
+  EXPECT_FALSE(fleet_->Get(instance)->joined);
+  EXPECT_NE(fleet_->Get(instance)->message.find("tailscale up failed"), std::string::npos)
+      << fleet_->Get(instance)->message;
+  EXPECT_TRUE(mesh_->Joined().empty());
+  std::this_thread::sleep_for(3s);
+  auto nodes = client_->List(kube::resources::Nodes(), "");
+  ASSERT_TRUE(nodes.ok());
+  for (const auto& n : nodes->items) {
+    EXPECT_NE(Str(n, "spec", "providerID"), "lambdalabs://" + instance);
+  }
+  for (const Device& d : HeadscaleNodes()) {
+    EXPECT_EQ(d.hostname.rfind("ml-workload-pool-", 0), std::string::npos) << d.hostname;
+  }
 }
 
 TEST_F(GpuMesh, ADeviceNoClaimOwnsIsCollectedAndOthersAreLeftAlone) {
