@@ -52,6 +52,7 @@ struct OperatorFlags {
   int workers = 4;
   // Ephemeral GPUs (tgp.io): off unless asked, since its informers need the tgp.io CRDs.
   bool gpu = false;
+  bool gpu_tailnet = true;
   std::string credentials_namespace = gpu::kDefaultCredentialsNamespace;
   std::string gpu_offer_refresh_interval = "60s";
   std::string gpu_credentials_check_interval = "5m";
@@ -201,6 +202,7 @@ Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& clie
   o.default_endpoints = endpoints;
   o.provider_qps = qps;
   o.control_plane_endpoint = f.gpu_control_plane_endpoint;
+  o.tailnet = f.gpu_tailnet;
   for (const std::string& e : f.gpu_ssh_keys) {
     auto eq = e.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == e.size()) {
@@ -311,6 +313,11 @@ void SetupOperator(CLI::App& app) {
   app.add_option("--gpu-registration-timeout", f.gpu_registration_timeout,
                  "a launched machine whose Node does not register within this is returned")
       ->capture_default_str();
+  app.add_flag("--gpu-tailnet,!--no-gpu-tailnet", f.gpu_tailnet,
+               "mint a tailnet auth key per machine for classes with tailscaleConfig (headscale "
+               "when loginServer is set, else Tailscale's API; --gpu-endpoint tailscale=<url> for "
+               "another API base), record and delete its device, collect devices no claim owns "
+               "(default: on)");
   app.add_option("--gpu-ssh-key", f.gpu_ssh_keys,
                  "<provider>=<key name>: the SSH key registered with that provider account, for "
                  "classes whose providers[] entry names none (Lambda needs exactly one; "

@@ -10,6 +10,7 @@
 #include "src/gpu/disruption_controller.h"
 #include "src/gpu/offer_cache.h"
 #include "src/gpu/provisioner.h"
+#include "src/gpu/tailnet_credentials.h"
 #include "src/gpu/unavailable_offers.h"
 #include "src/kube/client.h"
 #include "src/kube/events.h"
@@ -61,6 +62,14 @@ Status RegisterOperator(kube::Manager& mgr, OperatorOptions o) {
   if (o.gc_grace) cl.gc_grace = *o.gc_grace;
   cl.workers = o.workers;
   cl.clock = o.clock;
+  if (o.tailnet) {
+    auto ts = o.default_endpoints.find(kTailscale);
+    cl.tailnet = std::make_shared<TailnetCredentials>(TailnetCredentialsOptions{
+        .client = client,
+        .credentials_namespace = o.credentials_namespace,
+        .tailscale_api_endpoint = ts != o.default_endpoints.end() ? ts->second : std::string(),
+        .clock = o.clock});
+  }
   // Boot payloads: a join script (cloud-init / startup script) or a Talos config with a
   // per-machine bootstrap token, deleted once the Node registered or the claim goes.
   PayloadBuilderOptions pb;

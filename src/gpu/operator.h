@@ -37,6 +37,11 @@ struct OperatorOptions {
   std::string cluster_ca_pem;
   // SSH key names per provider for classes that name none (PayloadBuilderOptions).
   std::map<std::string, std::vector<std::string>> default_ssh_key_names;
+  // Per-machine tailnet keys and devices for classes with tailscaleConfig (tailnet_credentials.h);
+  // off: machines get no key (`hyperslice dev`, whose simulated machines have no tailnet). The
+  // Tailscale API base for classes without loginServer is default_endpoints["tailscale"] (empty:
+  // Tailscale's own).
+  bool tailnet = false;
   // Container-only offers (RunPod pods, Vast containers) left out until linked runners exist.
   bool skip_container_offers = true;
   std::optional<Clock::Duration> offer_refresh_interval, credentials_check_interval;

@@ -240,8 +240,8 @@ class GpuMesh : public ::testing::Test {
     cl.registration_timeout = 90s;
     cl.gc_interval = 1s;
     cl.gc_grace = 3s;
-    // As src/cmd/roles_operator.cc wires it: the class's own admin (headscale, its API key from
-    // the Secret the class names), the key into the payload through BootContext.
+    // As gpu::RegisterOperator (src/gpu/operator.cc) wires it: the class's own admin (headscale,
+    // its API key from the Secret the class names), the key into the payload through BootContext.
     cl.tailnet = std::make_shared<TailnetCredentials>(
         TailnetCredentialsOptions{.client = client_, .credentials_namespace = "tgp-system"});
     PayloadBuilderOptions pb;
