@@ -19,8 +19,13 @@
 // consolidateAfter, and the money spent — the operator's figure (the pool's status.spend) next
 // to the simulators' own ledgers.
 //
-// Not here yet: the tailnet (seed 002's tailscaleConfig; the machines join over loopback), see
-// src/gpu/README.md.
+// The tailnet, when the mesh is built (scripts/build-mesh.sh: HYPERSLICE_MESH_BIN) and dev runs
+// as root: a real headscale on loopback (src/localmesh), seed 002's class with two additions
+// (tailscaleConfig loginServer = that headscale, apiKeySecretRef = a Secret with its API key),
+// per-machine single-use keys from the operator, and each machine joining with a real userspace
+// tailscaled in a network namespace of its own (sim/gpumachine/mesh_machines.h); the claim
+// records its tailnet IP and the machine's headscale node is deleted when it is returned.
+// Otherwise the machines reach the apiserver over loopback and the story says why.
 #include <signal.h>
 
 #include <chrono>
@@ -52,10 +57,12 @@
 #include "src/localcluster/localcluster.h"
 #ifdef HS_HAVE_SIM_GPUMACHINE
 #include "sim/gpumachine/gpumachine.h"
+#include "sim/gpumachine/mesh_machines.h"
 #include "sim/lambda/simulator.h"
 #include "sim/paperspace/simulator.h"
 #include "sim/runpod/simulator.h"
 #include "sim/vast/simulator.h"
+#include "src/localmesh/localmesh.h"
 #endif
 
 namespace hyperslice::cmd {
@@ -108,6 +115,10 @@ struct Marketplace {
 // Everything the demo runs, stopped in reverse order of start by the destructor.
 struct GpuDevStack {
   std::unique_ptr<localcluster::LocalCluster> cluster;
+  // The tailnet (optional): headscale, the machines' LAN and their tailscaleds.
+  std::unique_ptr<localmesh::Headscale> headscale;
+  std::unique_ptr<localmesh::MeshLan> lan;
+  std::unique_ptr<sim::gpumachine::MeshMachines> tailnet;
   std::vector<Marketplace> markets;
   std::unique_ptr<kube::Manager> manager;
   std::thread manager_thread;
@@ -121,6 +132,9 @@ struct GpuDevStack {
       if (m.sim) m.sim->Stop();
     }
     markets.clear();
+    tailnet.reset();  // tailscaleds and their namespaces
+    lan.reset();
+    headscale.reset();
     cluster.reset();
   }
 };
@@ -193,6 +207,31 @@ int RunDevGpu(const DevGpuOptions& f) {
   Say("hyperslice dev: control plane ready at %s\n  export KUBECONFIG=%s\n", c.server_url().c_str(),
       c.kubeconfig_path().c_str());
 
+  // The tailnet, when it can run here.
+  std::string no_tailnet = localmesh::MeshUnavailableReason();
+  if (no_tailnet.empty()) {
+    auto hs = localmesh::Headscale::Start(localmesh::MeshBinDir(), c.work_dir() + "/headscale");
+    auto lan = hs.ok() ? localmesh::MeshLan::Create()
+                       : Result<std::unique_ptr<localmesh::MeshLan> >(hs.error());
+    if (!lan.ok()) {
+      no_tailnet = "the mesh did not start: " + lan.error().ToString();
+    } else {
+      stack.headscale = std::move(hs).value();
+      stack.lan = std::move(lan).value();
+      std::error_code ec;  // the machines' tailscaled state goes below it
+      std::filesystem::create_directories(c.work_dir() + "/tailnet", ec);
+      stack.tailnet = std::make_unique<sim::gpumachine::MeshMachines>(
+          localmesh::MeshBinDir(), *stack.headscale, *stack.lan, c.work_dir() + "/tailnet");
+      Say("hyperslice dev: headscale at %s; each machine joins with a real tailscaled in a "
+          "network namespace of its own\n",
+          stack.headscale->url().c_str());
+    }
+  }
+  if (!no_tailnet.empty()) {
+    Say("hyperslice dev: tailnet off (%s): machines reach the apiserver over loopback\n",
+        no_tailnet.c_str());
+  }
+
   // The four marketplaces and the machines they rent out.
   using StartFn = Result<std::unique_ptr<market::MarketSimulator> > (*)(market::ServerOptions);
   struct Spec {
@@ -224,6 +263,7 @@ int RunDevGpu(const DevGpuOptions& f) {
     Marketplace m{s.provider, std::move(sim).value(), nullptr};
     sim::gpumachine::Options mo;
     mo.market = &m.sim->market();
+    if (stack.tailnet) mo.tailnet = stack.tailnet->Seam();
     auto fleet = sim::gpumachine::Fleet::Start(mo);
     if (!fleet.ok()) {
       std::fprintf(stderr, "hyperslice dev: the simulated %s machines did not start: %s\n",
@@ -258,8 +298,15 @@ int RunDevGpu(const DevGpuOptions& f) {
       {"metadata",
        json::object{{"name", kCredentialsSecret}, {"namespace", kCredentialsNamespace}}},
       {"stringData", json::object{{"RUNPOD_API_KEY", kSimKey}, {"LAMBDA_LABS_API_KEY", kSimKey}}}};
+  json::object headscale_secret{
+      {"apiVersion", "v1"},
+      {"kind", "Secret"},
+      {"metadata", json::object{{"name", "headscale-api"}, {"namespace", kCredentialsNamespace}}},
+      {"stringData",
+       json::object{{"api-key", stack.headscale ? stack.headscale->api_key() : std::string()}}}};
   for (auto [r, obj] : {std::pair{&kube::resources::Namespaces(), &ns},
-                        std::pair{&kube::resources::Secrets(), &secret}}) {
+                        std::pair{&kube::resources::Secrets(), &secret},
+                        std::pair{&kube::resources::Secrets(), &headscale_secret}}) {
     if (Status s = dev::ServerSideApply(**client, *r, *obj); !s.ok()) {
       std::fprintf(stderr, "hyperslice dev: %s\n", s.error().ToString().c_str());
       return 1;
@@ -287,6 +334,7 @@ int RunDevGpu(const DevGpuOptions& f) {
     o.default_ssh_key_names = {{gpu::kLambda, {kSimSshKey}}};
     o.offer_refresh_interval = std::chrono::seconds(10);
     o.gc_interval = std::chrono::seconds(10);
+    o.tailnet = stack.tailnet != nullptr;
     if (Status s = gpu::RegisterOperator(**manager, o); !s.ok()) {
       std::fprintf(stderr, "hyperslice dev: the GPU operator: %s\n", s.error().ToString().c_str());
       return 1;
@@ -308,8 +356,15 @@ int RunDevGpu(const DevGpuOptions& f) {
                    docs.ok() ? "not one object" : docs.error().ToString().c_str());
       return 1;
     }
-    const json::object& obj = docs->front();
+    json::object obj = docs->front();
     bool is_class = dev::StringAt(obj, {"kind"}) == "GPUNodeClass";
+    if (is_class && stack.headscale) {
+      // The seed's class names no tailnet server: this one's, and the Secret with its API key.
+      json::object& ts = obj["spec"].as_object()["tailscaleConfig"].as_object();
+      ts["loginServer"] = stack.headscale->url();
+      ts["apiKeySecretRef"] =
+          json::object{{"namespace", kCredentialsNamespace}, {"name", "headscale-api"}};
+    }
     if (Status s = dev::ServerSideApply(
             **client, is_class ? gpu::GPUNodeClasses() : gpu::GPUNodePools(), obj);
         !s.ok()) {
@@ -324,8 +379,9 @@ int RunDevGpu(const DevGpuOptions& f) {
     }
   }
   Say("hyperslice dev: applied seed 002's GPUNodeClass %s and GPUNodePool %s/%s "
-      "(deploy/examples)\n",
-      class_name.c_str(), pool_ns.c_str(), pool_name.c_str());
+      "(deploy/examples%s)\n",
+      class_name.c_str(), pool_ns.c_str(), pool_name.c_str(),
+      stack.headscale ? "; the class's tailscaleConfig given loginServer and apiKeySecretRef" : "");
   const auto deadline = Steady::now() + std::chrono::seconds(f.timeout_s);
   while (true) {
     auto cls = (*client)->Get(gpu::GPUNodeClasses(), "", class_name);
@@ -432,6 +488,10 @@ int RunDevGpu(const DevGpuOptions& f) {
                    " registered (TLS bootstrap with the claim's bootstrap "
                    "token; its token Secret is deleted now)");
       }
+      if (std::string ip = Str(cl, "status", "tailnetIP"); !ip.empty())
+        story.Tell("tailnet", "machine ", instance,
+                   " joined the tailnet with its single-use key: ", ip, " (headscale node ",
+                   Str(cl, "status", "tailnetDeviceID"), ")");
       if (kube::IsConditionTrue(cl, "Ready"))
         story.Tell("ready", "GPUNodeClaim ", name, " Ready: nvidia.com/gpu allocatable");
       if (kube::IsDeleting(cl))
@@ -460,9 +520,22 @@ int RunDevGpu(const DevGpuOptions& f) {
                     "(the simulators' ledgers: $%.6f)",
                     pool_ns.c_str(), pool_name.c_str(), Str(*pool, "status", "hourlyCost").c_str(),
                     PoolSpend(*pool), ledger);
-      story.Tell("spent", line);
-      done = true;
-      break;
+      bool tailnet_clear = true;
+      if (stack.headscale) {
+        // The machine's tailnet device went with it (the operator deletes it at teardown).
+        auto nodes = stack.headscale->Cli({"nodes", "list", "-o", "json"});
+        boost::system::error_code ec;
+        json::value listed = json::parse(nodes.output, ec);
+        tailnet_clear =
+            nodes.exit_code == 0 && !ec && (!listed.is_array() || listed.as_array().empty());
+        if (tailnet_clear)
+          story.Tell("tailnet-gone", "its headscale node is deleted: the tailnet has no nodes");
+      }
+      if (tailnet_clear) {
+        story.Tell("spent", line);
+        done = true;
+        break;
+      }
     }
     if (Steady::now() > deadline) {
       std::fprintf(stderr, "hyperslice dev: the GPU story did not finish within %d s; logs in %s\n",

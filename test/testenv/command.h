@@ -5,18 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "src/base/command.h"
+
 namespace hyperslice::testenv {
 
-struct CommandResult {
-  int exit_code = -1;  // -1: not started or killed by a signal
-  std::string output;  // stdout
-  std::string errors;  // stderr
-};
-
-// Runs argv (no shell interpretation of its words) with `env` ("NAME=value") added to the
-// environment, and waits for it.
-CommandResult RunCommand(const std::vector<std::string>& argv,
-                         const std::vector<std::string>& env = {});
+// RunCommand and CommandResult live in src/base/command.h (the local mesh uses them too).
+using hyperslice::CommandResult;
+using hyperslice::RunCommand;
 
 // $KUBECTL, else "kubectl" from PATH; HaveKubectl() tells whether it runs.
 std::string KubectlPath();

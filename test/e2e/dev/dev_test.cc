@@ -162,6 +162,14 @@ TEST_F(DevRole, GpuExampleRentsAMachineRunsTheJobAndGivesTheMachineBack) {
                                         << r.output;
     at = found;
   }
+  // With the mesh (scripts/build-mesh.sh, root): headscale, the machine on the tailnet, and its
+  // node gone with it.
+  if (r.output.find("hyperslice dev: headscale at") != std::string::npos) {
+    EXPECT_THAT(r.output, HasSubstr("joined the tailnet with its single-use key: 100."));
+    EXPECT_THAT(r.output, HasSubstr("its headscale node is deleted"));
+  } else {
+    EXPECT_THAT(r.output, HasSubstr("tailnet off ("));
+  }
   // The operator's spend and the simulators' ledgers agree to within the claim controller's 1 s
   // termination poll on a run of about a minute.
   std::smatch m;

@@ -3,7 +3,7 @@
 // in process as `hyperslice operator --gpu` wires them, a real kube-apiserver,
 // kube-controller-manager and kube-scheduler, the Lambda simulator, sim/gpumachine booting each
 // machine from its cloud-init) plus a real headscale on loopback and, per machine, a real
-// userspace tailscaled in a network namespace of its own (test/testenv/mesh_machines.h).
+// userspace tailscaled in a network namespace of its own (sim/gpumachine/mesh_machines.h).
 //
 // What is added to seed 002's class (deploy/examples/gpunodeclass.yaml, otherwise applied as
 // written): spec.tailscaleConfig.loginServer = the loopback headscale's URL, and
@@ -46,6 +46,7 @@
 #include <boost/json.hpp>
 
 #include "sim/gpumachine/gpumachine.h"
+#include "sim/gpumachine/mesh_machines.h"
 #include "sim/lambda/simulator.h"
 #include "sim/runpod/simulator.h"
 #include "src/base/json.h"
@@ -67,9 +68,8 @@
 #include "src/kube/object_helpers.h"
 #include "src/kube/store.h"
 #include "src/kube/yaml.h"
+#include "src/localmesh/localmesh.h"
 #include "test/testenv/eventually.h"
-#include "test/testenv/mesh.h"
-#include "test/testenv/mesh_machines.h"
 #include "test/testenv/testenv.h"
 #include "test/testenv/tgp.h"
 
@@ -121,7 +121,7 @@ void ExpectAbsent(const std::string& text, const std::vector<std::string>& secre
 class GpuMesh : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!testenv::MeshUnavailableReason().empty()) return;
+    if (!localmesh::MeshUnavailableReason().empty()) return;
     localcluster::Options o;
     o.scheduler = true;
     o.controller_manager = true;
@@ -130,7 +130,7 @@ class GpuMesh : public ::testing::Test {
   }
 
   void SetUp() override {
-    std::string why = testenv::MeshUnavailableReason();
+    std::string why = localmesh::MeshUnavailableReason();
     if (!why.empty()) {
       skipped_ = true;
       GTEST_SKIP() << "the tailnet e2e needs the mesh: " << why;
@@ -155,14 +155,14 @@ class GpuMesh : public ::testing::Test {
     std::string tmpl = ::testing::TempDir() + "hs-gpumesh-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
-    auto hs = testenv::Headscale::Start(testenv::MeshBinDir(), dir_ + "/headscale");
+    auto hs = localmesh::Headscale::Start(localmesh::MeshBinDir(), dir_ + "/headscale");
     ASSERT_TRUE(hs.ok()) << hs.error().message;
     headscale_ = std::move(*hs);
-    auto lan = testenv::MeshLan::Create();
+    auto lan = localmesh::MeshLan::Create();
     ASSERT_TRUE(lan.ok()) << lan.error().message;
     lan_ = std::move(*lan);
-    mesh_ =
-        std::make_unique<testenv::MeshMachines>(testenv::MeshBinDir(), *headscale_, *lan_, dir_);
+    mesh_ = std::make_unique<sim::gpumachine::MeshMachines>(localmesh::MeshBinDir(), *headscale_,
+                                                            *lan_, dir_);
     // The test's own view of headscale (what the product's admin sees, for the assertions).
     HeadscaleConfig hc;
     hc.login_server = headscale_->url();
@@ -409,9 +409,9 @@ spec:
   bool skipped_ = false;
   std::atomic<bool> corrupt_keys_{false};
   std::string dir_;
-  std::unique_ptr<testenv::Headscale> headscale_;
-  std::unique_ptr<testenv::MeshLan> lan_;
-  std::unique_ptr<testenv::MeshMachines> mesh_;
+  std::unique_ptr<localmesh::Headscale> headscale_;
+  std::unique_ptr<localmesh::MeshLan> lan_;
+  std::unique_ptr<sim::gpumachine::MeshMachines> mesh_;
   std::unique_ptr<TailnetAdmin> admin_;
   std::shared_ptr<kube::Client> client_;
   kube::metrics::Registry registry_;
@@ -536,7 +536,7 @@ TEST_F(GpuMesh, ALambdaMachineJoinsTheHeadscaleTailnetRegistersRunsThePodThenLea
     std::lock_guard lock(log_mu_);
     lines = log_lines_;
   }
-  for (const char* msg : {"gpu tailnet key created", "test mesh: machine joined the tailnet",
+  for (const char* msg : {"gpu tailnet key created", "mesh: machine joined the tailnet",
                           "gpu tailnet device deleted", "gpu bootstrap token created"}) {
     EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [&](const std::string& l) {
       return l.find(msg) != std::string::npos;
@@ -598,8 +598,8 @@ TEST_F(GpuMesh, ADeviceNoClaimOwnsIsCollectedAndOthersAreLeftAlone) {
   AuthKeyRequest req;
   req.tags = {"tag:k8s", "tag:gpu"};
   req.expiry = 5min;
-  std::vector<std::unique_ptr<testenv::NetNamespace>> nss;
-  std::vector<std::unique_ptr<testenv::Tailscaled>> tss;
+  std::vector<std::unique_ptr<localmesh::NetNamespace>> nss;
+  std::vector<std::unique_ptr<localmesh::Tailscaled>> tss;
   std::vector<std::string> joined;
   auto named = [&](const std::string& host) {
     for (const Device& d : HeadscaleNodes()) {
@@ -623,8 +623,8 @@ TEST_F(GpuMesh, ADeviceNoClaimOwnsIsCollectedAndOthersAreLeftAlone) {
     auto ns = lan_->AddMachine(host.substr(0, 4) + std::to_string(nss.size()));
     ASSERT_TRUE(ns.ok()) << ns.error().message;
     nss.push_back(std::move(*ns));
-    auto ts = testenv::Tailscaled::Start(testenv::MeshBinDir(), *nss.back(), *headscale_,
-                                         dir_ + "/" + host);
+    auto ts = localmesh::Tailscaled::Start(localmesh::MeshBinDir(), *nss.back(), *headscale_,
+                                           dir_ + "/" + host);
     ASSERT_TRUE(ts.ok()) << ts.error().message;
     tss.push_back(std::move(*ts));
     auto up = tss.back()->Up(key->key, host, 60);

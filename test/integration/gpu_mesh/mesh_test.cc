@@ -3,7 +3,7 @@
 // headscale; real tailscaleds join with them from their own network namespaces, are listed with
 // their tailnet addresses, reach each other, and are deleted; a spent key is refused to a second
 // machine. Tailnet addresses are only dialed by tailscaled inside the namespaces
-// (test/testenv/mesh.h).
+// (src/localmesh/localmesh.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,16 +20,16 @@
 #include "src/gpu/credentials.h"
 #include "src/gpu/provider.h"
 #include "src/gpu/tailnet.h"
-#include "test/testenv/mesh.h"
+#include "src/localmesh/localmesh.h"
 
 namespace hyperslice::gpu {
 namespace {
 
 namespace json = boost::json;
-using testenv::Headscale;
-using testenv::MeshLan;
-using testenv::NetNamespace;
-using testenv::Tailscaled;
+using localmesh::Headscale;
+using localmesh::MeshLan;
+using localmesh::NetNamespace;
+using localmesh::Tailscaled;
 
 constexpr char kTag[] = "tag:gpu";
 
@@ -58,9 +58,9 @@ const Device* ByHostname(const std::vector<Device>& devices, const std::string& 
 class MeshTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string why = testenv::MeshUnavailableReason();
+    std::string why = localmesh::MeshUnavailableReason();
     if (!why.empty()) GTEST_SKIP() << why;
-    bin_ = testenv::MeshBinDir();
+    bin_ = localmesh::MeshBinDir();
     std::string tmpl = ::testing::TempDir() + "hs-mesh-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;

@@ -1,6 +1,7 @@
-// A real Tailscale mesh on one machine, for the GPU join tests: headscale (the coordination
-// server) on the host's loopback, and userspace tailscaleds each in a network namespace of its
-// own. The binaries come from scripts/build-mesh.sh ($HYPERSLICE_MESH_BIN).
+// A real Tailscale mesh on one machine, for the GPU join tests and `hyperslice dev --example gpu`
+// (as src/localcluster is the real control plane for both): headscale (the coordination server)
+// on the host's loopback, and userspace tailscaleds each in a network namespace of its own. The
+// binaries come from scripts/build-mesh.sh ($HYPERSLICE_MESH_BIN).
 //
 // The network, and why it is shaped so:
 //   - headscale listens on 127.0.0.1 of the host only (API, gRPC, metrics, embedded DERP's STUN):
@@ -27,14 +28,14 @@
 #include <thread>
 #include <vector>
 
+#include "src/base/command.h"
 #include "src/base/result.h"
-#include "test/testenv/command.h"
 
-namespace hyperslice::testenv {
+namespace hyperslice::localmesh {
 
 // $HYPERSLICE_MESH_BIN when it holds headscale, tailscaled and tailscale; "" otherwise.
 std::string MeshBinDir();
-// Why the mesh tests cannot run here ("" when they can): no binaries, not root, no `ip netns`.
+// Why the mesh cannot run here ("" when they can): no binaries, not root, no `ip netns`.
 std::string MeshUnavailableReason();
 
 // A child process with its output in a log file; killed (TERM, then KILL) on destruction, and by
@@ -166,4 +167,4 @@ class Tailscaled {
   std::unique_ptr<Process> process_;
 };
 
-}  // namespace hyperslice::testenv
+}  // namespace hyperslice::localmesh

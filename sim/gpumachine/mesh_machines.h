@@ -1,5 +1,5 @@
-// sim/gpumachine's tailnet seam over a real mesh (test/testenv/mesh.h): a simulated machine whose
-// payload brings up Tailscale gets a network namespace of its own on the MeshLan, a real
+// sim/gpumachine's tailnet seam over a real mesh (src/localmesh/localmesh.h): a simulated machine
+// whose payload brings up Tailscale gets a network namespace of its own on the MeshLan, a real
 // userspace tailscaled in it, and runs `tailscale up --login-server <headscale> --auth-key <the
 // key from its payload> --hostname <its node name>` there — what the join script does on a real
 // machine. A key headscale refuses (spent, expired, unknown) fails the seam, so the machine stays
@@ -10,9 +10,9 @@
 // kubelet API there); the tailnet address is only ever dialed by tailscaled inside its namespace.
 // The claim records the tailnet IP (src/gpu/README.md, "The Node's address").
 //
-// Header-only: hs_testenv does not link sim/gpumachine; the test binaries that use this do.
+// Used by the GPU mesh tests and `hyperslice dev --example gpu`.
 // Thread-safe. Start processes from a long-lived thread (gpumachine calls the seam from its
-// fleet's own thread, which lives until Fleet::Stop): see Process in mesh.h.
+// fleet's own thread, which lives until Fleet::Stop): see Process in src/localmesh/localmesh.h.
 #pragma once
 
 #include <functional>
@@ -25,14 +25,15 @@
 #include "sim/gpumachine/gpumachine.h"
 #include "src/base/log.h"
 #include "src/base/result.h"
-#include "test/testenv/mesh.h"
+#include "src/localmesh/localmesh.h"
 
-namespace hyperslice::testenv {
+namespace hyperslice::sim::gpumachine {
 
 class MeshMachines {
  public:
   // `headscale` and `lan` must outlive this; machine state goes under `dir`.
-  MeshMachines(std::string bin_dir, const Headscale& headscale, MeshLan& lan, std::string dir)
+  MeshMachines(std::string bin_dir, const localmesh::Headscale& headscale, localmesh::MeshLan& lan,
+               std::string dir)
       : bin_dir_(std::move(bin_dir)), headscale_(headscale), lan_(lan), dir_(std::move(dir)) {}
   ~MeshMachines() {
     std::lock_guard lock(mu_);
@@ -41,11 +42,9 @@ class MeshMachines {
   MeshMachines(const MeshMachines&) = delete;
   MeshMachines& operator=(const MeshMachines&) = delete;
 
-  // For sim::gpumachine::Options::tailnet.
-  std::function<Status(const sim::market::Instance&, const sim::gpumachine::JoinConfig&)> Seam() {
-    return [this](const sim::market::Instance& i, const sim::gpumachine::JoinConfig& c) {
-      return Join(i.id, c);
-    };
+  // For Options::tailnet.
+  std::function<Status(const market::Instance&, const JoinConfig&)> Seam() {
+    return [this](const market::Instance& i, const JoinConfig& c) { return Join(i.id, c); };
   }
 
   // The machine's `tailscale` CLI output for args (e.g. {"ip", "-4"}); "" when it has none.
@@ -53,7 +52,7 @@ class MeshMachines {
     std::lock_guard lock(mu_);
     auto it = machines_.find(instance_id);
     if (it == machines_.end() || !it->second.tailscaled) return {};
-    CommandResult r = it->second.tailscaled->Cli(args);
+    hyperslice::CommandResult r = it->second.tailscaled->Cli(args);
     return r.exit_code == 0 ? r.output : std::string();
   }
 
@@ -70,12 +69,12 @@ class MeshMachines {
  private:
   struct Machine {
     // Declared so that the tailscaled goes before its namespace.
-    std::unique_ptr<NetNamespace> ns;
-    std::unique_ptr<Tailscaled> tailscaled;
+    std::unique_ptr<localmesh::NetNamespace> ns;
+    std::unique_ptr<localmesh::Tailscaled> tailscaled;
     bool joined = false;
   };
 
-  Status Join(const std::string& instance_id, const sim::gpumachine::JoinConfig& c) {
+  Status Join(const std::string& instance_id, const JoinConfig& c) {
     // The machine dials the login server its payload names; inside its namespace only headscale's
     // own URL is served (the relay), so any other would be unreachable for a real machine too.
     if (c.tailnet_login_server != headscale_.url()) {
@@ -94,11 +93,11 @@ class MeshMachines {
       m.ns = std::move(*ns);
     }
     if (!m.tailscaled) {
-      auto ts = Tailscaled::Start(bin_dir_, *m.ns, headscale_, dir_ + "/" + name);
+      auto ts = localmesh::Tailscaled::Start(bin_dir_, *m.ns, headscale_, dir_ + "/" + name);
       if (!ts.ok()) return ts.error();
       m.tailscaled = std::move(*ts);
     }
-    CommandResult up = m.tailscaled->Up(c.tailnet_auth_key, c.node_name, 60);
+    hyperslice::CommandResult up = m.tailscaled->Up(c.tailnet_auth_key, c.node_name, 60);
     if (up.exit_code != 0) {
       // tailscale's answer, with the key cut out should it ever be echoed.
       std::string why = up.errors.empty() ? up.output : up.errors;
@@ -111,17 +110,17 @@ class MeshMachines {
                          "tailscale up failed (exit " + std::to_string(up.exit_code) + "): " + why);
     }
     m.joined = true;
-    log::Info("test mesh: machine joined the tailnet",
+    log::Info("mesh: machine joined the tailnet",
               {{"instance", instance_id}, {"hostname", c.node_name}});
     return OkStatus();
   }
 
   std::string bin_dir_;
-  const Headscale& headscale_;
-  MeshLan& lan_;
+  const localmesh::Headscale& headscale_;
+  localmesh::MeshLan& lan_;
   std::string dir_;
   std::mutex mu_;
   std::map<std::string, Machine> machines_;
 };
 
-}  // namespace hyperslice::testenv
+}  // namespace hyperslice::sim::gpumachine

@@ -1,4 +1,4 @@
-#include "test/testenv/mesh.h"
+#include "src/localmesh/localmesh.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -23,7 +23,7 @@
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX leaves it undeclared
 
-namespace hyperslice::testenv {
+namespace hyperslice::localmesh {
 namespace {
 
 Error Fail(std::string message) { return Error::Make(Error::Code::kInternal, std::move(message)); }
@@ -541,4 +541,4 @@ CommandResult Tailscaled::Cli(const std::vector<std::string>& args) const {
 
 std::string Tailscaled::Log() const { return process_ ? ReadFile(process_->log_path()) : ""; }
 
-}  // namespace hyperslice::testenv
+}  // namespace hyperslice::localmesh
