@@ -8,6 +8,12 @@ cache=${HYPERSLICE_CACHE:-$HOME/.cache/hyperslice}
 bash scripts/deps.sh
 HYPERSLICE_CONTROLPLANE_BIN=$(bash scripts/build-controlplane.sh)
 export HYPERSLICE_CONTROLPLANE_BIN
+# The GPU story's tailnet (headscale, tailscaled): built once from pinned Go modules (about 8.5 min
+# cold), then cached; without it (or without root) the story runs with the tailnet off.
+if [[ " $* " == *" gpu "* || " $* " == *"--example=gpu"* ]] && [[ -f scripts/build-mesh.sh ]]; then
+  HYPERSLICE_MESH_BIN=$(bash scripts/build-mesh.sh) && export HYPERSLICE_MESH_BIN ||
+    echo "dev.sh: the mesh did not build; the GPU story runs with the tailnet off" >&2
+fi
 if [[ -f scripts/gce-schema.sh ]]; then
   HYPERSLICE_GCE_PROTO_DIR=$(bash scripts/gce-schema.sh)
   export HYPERSLICE_GCE_PROTO_DIR

@@ -348,6 +348,9 @@ spec:
             "--gpu-offer-refresh-interval=2s",
             "--gpu-gc-interval=1s",
             "--gpu-gc-grace=3s",
+            // Boot payloads name the apiserver the machines dial (the stand-in machines do not
+            // read them, but without an endpoint nothing is launched).
+            "--gpu-control-plane-endpoint=" + testenv::Cluster().server_url(),
         },
         (dir_ / "operator.log").string());
     op_->Start();
