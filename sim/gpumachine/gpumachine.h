@@ -18,9 +18,10 @@
 // A payload it cannot use (nothing it knows, a kubeconfig that does not parse, no token) leaves
 // the machine unjoined with the reason in Machine(); a token the apiserver rejects leaves the
 // agent retrying its TLS bootstrap — either way no Node appears, as with a real machine. A payload
-// that brings up Tailscale needs Options::tailnet (tests: sim/gpumachine/mesh_machines.h, real tailscaled); without it
-// the machine stays unjoined (reason TailnetUnavailable). An instance that stops or terminates at
-// the provider stops its agent (the Node stays until someone deletes it, as a real one would).
+// that brings up Tailscale needs Options::tailnet (tests: sim/gpumachine/mesh_machines.h, real
+// tailscaled); without it the machine stays unjoined (reason TailnetUnavailable). An instance that
+// stops or terminates at the provider stops its agent (the Node stays until someone deletes it, as
+// a real one would).
 //
 // Thread-safe. Market notifications are handled on the fleet's own thread, so the market is
 // never blocked by a machine booting or stopping.
