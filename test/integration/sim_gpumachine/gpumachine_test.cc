@@ -158,7 +158,11 @@ TEST_F(GpuMachineTest, BootsFromTheJoinScriptRegistersRunsAPodAndStopsWhenTermin
     if (jsonfield::StringField(a.as_object(), "type") == "InternalIP")
       ip = std::string(jsonfield::StringField(a.as_object(), "address"));
   EXPECT_EQ(ip.rfind("127.", 0), 0u) << ip;
-  EXPECT_TRUE(client_->Get(kube::resources::Leases(), "kube-node-lease", "gpu-node-a").ok());
+  // The Lease comes with the first renewal, which may follow the first node status (slowly under
+  // a sanitizer).
+  EXPECT_TRUE(Eventually(
+      [&] { return client_->Get(kube::resources::Leases(), "kube-node-lease", "gpu-node-a").ok(); },
+      20s));
   auto m = fleet_->Get(id);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->kind, "script");
