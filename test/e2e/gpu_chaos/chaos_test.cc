@@ -472,18 +472,27 @@ TEST_F(GpuChaos, KillNineDuringLaunchesNeverDoublesAMachine) {
       90s, 500ms);
   EXPECT_TRUE(settled) << problems << Diagnose();
 
-  // No claim rented for nothing: every claim's Node runs one of the pods (each pod needs a whole
-  // one-GPU machine here, so a pod that got a second claim after a crash leaves one idle).
-  std::set<std::string> used_nodes;
+  // No claim rented for nothing: every claim's machine runs one of the pods (each pod needs a
+  // whole one-GPU machine here, so a pod that got a second claim after a crash leaves one idle).
+  // Matched by providerID through the pods' Nodes: a claim's status.nodeName is written after
+  // its Node's taint comes off, so right after a kill a pod may run on a Node its claim has not
+  // recorded yet.
+  std::set<std::string> used_machines;
+  std::map<std::string, std::string> provider_id_of;  // Node name -> spec.providerID
+  if (auto nodes = client_->List(kube::resources::Nodes(), ""); nodes.ok()) {
+    for (const auto& n : nodes->items)
+      provider_id_of[Str(n, "metadata", "name")] = Str(n, "spec", "providerID");
+  }
   if (auto l = client_->List(kube::resources::Pods(), "default"); l.ok()) {
-    for (const auto& p : l->items) used_nodes.insert(Str(p, "spec", "nodeName"));
+    for (const auto& p : l->items) used_machines.insert(provider_id_of[Str(p, "spec", "nodeName")]);
   }
   int64_t idle = 0;
   for (const auto& c : claims) {
-    if (used_nodes.count(Str(c, "status", "nodeName"))) continue;
+    if (used_machines.count(Str(c, "status", "providerID"))) continue;
     ++idle;
-    ADD_FAILURE() << "claim " << Str(c, "metadata", "name") << " (Node "
-                  << Str(c, "status", "nodeName") << ") runs none of the pods";
+    ADD_FAILURE() << "claim " << Str(c, "metadata", "name") << " (machine "
+                  << Str(c, "status", "providerID") << ", Node " << Str(c, "status", "nodeName")
+                  << ") runs none of the pods";
   }
 
   // Giving the machines back under chaos (issue 19): the pods finish in waves, the pool returns
