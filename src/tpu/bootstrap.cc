@@ -16,7 +16,6 @@
 #include <openssl/bio.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
-#include <openssl/rand.h>
 #include <openssl/x509.h>
 
 #include <algorithm>
@@ -30,6 +29,7 @@
 
 #include "src/base/log.h"
 #include "src/gce/compute.h"
+#include "src/kube/bootstrap_token.h"
 #include "src/kube/client.h"
 #include "src/kube/object_helpers.h"
 #include "src/tpu/api.h"
@@ -42,8 +42,6 @@ using kube::Object;
 namespace {
 
 constexpr char kTokenNamespace[] = "kube-system";
-constexpr char kSecretType[] = "bootstrap.kubernetes.io/token";
-constexpr char kSecretNamePrefix[] = "bootstrap-token-";
 constexpr char kNodeTokenGroup[] = "system:bootstrappers:kubeadm:default-node-token";
 // Annotations on a token Secret: which VM it is for, and the digest of what was written there.
 constexpr char kProviderIdAnnotation[] = "tpu.google.com/provider-id";
@@ -52,7 +50,6 @@ constexpr char kMetadataWrittenAnnotation[] = "tpu.google.com/metadata-written";
 // How long one setMetadata operation is waited for; when it runs longer the write is confirmed
 // by the next Reconcile (it re-reads the VM and finds the values in place).
 constexpr auto kMetadataWait = std::chrono::seconds(20);
-constexpr int kTokenCreateAttempts = 5;
 
 std::string Str(const json::object& o, std::string_view key) {
   const auto* v = o.if_contains(key);
@@ -73,24 +70,6 @@ std::string MapField(const Object& o, std::string_view map, std::string_view key
   const auto* meta = Obj(o, "metadata");
   const auto* m = meta == nullptr ? nullptr : Obj(*meta, map);
   return m == nullptr ? std::string() : Str(*m, key);
-}
-
-// [a-z0-9]{n} from the OpenSSL CSPRNG (rejection sampling keeps the distribution uniform).
-Result<std::string> RandomToken(size_t n) {
-  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-  constexpr unsigned kLimit = 252;  // the largest multiple of 36 that fits a byte
-  std::string out;
-  while (out.size() < n) {
-    unsigned char buf[32];
-    if (RAND_bytes(buf, sizeof buf) != 1) {
-      return Error::Make(Error::Code::kInternal, "the random number generator failed",
-                         "RandFailed");
-    }
-    for (unsigned char b : buf) {
-      if (b < kLimit && out.size() < n) out.push_back(kAlphabet[b % 36]);
-    }
-  }
-  return out;
 }
 
 std::string HexOf(const unsigned char* p, size_t n) {
@@ -272,49 +251,26 @@ class Pass {
     auto expiration =
         Now() + std::chrono::duration_cast<std::chrono::system_clock::duration>(options_.token_ttl);
     std::string provider_id = ProviderId(inst.project, inst.zone, inst.name);
-    for (int attempt = 0; attempt < kTokenCreateAttempts; ++attempt) {
-      HS_ASSIGN_OR_RETURN(std::string id, RandomToken(6));
-      HS_ASSIGN_OR_RETURN(std::string secret, RandomToken(16));
-      TokenSecret t;
-      t.name = kSecretNamePrefix + id;
-      t.instance = KubeLabelValue(inst.name);
-      t.provider_id = provider_id;
-      t.token = id;
-      t.token += '.';
-      t.token += secret;
-      t.expiration = expiration;
-      Object body{
-          {"apiVersion", "v1"},
-          {"kind", "Secret"},
-          {"metadata",
-           json::object{{"name", t.name},
-                        {"namespace", kTokenNamespace},
-                        {"labels", json::object{{kSecretLabelGroupUid, KubeLabelValue(uid_)},
-                                                {kSecretLabelInstance, t.instance}}},
-                        {"annotations", json::object{{kProviderIdAnnotation, provider_id},
-                                                     {kGroupAnnotation, group_ref_}}}}},
-          {"type", kSecretType},
-          {"stringData",
-           json::object{{"description", "hyperslice: kubeadm join token of instance " + inst.name +
-                                            " of TPUNodeGroup " + group_ref_},
-                        {"token-id", id},
-                        {"token-secret", secret},
-                        {"expiration", kube::FormatTime(expiration)},
-                        {"usage-bootstrap-authentication", "true"},
-                        {"usage-bootstrap-signing", "true"},
-                        {"auth-extra-groups", kNodeTokenGroup}}}};
-      auto created = client_.Create(kube::resources::Secrets(), kTokenNamespace, body);
-      if (created.ok()) {
-        log::Info("bootstrap token created", {{"group", group_ref_},
-                                              {"instance", inst.name},
-                                              {"expiresAt", kube::FormatTime(expiration)}});
-        return t;
-      }
-      // A token id taken by another token: draw again. Anything else is the apiserver's answer.
-      if (created.error().code != Error::Code::kAlreadyExists) return created.error();
-    }
-    return Error::Make(Error::Code::kInternal, "could not find a free bootstrap token id",
-                       "TokenIdExhausted");
+    kube::BootstrapTokenSpec spec;
+    spec.description = "hyperslice: kubeadm join token of instance " + inst.name +
+                       " of TPUNodeGroup " + group_ref_;
+    spec.labels = {{kSecretLabelGroupUid, KubeLabelValue(uid_)},
+                   {kSecretLabelInstance, KubeLabelValue(inst.name)}};
+    spec.annotations = {{kProviderIdAnnotation, provider_id}, {kGroupAnnotation, group_ref_}};
+    spec.expiration = expiration;
+    spec.signing = true;
+    spec.extra_groups = kNodeTokenGroup;
+    HS_ASSIGN_OR_RETURN(kube::BootstrapToken created, kube::CreateBootstrapToken(client_, spec));
+    log::Info("bootstrap token created", {{"group", group_ref_},
+                                          {"instance", inst.name},
+                                          {"expiresAt", kube::FormatTime(expiration)}});
+    TokenSecret t;
+    t.name = created.secret_name;
+    t.instance = KubeLabelValue(inst.name);
+    t.provider_id = provider_id;
+    t.token = created.Token();
+    t.expiration = expiration;
+    return t;
   }
 
   Status DeleteSecret(const TokenSecret& t) {
