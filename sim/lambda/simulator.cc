@@ -502,6 +502,13 @@ Listing Type(const char* type, const char* description, const char* gpu_descript
 
 }  // namespace
 
+market::Listing Rtx4090Listing(const std::string& region, market::MicroUsd price, int capacity) {
+  Listing l = Type("gpu_1x_rtx4090", "1x RTX 4090 (24 GB PCIe)", "RTX 4090 (24 GB PCIe)", 1, 24, 16,
+                   64, 500, 0, region.c_str(), capacity);
+  l.price = price;
+  return l;
+}
+
 std::vector<Listing> DefaultListings() {
   // Instance types, specs and on-demand prices as Lambda lists them (cents per hour); regions
   // and capacities are the simulator's. gpu_8x_v100 has no capacity anywhere, as sold-out types

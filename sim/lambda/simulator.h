@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "sim/market/simulator.h"
@@ -13,6 +14,11 @@ namespace hyperslice::sim::lambda {
 // gpu_8x_h100_sxm5, ...) at Lambda's list prices in Lambda regions. Listing ids are
 // "<instance type>@<region>".
 std::vector<market::Listing> DefaultListings();
+
+// An RTX 4090 in `region` (id "gpu_1x_rtx4090@<region>"), which seed 002's pool asks for and
+// Lambda does not sell today: what tests and `hyperslice dev --example gpu` add to the market.
+market::Listing Rtx4090Listing(const std::string& region, market::MicroUsd price = 690000,
+                               int capacity = 4);
 
 // Starts the simulator; options.market.listings empty means DefaultListings().
 Result<std::unique_ptr<market::MarketSimulator>> Start(market::ServerOptions options);

@@ -87,25 +87,6 @@ constexpr char kCredentialsSecret[] = "tgp-operator-secret";  // seed 002's cred
 constexpr char kSimKey[] = "sim-key";                         // every simulator's default account
 constexpr char kSimSshKey[] = "sim-ssh-key";                  // Lambda's simulated account has it
 
-// Lambda's RTX 4090 in the two regions seed 002's pool allows.
-market::Listing LambdaRtx4090(const std::string& region) {
-  market::Listing l;
-  l.id = "gpu_1x_rtx4090@" + region;
-  l.gpu_name = "RTX 4090 (24 GB PCIe)";
-  l.gpu_count = 1;
-  l.gpu_memory_gb = 24;
-  l.vcpus = 16;
-  l.memory_gb = 64;
-  l.disk_gb = 500;
-  l.region = region;
-  l.price = 690000;  // $0.69/h
-  l.capacity = 4;
-  l.attributes = {{"instance_type", "gpu_1x_rtx4090"},
-                  {"description", "1x RTX 4090 (24 GB PCIe)"},
-                  {"gpu_description", "RTX 4090 (24 GB PCIe)"}};
-  return l;
-}
-
 struct Marketplace {
   const char* provider;  // GPUNodeClass providers[].name
   std::unique_ptr<market::MarketSimulator> sim;
@@ -240,8 +221,8 @@ int RunDevGpu(const DevGpuOptions& f) {
     std::vector<market::Listing> listings;
   };
   std::vector<market::Listing> lambda = sim::lambda::DefaultListings();
-  lambda.push_back(LambdaRtx4090("us-west-1"));
-  lambda.push_back(LambdaRtx4090("us-east-1"));
+  lambda.push_back(sim::lambda::Rtx4090Listing("us-west-1"));
+  lambda.push_back(sim::lambda::Rtx4090Listing("us-east-1"));
   const std::vector<Spec> specs = {{gpu::kRunPod, &sim::runpod::Start, {}},
                                    {gpu::kLambda, &sim::lambda::Start, lambda},
                                    {gpu::kPaperspace, &sim::paperspace::Start, {}},

@@ -81,22 +81,7 @@ using namespace std::chrono_literals;
 using testenv::Eventually;
 namespace market = sim::market;
 
-market::Listing Rtx4090(const std::string& region) {
-  market::Listing l;
-  l.id = "gpu_1x_rtx4090@" + region;
-  l.gpu_name = "RTX 4090 (24 GB PCIe)";
-  l.gpu_count = 1;
-  l.vcpus = 16;
-  l.memory_gb = 64;
-  l.disk_gb = 500;
-  l.region = region;
-  l.price = 690000;
-  l.capacity = 4;
-  l.attributes = {{"instance_type", "gpu_1x_rtx4090"},
-                  {"description", "1x RTX 4090 (24 GB PCIe)"},
-                  {"gpu_description", "RTX 4090 (24 GB PCIe)"}};
-  return l;
-}
+market::Listing Rtx4090(const std::string& region) { return sim::lambda::Rtx4090Listing(region); }
 
 std::string Str(const bj::object& o, std::string_view dotted, std::string_view key) {
   const bj::object* at = dotted.empty() ? &o : jsonfield::ObjectAt(o, dotted);

@@ -54,21 +54,7 @@ namespace market = sim::market;
 inline constexpr char kIgnoresSigterm[] = "e2e.hyperslice.dev/ignores-sigterm";
 
 inline market::Listing Rtx4090(const std::string& region, MicroUsd price, int capacity) {
-  market::Listing l;
-  l.id = "gpu_1x_rtx4090@" + region;
-  l.gpu_name = "RTX 4090 (24 GB PCIe)";
-  l.gpu_count = 1;
-  l.gpu_memory_gb = 24;
-  l.vcpus = 16;
-  l.memory_gb = 64;
-  l.disk_gb = 500;
-  l.region = region;
-  l.price = price;
-  l.capacity = capacity;
-  l.attributes = {{"instance_type", "gpu_1x_rtx4090"},
-                  {"description", "1x RTX 4090 (24 GB PCIe)"},
-                  {"gpu_description", "RTX 4090 (24 GB PCIe)"}};
-  return l;
+  return sim::lambda::Rtx4090Listing(region, price, capacity);
 }
 
 // The seed's GPU pod spec (its toleration, its selector, one GPU), indented to sit under a
