@@ -1,4 +1,5 @@
 #include "src/kube/config.h"
+#include "src/kube/object_helpers.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -93,40 +94,6 @@ Status CheckKeyPem(const std::string& pem, const std::string& what) {
     return Invalid(what + " holds no valid PEM private key (" + OpenSslError() + ")");
   EVP_PKEY_free(key);
   return OkStatus();
-}
-
-// RFC 3339 ("2026-11-21T14:00:00Z", "...00.123+02:00").
-std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& s) {
-  std::tm tm{};
-  int consumed = 0;
-  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6) {
-    return std::nullopt;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  size_t i = static_cast<size_t>(consumed);
-  if (i < s.size() && s[i] == '.') {
-    ++i;
-    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
-  }
-  long offset = 0;  // NOLINT(google-runtime-int)
-  if (i < s.size() && (s[i] == 'Z' || s[i] == 'z')) {
-    ++i;
-  } else if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
-    int hh = 0, mm = 0;
-    if (std::sscanf(s.c_str() + i + 1, "%2d:%2d", &hh, &mm) != 2) return std::nullopt;
-    offset = (s[i] == '+' ? 1 : -1) * (hh * 3600L + mm * 60L);
-    i += 6;
-  } else {
-    return std::nullopt;
-  }
-  if (i != s.size()) return std::nullopt;
-  time_t t = timegm(&tm);
-  if (t == static_cast<time_t>(-1)) return std::nullopt;
-  // system_clock counts nanoseconds in 64 bits (up to year 2262): clamp far-future expiries.
-  constexpr time_t kMaxTime = 7'000'000'000;  // year 2191
-  return std::chrono::system_clock::from_time_t(std::min<time_t>(t - offset, kMaxTime));
 }
 
 // --- kubeconfig -----------------------------------------------------------------------------
@@ -571,7 +538,7 @@ Result<ExecCredential> RunExecPlugin(const ExecPlugin& plugin, const Config& clu
     HS_RETURN_IF_ERROR(CheckKeyPem(cred.client_key_data, "exec plugin client key"));
   }
   if (std::string ts = sv(st, "expirationTimestamp"); !ts.empty()) {
-    cred.expiration = ParseRfc3339(ts);
+    cred.expiration = ParseTime(ts);
     if (!cred.expiration) return fail("returned a malformed expirationTimestamp \"" + ts + "\"");
   }
   return cred;

@@ -127,11 +127,12 @@ std::optional<std::chrono::system_clock::time_point> ParseTime(std::string_view 
   std::string head(rfc3339.substr(0, 19));
   const char* end = strptime(head.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
   if (end == nullptr || *end != '\0') return std::nullopt;
-  auto t = std::chrono::system_clock::from_time_t(timegm(&tm));
+  const time_t seconds = timegm(&tm);
+  if (seconds == static_cast<time_t>(-1)) return std::nullopt;
   std::string_view rest = rfc3339.substr(19);
+  int64_t micros = 0;
   if (!rest.empty() && rest.front() == '.') {
     rest.remove_prefix(1);
-    int64_t micros = 0;
     int digits = 0;
     while (!rest.empty() && rest.front() >= '0' && rest.front() <= '9') {
       if (digits < 6) {
@@ -141,11 +142,28 @@ std::optional<std::chrono::system_clock::time_point> ParseTime(std::string_view 
       rest.remove_prefix(1);
     }
     for (; digits < 6; ++digits) micros *= 10;
-    t += std::chrono::microseconds(micros);
   }
-  // Only UTC ("Z") is written by the apiserver and by us.
-  if (rest != "Z") return std::nullopt;
-  return t;
+  int64_t offset = 0;  // seconds east of UTC
+  if (rest == "Z" || rest == "z") {
+    offset = 0;
+  } else if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':') {
+    auto two = [&](size_t i) -> int {
+      if (rest[i] < '0' || rest[i] > '9' || rest[i + 1] < '0' || rest[i + 1] > '9') return -1;
+      return (rest[i] - '0') * 10 + (rest[i + 1] - '0');
+    };
+    const int hh = two(1);
+    const int mm = two(4);
+    if (hh < 0 || mm < 0 || hh > 23 || mm > 59) return std::nullopt;
+    offset = (rest[0] == '+' ? 1 : -1) * (int64_t{hh} * 3600 + int64_t{mm} * 60);
+  } else {
+    return std::nullopt;
+  }
+  // system_clock counts nanoseconds in 64 bits (up to year 2262): clamp far-future times (a
+  // kubeconfig credential "expiring" in 9999) instead of overflowing.
+  constexpr time_t kMaxTime = 7'000'000'000;  // year 2191
+  const time_t utc = static_cast<time_t>(seconds - offset);
+  if (utc >= kMaxTime) return std::chrono::system_clock::from_time_t(kMaxTime);
+  return std::chrono::system_clock::from_time_t(utc) + std::chrono::microseconds(micros);
 }
 
 Result<bool> SetControllerReference(const Object& owner, Object& object) {

@@ -78,8 +78,9 @@ int64_t Generation(const Object& object);
 std::string FormatTime(std::chrono::system_clock::time_point t);
 // metav1.MicroTime in UTC, "2006-01-02T15:04:05.000000Z" (Leases, Events, billing starts).
 std::string FormatMicroTime(std::chrono::system_clock::time_point t);
-// The other way, for both: an RFC 3339 time in UTC ("…Z", with an optional fraction kept to the
-// microsecond); nullopt when it does not parse or is not UTC.
+// The other way, for both and for any RFC 3339 time: "…Z" or a numeric offset ("+02:00"), with an
+// optional fraction kept to the microsecond; times past 2191 are clamped (system_clock's range);
+// nullopt when it does not parse.
 std::optional<std::chrono::system_clock::time_point> ParseTime(std::string_view rfc3339);
 
 }  // namespace hyperslice::kube

@@ -126,37 +126,6 @@ std::string SecretValue(const Object& secret, std::string_view key) {
   return decoded ? *decoded : std::string();
 }
 
-// RFC 3339 UTC as the token Secret uses it ("2006-01-02T15:04:05Z").
-std::optional<std::chrono::system_clock::time_point> ParseUtc(const std::string& s) {
-  std::tm tm{};
-  int consumed = 0;
-  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6) {
-    return std::nullopt;
-  }
-  std::string rest = s.substr(static_cast<size_t>(consumed));
-  if (!rest.empty() && rest[0] == '.') {  // fractional seconds
-    size_t i = 1;
-    while (i < rest.size() && rest[i] >= '0' && rest[i] <= '9') ++i;
-    rest = rest.substr(i);
-  }
-  long offset = 0;
-  if (rest == "Z" || rest == "z") {
-    offset = 0;
-  } else if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':') {
-    int h = 0, m = 0;
-    if (std::sscanf(rest.c_str() + 1, "%2d:%2d", &h, &m) != 2) return std::nullopt;
-    offset = (rest[0] == '+' ? 1 : -1) * (h * 3600L + m * 60L);
-  } else {
-    return std::nullopt;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  time_t t = timegm(&tm);
-  if (t == static_cast<time_t>(-1)) return std::nullopt;
-  return std::chrono::system_clock::from_time_t(t - offset);
-}
-
 // One token Secret of the group, as read from the apiserver.
 struct TokenSecret {
   std::string name;
@@ -176,7 +145,7 @@ TokenSecret ReadTokenSecret(const Object& secret) {
   std::string id = SecretValue(secret, "token-id");
   std::string sec = SecretValue(secret, "token-secret");
   if (!id.empty() && !sec.empty()) t.token = id + "." + sec;
-  t.expiration = ParseUtc(SecretValue(secret, "expiration"));
+  t.expiration = kube::ParseTime(SecretValue(secret, "expiration"));
   return t;
 }
 

@@ -137,5 +137,23 @@ TEST(Conditions, TransitionTimeMovesOnlyWhenStatusChanges) {
   EXPECT_FALSE(IsConditionTrue(o, "NodesReady"));
 }
 
+TEST(ParseTime, ReadsEveryRfc3339FormTheApiAndKubeconfigsUse) {
+  using std::chrono::system_clock;
+  const auto base = system_clock::from_time_t(1795000000);  // 2026-11-18T11:06:40Z
+  EXPECT_EQ(ParseTime("2026-11-18T11:06:40Z"), base);
+  EXPECT_EQ(ParseTime("2026-11-18T11:06:40z"), base);
+  EXPECT_EQ(ParseTime("2026-11-18T13:06:40+02:00"), base);
+  EXPECT_EQ(ParseTime("2026-11-18T06:36:40-04:30"), base);
+  EXPECT_EQ(ParseTime("2026-11-18T13:06:40.25+02:00"), base + std::chrono::microseconds(250000));
+  // Far-future expiries (kubeconfig exec credentials say 9999) clamp instead of overflowing.
+  auto far = ParseTime("9999-12-31T23:59:59Z");
+  ASSERT_TRUE(far);
+  EXPECT_GT(*far, base);
+  for (const char* bad : {"", "2026-11-18T07:06:40", "2026-11-18T07:06:40+2:00",
+                          "2026-11-18T07:06:40+02:60", "2026-11-18 07:06:40Z", "yesterday"}) {
+    EXPECT_FALSE(ParseTime(bad)) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace hyperslice::kube
