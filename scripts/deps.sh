@@ -8,7 +8,7 @@ pkgs=(
   libgrpc++-dev libprotobuf-dev libprotoc-dev protobuf-compiler protobuf-compiler-grpc
   libgtest-dev libgmock-dev libbenchmark-dev prometheus-cpp-dev
   clang clang-format clang-tidy libclang-rt-14-dev
-  nlohmann-json3-dev
+  nlohmann-json3-dev zlib1g-dev
   shellcheck openssl ccache golang-go wrk
 )
 missing=()

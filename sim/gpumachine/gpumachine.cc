@@ -2,13 +2,19 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <stdlib.h>
+
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <utility>
 
 #include "src/base/base64.h"
+#include "src/base/command.h"
 #include "src/base/log.h"
 
 namespace hyperslice::sim::gpumachine {
@@ -195,10 +201,61 @@ Result<JoinConfig> ReadTalosConfig(std::string_view yaml, const std::string& pro
   return c;
 }
 
+Result<std::string> UnpackScriptStub(std::string_view stub) {
+  std::string pattern = (std::filesystem::temp_directory_path() / "hs-stub-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    return Error::Make(Error::Code::kInternal, "sim gpumachine: mkdtemp failed");
+  }
+  std::filesystem::path dir(pattern);
+  struct Cleanup {
+    std::filesystem::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{dir};
+  auto write = [](const std::filesystem::path& path, std::string_view text, bool exec) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.close();
+    if (exec) {
+      std::filesystem::permissions(path, std::filesystem::perms::owner_all,
+                                   std::filesystem::perm_options::replace);
+    }
+    return f.good();
+  };
+  std::filesystem::create_directory(dir / "bin");
+  std::filesystem::create_directory(dir / "tmp");
+  // The shim stands in for bash: it keeps the script the stub hands it.
+  if (!write(dir / "bin" / "bash", "#!/bin/sh\ncat \"$1\" > \"$HS_UNPACKED\"\n", true) ||
+      !write(dir / "stub.sh", stub, false)) {
+    return Error::Make(Error::Code::kInternal, "sim gpumachine: cannot write the stub");
+  }
+  std::string unpacked = (dir / "unpacked").string();
+  auto r = RunCommand({"/usr/bin/env", "-i", "PATH=" + (dir / "bin").string() + ":/usr/bin:/bin",
+                       "TMPDIR=" + (dir / "tmp").string(), "HS_UNPACKED=" + unpacked, "/bin/sh",
+                       (dir / "stub.sh").string()});
+  if (r.exit_code != 0) {
+    return Unusable("the startup script failed (exit " + std::to_string(r.exit_code) +
+                    "): " + r.errors.substr(0, 200));
+  }
+  std::ifstream in(unpacked, std::ios::binary);
+  if (!in) return Unusable("the startup script ran no script");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 Result<JoinConfig> ReadPayload(const boost::json::object& payload, const std::string& provider,
                                const std::string& instance_id) {
   std::string text;
-  for (const char* field : {"user_data", "startup_script"}) {
+  std::vector<const char*> fields = {"user_data", "startup_script"};
+  if (const auto* vm = payload.if_contains("vm"); vm != nullptr && vm->is_bool()) {
+    // Vast: the onstart script; only a VM runs systemd and a kubelet.
+    if (!vm->get_bool()) return Unusable("a container instance cannot run a kubelet");
+    fields = {"onstart"};
+  }
+  for (const char* field : fields) {
     const auto* v = payload.if_contains(field);
     if (v != nullptr && v->is_string() && !v->as_string().empty()) {
       text = std::string(v->as_string());
@@ -206,6 +263,11 @@ Result<JoinConfig> ReadPayload(const boost::json::object& payload, const std::st
     }
   }
   if (text.empty()) return Unusable("the machine was given nothing to boot from");
+  if (text.rfind("#!/bin/sh\n", 0) == 0 &&
+      text.find("/etc/kubernetes/bootstrap-kubelet.conf") == std::string::npos) {
+    // Not the join script itself: a stub that unpacks and runs one (Vast's onstart).
+    HS_ASSIGN_OR_RETURN(text, UnpackScriptStub(text));
+  }
   if (text.rfind("#!", 0) == 0) return ReadJoinScript(text, instance_id);
   if (text.find("version: v1alpha1") != std::string::npos)
     return ReadTalosConfig(text, provider, instance_id);

@@ -1,7 +1,8 @@
 // Simulated rented GPU machines (issue "Ephemeral GPUs 3/4", item 4): every instance of a
 // sim/market Market that reaches Running boots from the payload its provider received, exactly as
 // given, and joins the cluster the way the payload tells it to:
-//   - a join script (cloud-init user data, a Paperspace startup script; src/gpu/boot_payload.h):
+//   - a join script (cloud-init user data, a Paperspace startup script, a Vast VM's onstart —
+//     there a stub carrying the script, run with /bin/sh to unpack it; src/gpu/boot_payload.h):
 //     the heredocs that write /etc/kubernetes/bootstrap-kubelet.conf (server, CA, bootstrap
 //     token) and /etc/hyperslice/kubelet.env (node name, provider-id prefix, labels, taints) are
 //     read as the machine's shell would write them; the instance id is what `cloud-init query
@@ -61,8 +62,16 @@ Result<JoinConfig> ReadJoinScript(std::string_view script, const std::string& in
 // Reads a Talos machine config (multi-document YAML); `provider` names the providerID scheme.
 Result<JoinConfig> ReadTalosConfig(std::string_view yaml, const std::string& provider,
                                    const std::string& instance_id);
-// The payload as the provider simulator stored it: `user_data` (a script or a Talos document)
-// or `startup_script`.
+// Runs a script stub (src/gpu/boot_payload.h RenderScriptStub, what Vast VMs get as onstart) as a
+// machine would: `/bin/sh <stub>` with an empty environment in a scratch directory (TMPDIR), with
+// `bash` on PATH replaced by a shim that keeps the script it is asked to run instead of running
+// it; returns that script. The stub's base64, gunzip and mktemp are the machine's real ones. A
+// stub that fails (corrupt payload) or runs nothing is PayloadUnusable, with the shell's error.
+Result<std::string> UnpackScriptStub(std::string_view stub);
+// The payload as the provider simulator stored it: `user_data` (a script or a Talos document),
+// `startup_script`, or (Vast, a VM: `vm` true) `onstart`, read through UnpackScriptStub when it is
+// a stub rather than the join script itself. A Vast container's onstart is unusable: a container
+// runs no kubelet.
 Result<JoinConfig> ReadPayload(const boost::json::object& payload, const std::string& provider,
                                const std::string& instance_id);
 

@@ -231,4 +231,14 @@ std::vector<market::Listing> DefaultListings() {
   return out;
 }
 
+market::Listing Rtx4090Listing(const std::string& id, bool vm, market::MicroUsd price) {
+  market::Listing l = DefaultListings().front();  // 18420311, California
+  l.id = id;
+  l.price = price;
+  l.spot_price = price / 2;
+  l.capacity = 1;
+  if (vm) l.attributes["vms_enabled"] = "true";
+  return l;
+}
+
 }  // namespace hyperslice::sim::vast

@@ -451,6 +451,19 @@ class VastApi final : public market::ProviderApi {
                                       extra));
     }
     if (e.capacity) return gone();
+    // A VM (openapi.yaml createInstance `vm`) runs only on a machine that hosts VMs
+    // (vms_enabled) and launches in SSH mode only (docs guides/instances/virtual-machines).
+    bool vm = false;
+    if (auto it = b.find("vm"); it != b.end() && it->value().is_bool()) vm = it->value().get_bool();
+    if (vm) {
+      auto attr = listing->attributes.find("vms_enabled");
+      if (attr == listing->attributes.end() || attr->second != "true") {
+        return invalid("offer " + ask_str + " is not on a machine that runs VMs");
+      }
+      if (auto rt = str("runtype"); !rt.empty() && rt.rfind("ssh", 0) != 0) {
+        return invalid("'runtype' " + rt + " is not supported for VMs; use ssh");
+      }
+    }
 
     // What the machine boots from, as Vast keeps it with the instance.
     json::object payload;
@@ -461,6 +474,7 @@ class VastApi final : public market::ProviderApi {
       payload["env"] = EnvFromFlags(str("env"));
     }
     payload["onstart"] = str("onstart");
+    payload["vm"] = vm;
     payload["label"] = str("label");
     payload["runtype"] = str("runtype").empty() ? "ssh" : str("runtype");
     if (auto it = b.find("args"); it != b.end() && it->value().is_array()) {

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <utility>
 
+#include <zlib.h>
 #include <boost/json.hpp>
 
 #include "src/base/base64.h"
@@ -57,6 +58,52 @@ size_t MaxPayloadBytes(const std::string& provider, JoinMethod method) {
   if (provider == kVast) return 4048;
   if (provider == kLambda) return 1000000;
   return size_t{16} * 1024;  // an unknown provider: EC2's limit, the smallest common one
+}
+
+bool DeliversScriptStub(const std::string& provider) { return provider == kVast; }
+
+namespace {
+
+// gzip (RFC 1952) of `in` with zlib: a gzip header (no name, mtime 0) and deflate at level 9.
+Result<std::string> Gzip(std::string_view in) {
+  z_stream z{};
+  // windowBits 15 + 16: a gzip wrapper instead of zlib's; memLevel 9: the best ratio.
+  if (deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY) != Z_OK) {
+    return Error::Make(Error::Code::kInternal, "zlib: deflateInit2 failed");
+  }
+  std::string out(deflateBound(&z, static_cast<uLong>(in.size())) + 32, '\0');
+  // zlib's API takes non-const pointers; it does not write through next_in.
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));  // NOLINT
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());  // NOLINT
+  z.avail_out = static_cast<uInt>(out.size());
+  int rc = deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  if (rc != Z_STREAM_END) return Error::Make(Error::Code::kInternal, "zlib: deflate failed");
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> RenderScriptStub(std::string_view script) {
+  HS_ASSIGN_OR_RETURN(std::string gz, Gzip(script));
+  // One base64 line (line breaks would cost onstart characters); `base64 -d` reads it from a
+  // quoted heredoc, so the shell expands nothing in it. The decoded script lands in a mktemp
+  // file (mode 0600, umask) that is removed when the stub exits.
+  std::string s;
+  s += "#!/bin/sh\n";
+  s += kScriptStubMarker;
+  s += "\n";
+  s += "set -eu\n";
+  s += "umask 077\n";
+  s += "script=\"$(mktemp)\"\n";
+  s += "trap 'rm -f \"$script\"' EXIT\n";
+  s += "base64 -d <<'HS_EOF' | gunzip >\"$script\"\n";
+  s += Base64Encode(gz);
+  s += "\nHS_EOF\n";
+  s += "bash \"$script\"\n";
+  return s;
 }
 
 namespace {
@@ -363,6 +410,9 @@ class Builder {
         }
       }
       HS_ASSIGN_OR_RETURN(payload, RenderJoinScript(v));
+      if (DeliversScriptStub(offer.provider)) {
+        HS_ASSIGN_OR_RETURN(payload, RenderScriptStub(payload));
+      }
       (method == JoinMethod::kStartupScript ? p.startup_script : p.user_data) = payload;
     }
     size_t limit = MaxPayloadBytes(offer.provider, method);

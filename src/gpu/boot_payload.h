@@ -3,8 +3,10 @@
 // claim controller's PayloadBuilder that makes one per launch.
 //
 // Join methods (recorded on the claim as status.joinMethod, the CRD's enum):
-//   CloudInit      Lambda (and Vast VMs): cloud-init user data that is a shell script;
-//   StartupScript  Paperspace: the same script as the machine's startup script;
+//   CloudInit      Lambda: cloud-init user data that is a shell script;
+//   StartupScript  Paperspace and Vast VMs: the same script as the machine's startup script
+//                  (Vast's `onstart`, which takes at most 4048 characters: Vast gets the script
+//                  as a stub that carries it gzip+base64, RenderScriptStub);
 //   Talos          a provider listed in PayloadBuilderOptions::talos_providers (one that boots a
 //                  Talos image with user data; none does by default): the class's machine config
 //                  template (inline, from machineConfigSecretRef, else the default worker
@@ -40,6 +42,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/base/result.h"
@@ -87,8 +90,22 @@ Result<std::string> RenderJoinScript(const JoinScriptValues& values);
 
 // Where the rendered payload goes and how large it may be (the provider clients refuse more).
 // Lambda user_data: 1,000,000 bytes (its API reference: "cannot exceed 1MB"); Paperspace startup
-// script: 64 KiB; Vast onstart: 4048 characters (openapi.yaml; containers only today).
+// script: 64 KiB; Vast onstart: 4048 characters (openapi.yaml: "limited to 4048 characters --
+// gzip+base64 for longer scripts").
 size_t MaxPayloadBytes(const std::string& provider, JoinMethod method);
+
+// A script as a small POSIX sh stub that carries it gzip-compressed (zlib, level 9) and base64
+// encoded in a quoted heredoc, and runs it: decoded (`base64 -d | gunzip`) into a mktemp file,
+// run with bash (the join script is bash), the file removed on exit. A corrupt payload fails
+// gunzip and stops the stub (set -e). shellcheck-clean (sh). The join script with a tailnet is
+// about 4.5 KB, over Vast's onstart limit; its stub is about 2.5 KB. Errors: kInternal when zlib
+// fails. The first line after the shebang is kScriptStubMarker.
+Result<std::string> RenderScriptStub(std::string_view script);
+inline constexpr char kScriptStubMarker[] =
+    "# hyperslice: a join script, gzip+base64; it is decoded and run with bash.";
+// Whether `provider` gets script payloads as a stub: Vast (its onstart limit). Every Vast VM gets
+// one, so a machine reads one shape whatever the script's size.
+bool DeliversScriptStub(const std::string& provider);
 
 // A tailnet auth key for one machine. A seam: when PayloadBuilderOptions::tailnet is unset, the
 // key the claim controller minted (BootContext::tailnet_auth_key, tailnet_credentials.h) is

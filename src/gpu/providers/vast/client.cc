@@ -38,6 +38,10 @@ constexpr int kOfferLimit = 2000;
 constexpr double kDiskGb = 32;
 // openapi.yaml: "`onstart` field is limited to 4048 characters".
 constexpr size_t kMaxOnstart = 4048;
+// The image a VM ask boots when the payload names none: the disk image of Vast's "Ubuntu 22.04
+// VM" template (docs guides/instances/virtual-machines: VMs boot Vast's kvm images, SSH launch
+// mode only), which runs systemd and the onstart script.
+constexpr char kDefaultVmImage[] = "vastai/kvm:ubuntu_cli_22.04-2025-11-21";
 // v1 instances pages hold at most 25 rows (vast-cli show instances: "max instances per page
 // (1-25)"); a runaway next_token loop stops here.
 constexpr int kMaxPages = 400;
@@ -61,7 +65,7 @@ class VastProvider final : public Provider {
     c.spot = true;  // interruptible instances: a bid (`price`) on the ask
     c.price_api = true;
     c.tags = true;              // in the label (decode.h EncodeLabel)
-    c.max_user_data_bytes = 0;  // containers: image, env, onstart, args
+    c.max_user_data_bytes = 0;  // no cloud-init user data: VMs and containers take onstart
     return c;
   }
 
@@ -101,10 +105,16 @@ class VastProvider final : public Provider {
       return invalid("the request needs a Vast.ai offer (numeric ask id)");
     }
     const BootPayload& p = req.payload;
-    if (p.image.empty())
-      return invalid("Vast.ai runs a container image: payload.image is required");
+    // A VM ask (vms_enabled) is created with `vm: true` (openapi.yaml createInstance: "Whether
+    // this is a VM instance"); a VM launches in SSH mode only (docs: virtual machines).
+    bool vm = offer->boot == BootKind::kStartupScript;
+    std::string image = p.image.empty() && vm ? std::string(kDefaultVmImage) : p.image;
+    if (image.empty()) return invalid("Vast.ai runs a container image: payload.image is required");
+    if (vm && !p.args.empty()) {
+      return invalid("a Vast.ai VM launches in SSH mode only: payload.args cannot be used");
+    }
     if (!p.user_data.empty()) {
-      return invalid("Vast.ai container instances take no cloud-init user data; use onstart");
+      return invalid("Vast.ai instances take no cloud-init user data; use onstart");
     }
     if (p.startup_script.size() > kMaxOnstart) {
       return invalid("onstart script is " + std::to_string(p.startup_script.size()) +
@@ -134,7 +144,7 @@ class VastProvider final : public Provider {
     for (const auto& [k, v] : p.env) env[k] = v;
     json::object body;
     body["client_id"] = "me";
-    body["image"] = p.image;
+    body["image"] = image;
     body["env"] = std::move(env);
     body["price"] = price ? json::value(static_cast<double>(*price) / 1e6) : json::value(nullptr);
     body["disk"] = disk;
@@ -151,6 +161,7 @@ class VastProvider final : public Provider {
     body["cancel_unavail"] = true;
     body["template_hash_id"] = nullptr;
     body["user"] = nullptr;
+    if (vm) body["vm"] = true;
     if (p.args.empty()) {
       body["runtype"] = "ssh";  // vast-cli's default: the image with onstart, reachable by ssh
     } else {
@@ -184,8 +195,11 @@ class VastProvider final : public Provider {
     out.region = offer->region;
     out.price = req.spot ? price : offer->on_demand_price;
     out.spot = req.spot;
-    log::Info("vastai instance created",
-              {{"instance", out.id}, {"offer", offer->id}, {"name", req.name}, {"spot", req.spot}});
+    log::Info("vastai instance created", {{"instance", out.id},
+                                          {"offer", offer->id},
+                                          {"name", req.name},
+                                          {"spot", req.spot},
+                                          {"vm", vm}});
     return out;
   }
 

@@ -182,7 +182,10 @@ std::optional<Offer> OfferFromJson(const json::object& o) {
   Offer out;
   out.provider = kVast;
   out.id = std::move(*id);
-  out.boot = BootKind::kContainer;
+  // vms_enabled (vast-cli offers help: "is the machine a VM instance"): the ask is rented as a
+  // VM (create with `vm: true`), which runs systemd and so a kubelet, booted with `onstart` as
+  // its startup script; every other ask runs a docker container.
+  out.boot = Bool(o, "vms_enabled") ? BootKind::kStartupScript : BootKind::kContainer;
   out.provider_gpu_name = Str(o, "gpu_name");
   out.gpu_count = static_cast<int>(std::clamp(Number(o, "num_gpus").value_or(0), 0.0, 1024.0));
   out.gpu_memory_gib = std::max(0.0, Number(o, "gpu_ram").value_or(0) / 1024.0);
