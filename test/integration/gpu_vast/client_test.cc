@@ -220,6 +220,85 @@ TEST_F(VastSimTest, InvalidRequestCarriesVastsMessage) {
   EXPECT_TRUE(sim_->market().List("").empty());
 }
 
+// A market with one RTX 4090 ask on a machine that runs VMs (vms_enabled) besides the defaults.
+class VastVmTest : public VastSimTest {
+ protected:
+  void Customize(sim::market::ServerOptions& o) override {
+    o.market.listings = sim::vast::DefaultListings();
+    o.market.listings.push_back(sim::vast::Rtx4090Listing("18425001", /*vm=*/true, 420000));
+  }
+};
+
+TEST_F(VastVmTest, AVmAskBootsItsOnstartAsAStartupScriptAndIsCreatedAsAVm) {
+  Offer vm = OfferById("18425001");
+  EXPECT_EQ(vm.boot, BootKind::kStartupScript);
+  EXPECT_EQ(vm.attributes["vm"], "true");
+  EXPECT_EQ(vm.gpu_type, "RTX4090");
+  EXPECT_EQ(vm.on_demand_price, 420000);
+  EXPECT_EQ(OfferById("18420311").boot, BootKind::kContainer);
+  // What the payload builder gives a Vast VM: a startup script, no image, no args.
+  LaunchRequest r = Launch(vm, "uid-vm");
+  r.payload.image.clear();
+  r.payload.env.clear();
+  auto created = provider_->Create(r);
+  ASSERT_TRUE(created.ok()) << created.error().ToString();
+  auto running = WaitFor(created->id, InstanceState::kRunning);
+  ASSERT_TRUE(running.ok()) << running.error().ToString();
+  auto inst = sim_->market().Get(created->id);
+  ASSERT_TRUE(inst.has_value());
+  EXPECT_TRUE(inst->payload.at("vm").as_bool());
+  EXPECT_EQ(inst->payload.at("image").as_string(), "vastai/kvm:ubuntu_cli_22.04-2025-11-21");
+  EXPECT_EQ(inst->payload.at("runtype").as_string(), "ssh");
+  EXPECT_EQ(inst->payload.at("onstart").as_string(), "#!/bin/sh\necho joining\n");
+  // A container ask is created as a container.
+  auto container = provider_->Create(Launch(OfferById("18422040"), "uid-container"));
+  ASSERT_TRUE(container.ok()) << container.error().ToString();
+  EXPECT_FALSE(sim_->market().Get(container->id)->payload.at("vm").as_bool());
+  // A VM launches in SSH mode only: args are refused before any call.
+  int64_t before = Counter("PUT /api/v0/asks/{id}/");
+  LaunchRequest with_args = Launch(vm, "uid-vm-args");
+  with_args.payload.args = {"sleep", "infinity"};
+  auto refused = provider_->Create(with_args);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(KindOf(refused.error()), ErrorKind::kInvalid);
+  EXPECT_EQ(Counter("PUT /api/v0/asks/{id}/"), before);
+  // The wire: a VM on an ask whose machine runs no VMs, or in a launch mode VMs lack.
+  auto not_vm = Api("PUT", "/api/v0/asks/18421502/", R"({"image":"x","vm":true})");
+  EXPECT_EQ(not_vm.status, 400);
+  EXPECT_EQ(json::parse(not_vm.body).at("error").as_string(), "invalid_args");
+  auto jupyter =
+      Api("PUT", "/api/v0/asks/18425001/", R"({"image":"x","vm":true,"runtype":"jupyter"})");
+  EXPECT_EQ(jupyter.status, 400);
+  EXPECT_EQ(json::parse(jupyter.body).at("error").as_string(), "invalid_args");
+}
+
+TEST_F(VastVmTest, AnOnstartOverTheLimitIsRefusedAsVastRefusesIt) {
+  // The wire: Vast's createInstance 400 (openapi.yaml: success false, error invalid_args, msg,
+  // ask_id); the 4048th character is accepted, the 4049th is not.
+  json::object body{{"image", "vastai/kvm:ubuntu_cli_22.04-2025-11-21"},
+                    {"vm", true},
+                    {"onstart", std::string(4049, '#')}};
+  auto over = Api("PUT", "/api/v0/asks/18425001/", json::serialize(body));
+  EXPECT_EQ(over.status, 400);
+  auto answer = json::parse(over.body).as_object();
+  EXPECT_FALSE(answer.at("success").as_bool());
+  EXPECT_EQ(answer.at("error").as_string(), "invalid_args");
+  EXPECT_EQ(answer.at("ask_id").as_int64(), 18425001);
+  EXPECT_NE(std::string(answer.at("msg").as_string()).find("4048"), std::string::npos)
+      << answer.at("msg");
+  EXPECT_TRUE(sim_->market().List("").empty());
+  body["onstart"] = std::string(4048, '#');
+  EXPECT_EQ(Api("PUT", "/api/v0/asks/18425001/", json::serialize(body)).status, 200);
+  // The client refuses a longer script before any call.
+  int64_t before = Counter("PUT /api/v0/asks/{id}/");
+  LaunchRequest r = Launch(OfferById("18420311"), "uid-long");
+  r.payload.startup_script = std::string(4049, '#');
+  auto refused = provider_->Create(r);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(KindOf(refused.error()), ErrorKind::kInvalid);
+  EXPECT_EQ(Counter("PUT /api/v0/asks/{id}/"), before);
+}
+
 TEST_F(VastSimTest, RateLimitedWaitsAsTold) {
   Offer offer = OfferById("18422040");
   auto created = provider_->Create(Launch(offer, "uid-429"));
