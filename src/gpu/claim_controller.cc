@@ -441,7 +441,12 @@ class ClaimReconciler {
       if (provider == live_provider) {
         auto live = state->client->ListOffers();
         if (live.ok()) {
-          offers.insert(offers.end(), live->begin(), live->end());
+          // The offers the class controller would keep: a container-only offer cheaper than the
+          // planned one must not be bought instead of it.
+          for (auto& offer : *live) {
+            if (state->skips_container_offers && offer.boot == BootKind::kContainer) continue;
+            offers.push_back(std::move(offer));
+          }
           continue;
         }
         log::Warn("gpu launch: live offer check failed; using the cache",

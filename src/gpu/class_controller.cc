@@ -455,6 +455,7 @@ class ClassReconciler {
         next->offers = std::move(*offers);
         next->skipped_offers = 0;
         next->skipped_reason.clear();
+        next->skips_container_offers = o_.skip_container_offers;
         if (o_.skip_container_offers) {
           auto end = std::remove_if(next->offers.begin(), next->offers.end(),
                                     [](const Offer& x) { return x.boot == BootKind::kContainer; });

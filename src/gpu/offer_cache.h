@@ -32,6 +32,10 @@ struct ProviderState {
   // while linked runners are not built), and why.
   int skipped_offers = 0;
   std::string skipped_reason;
+  // Whether container-only offers are left out (ClassControllerOptions::skip_container_offers):
+  // whoever lists this provider's offers again (the claim's live check before a launch) leaves
+  // out the same ones.
+  bool skips_container_offers = false;
 };
 
 class OfferCache {

@@ -13,7 +13,12 @@
 //     terminates the machine at the provider and removes the Node, and no token is left; no log
 //     line, Event or status holds the token;
 //   - a machine whose payload is broken never registers: the claim times out with the reason
-//     and its machine is terminated.
+//     and its machine is terminated;
+//   - with Vast added to the class: the pod lands on a Vast VM ask (the cheapest that fits; a
+//     cheaper container ask is skipped with the reason), created with vm: true; the machine boots
+//     from its onstart — the join script as a gzip+base64 stub within Vast's 4048 characters,
+//     run with /bin/sh — TLS-bootstraps, registers, runs the pod; teardown returns it and deletes
+//     its token.
 #include <algorithm>
 #include <atomic>
 #include <fstream>
@@ -29,6 +34,7 @@
 #include "sim/gpumachine/gpumachine.h"
 #include "sim/lambda/simulator.h"
 #include "sim/runpod/simulator.h"
+#include "sim/vast/simulator.h"
 #include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/gpu/api.h"
@@ -127,10 +133,28 @@ class GpuJoin : public ::testing::Test {
     auto runpod = sim::runpod::Start(ro);
     ASSERT_TRUE(runpod.ok()) << runpod.error().ToString();
     runpod_ = std::move(*runpod);
-    ASSERT_TRUE(
-        testenv::PutSecret(*client_, "tgp-system", "tgp-operator-secret",
-                           {{"RUNPOD_API_KEY", "sim-key"}, {"LAMBDA_LABS_API_KEY", "sim-key"}})
-            .ok());
+    // Vast: an RTX 4090 VM ask cheaper than Lambda's, and a container ask cheaper still (skipped:
+    // a container runs no kubelet). Seed 002's class does not name Vast; a test adds it.
+    market::ServerOptions vo;
+    vo.market.listings = {sim::vast::Rtx4090Listing("18425001", /*vm=*/true, 420000),
+                          sim::vast::Rtx4090Listing("18425002", /*vm=*/false, 300000)};
+    vo.market.seed = so.market.seed + 1;
+    vo.market.boot_delay = vo.market.running_delay = vo.market.terminate_delay = 100ms;
+    auto vast = sim::vast::Start(vo);
+    ASSERT_TRUE(vast.ok()) << vast.error().ToString();
+    vast_ = std::move(*vast);
+    auto vast_fleet = sim::gpumachine::Fleet::Start({.market = &vast_->market(),
+                                                     .run_pods = true,
+                                                     .lease_renew_interval = 2s,
+                                                     .node_status_update_interval = 2s,
+                                                     .retry_interval = 500ms});
+    ASSERT_TRUE(vast_fleet.ok()) << vast_fleet.error().ToString();
+    vast_fleet_ = std::move(*vast_fleet);
+    ASSERT_TRUE(testenv::PutSecret(*client_, "tgp-system", "tgp-operator-secret",
+                                   {{"RUNPOD_API_KEY", "sim-key"},
+                                    {"LAMBDA_LABS_API_KEY", "sim-key"},
+                                    {"VAST_API_KEY", "sim-key"}})
+                    .ok());
 
     kube::ManagerOptions mo;
     mo.client = client_;
@@ -156,7 +180,9 @@ class GpuJoin : public ::testing::Test {
       x.burst = 50;
       return NewProvider(x);
     };
-    co.default_endpoints = {{kLambda, sim_->api_endpoint()}, {kRunPod, runpod_->api_endpoint()}};
+    co.default_endpoints = {{kLambda, sim_->api_endpoint()},
+                            {kRunPod, runpod_->api_endpoint()},
+                            {kVast, vast_->api_endpoint()}};
     ASSERT_TRUE(RegisterClassController(*manager_, co).ok());
 
     ClaimControllerOptions cl;
@@ -256,6 +282,15 @@ class GpuJoin : public ::testing::Test {
       EXPECT_TRUE(runpod_->market().List("").empty()) << "container-only offers are not rented";
       runpod_->Stop();
     }
+    if (vast_fleet_) vast_fleet_->Stop();
+    if (vast_) {
+      for (const auto& i : vast_->market().List("")) {
+        EXPECT_EQ(i.listing.id, "18425001") << "the container ask is never rented";
+        EXPECT_TRUE(i.state == market::State::kTerminated || i.state == market::State::kStopping)
+            << i.id << " " << market::StateName(i.state);
+      }
+      vast_->Stop();
+    }
     auto nodes = client_->List(kube::resources::Nodes(), "");
     if (nodes.ok()) {
       for (const auto& n : nodes->items) {
@@ -312,7 +347,9 @@ spec:
       c["metadata"].as_object().erase("managedFields");
       out += "claim: " + bj::serialize(c) + "\n";
     }
-    for (const auto& m : fleet_->Machines()) {
+    auto machines = fleet_->Machines();
+    for (const auto& m : vast_fleet_->Machines()) machines.push_back(m);
+    for (const auto& m : machines) {
       out += "machine " + m.instance_id + " " + market::StateName(m.state) +
              " joined=" + std::to_string(m.joined) + " reason=" + m.reason + " " + m.message +
              " agent=" + sim::kubelet::PhaseName(m.agent.phase) + " " + m.agent.reason + " " +
@@ -332,7 +369,9 @@ spec:
   kube::metrics::Registry registry_;
   std::unique_ptr<market::MarketSimulator> sim_;
   std::unique_ptr<market::MarketSimulator> runpod_;
+  std::unique_ptr<market::MarketSimulator> vast_;
   std::unique_ptr<sim::gpumachine::Fleet> fleet_;
+  std::unique_ptr<sim::gpumachine::Fleet> vast_fleet_;
   std::unique_ptr<kube::Manager> manager_;
   std::thread runner_;
   std::atomic<bool> break_payloads_{false};
@@ -474,6 +513,107 @@ TEST_F(GpuJoin, ALambdaMachineBootsFromItsCloudInitJoinsAndRunsThePodThenLeavesN
     EXPECT_EQ(bj::serialize(e).find(token_secret), std::string::npos) << bj::serialize(e);
   }
   EXPECT_EQ(status_text.find(token_secret), std::string::npos) << status_text;
+}
+
+TEST_F(GpuJoin, AVastVmBootsFromItsOnstartStubJoinsAndRunsThePodThenLeavesNothing) {
+  // Seed 002's class with Vast added (lowest preference: the price decides).
+  auto cls = client_->Get(GPUNodeClasses(), "", "standard-gpu-class");
+  ASSERT_TRUE(cls.ok());
+  (*cls)["spec"].as_object()["providers"].as_array().push_back(bj::object{
+      {"name", kVast},
+      {"priority", 3},
+      {"enabled", true},
+      {"credentialsRef", bj::object{{"name", "tgp-operator-secret"}, {"key", "VAST_API_KEY"}}}});
+  ASSERT_TRUE(client_->Update(GPUNodeClasses(), "", *cls).ok());
+  // The class lists Vast's VM ask and says why the container ask is left out.
+  std::string skipped_reason;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto c = client_->Get(GPUNodeClasses(), "", "standard-gpu-class");
+        const bj::array* providers =
+            c.ok() ? jsonfield::ArrayField(*jsonfield::ObjectField(*c, "status"), "providers")
+                   : nullptr;
+        for (const auto& p : providers ? *providers : bj::array{}) {
+          const bj::object& o = p.as_object();
+          if (jsonfield::StringField(o, "name") != kVast) continue;
+          const bj::value* n = o.if_contains("skippedOffers");
+          if (n == nullptr || !n->is_int64() || n->as_int64() != 1) return false;
+          skipped_reason = std::string(jsonfield::StringField(o, "skippedReason"));
+          return true;
+        }
+        return false;
+      },
+      30s))
+      << Diagnose();
+  EXPECT_NE(skipped_reason.find("container-only"), std::string::npos) << skipped_reason;
+
+  auto started = std::chrono::steady_clock::now();
+  CreateGpuPod("trainer");
+  std::string node_name;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto p = client_->Get(kube::resources::Pods(), "default", "trainer");
+        if (!p.ok() || Str(*p, "status", "phase") != "Running") return false;
+        node_name = Str(*p, "spec", "nodeName");
+        return true;
+      },
+      120s))
+      << Diagnose();
+  std::printf("pod Running on a Vast VM %.1f s after it was created\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  auto claims = ListClaims();
+  ASSERT_EQ(claims.size(), 1u);
+  bj::object claim = claims[0];
+  EXPECT_EQ(Str(claim, "status", "joinMethod"), "StartupScript");
+  EXPECT_EQ(Str(claim, "status", "provider"), kVast);
+  std::string instance = Str(claim, "status", "instanceID");
+  EXPECT_EQ(Str(claim, "status", "providerID"), "vastai://" + instance);
+  EXPECT_EQ(node_name, std::string(kube::MetaString(claim, "name")));
+  EXPECT_TRUE(sim_->market().List("").empty()) << "the cheaper Vast VM was chosen over Lambda";
+
+  // Vast kept a VM on the VM ask, whose onstart is the stub; the machine ran it to the script.
+  auto inst = vast_->market().Get(instance);
+  ASSERT_TRUE(inst.has_value());
+  EXPECT_EQ(inst->listing.id, "18425001");
+  EXPECT_TRUE(inst->payload.at("vm").as_bool());
+  std::string onstart(inst->payload.at("onstart").as_string());
+  std::printf("onstart stub: %zu characters (limit 4048)\n", onstart.size());
+  EXPECT_LE(onstart.size(), 4048u);
+  EXPECT_NE(onstart.find(kScriptStubMarker), std::string::npos);
+  auto script = sim::gpumachine::UnpackScriptStub(onstart);
+  ASSERT_TRUE(script.ok()) << script.error().ToString();
+  auto join = sim::gpumachine::ReadJoinScript(*script, instance);
+  ASSERT_TRUE(join.ok()) << join.error().ToString();
+  std::string token_secret = join->token.substr(7);
+  EXPECT_EQ(onstart.find(token_secret), std::string::npos);
+  auto machine = vast_fleet_->Get(instance);
+  ASSERT_TRUE(machine.has_value());
+  EXPECT_TRUE(machine->joined);
+  EXPECT_EQ(machine->kind, "script");
+  EXPECT_EQ(machine->agent.phase, sim::kubelet::Phase::kRunning) << Diagnose();
+  EXPECT_TRUE(machine->agent.has_credentials);  // its certificate came through the TLS bootstrap
+  auto node = client_->Get(kube::resources::Nodes(), "", node_name);
+  ASSERT_TRUE(node.ok());
+  EXPECT_EQ(Str(*node, "spec", "providerID"), "vastai://" + instance);
+  EXPECT_EQ(Str(*node, "metadata.labels", "tgp.io/provider"), kVast);
+  EXPECT_EQ(Str(*node, "status.capacity", kResourceGpu), "1");
+  EXPECT_TRUE(Eventually([&] { return TokenSecrets().empty(); }, 20s));
+
+  // Teardown: the machine goes back to Vast, the Node and every token go.
+  kube::DeleteOptions d;
+  d.grace_period_seconds = 0;
+  ASSERT_TRUE(client_->Delete(kube::resources::Pods(), "default", "trainer", d).ok());
+  ASSERT_TRUE(client_->Delete(GPUNodeClaims(), "", node_name).ok());
+  EXPECT_TRUE(Eventually([&] { return ListClaims().empty(); }, 60s)) << Diagnose();
+  auto after = vast_->market().Get(instance);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_TRUE(after->state == market::State::kTerminated ||
+              after->state == market::State::kStopping)
+      << market::StateName(after->state);
+  EXPECT_FALSE(client_->Get(kube::resources::Nodes(), "", node_name).ok());
+  EXPECT_TRUE(TokenSecrets().empty());
+  std::lock_guard lock(log_mu_);
+  for (const auto& line : log_lines_) EXPECT_EQ(line.find(token_secret), std::string::npos) << line;
 }
 
 TEST_F(GpuJoin, AMachineWhosePayloadIsBrokenNeverRegistersAndIsReturned) {
