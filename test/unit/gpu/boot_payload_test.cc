@@ -173,7 +173,7 @@ std::string Unstub(const std::string& stub) {
   if (!gz.ok()) return "<bad base64>";
   z_stream z{};
   if (inflateInit2(&z, 15 + 16) != Z_OK) return "<inflateInit2>";
-  std::string out(64 * 1024, '\0');
+  std::string out(size_t{64} * 1024, '\0');
   z.next_in = reinterpret_cast<Bytef*>(gz->data());
   z.avail_in = static_cast<uInt>(gz->size());
   z.next_out = reinterpret_cast<Bytef*>(out.data());
