@@ -313,6 +313,12 @@ class LocalClusterImpl final : public LocalCluster {
     // The apiserver's bootstrap RBAC binds the system:kube-scheduler role to this user.
     HS_ASSIGN_OR_RETURN(scheduler_cred_,
                         internal::MakeLeaf(ca_, LeafSpec{.common_name = "system:kube-scheduler"}));
+    // What the apiserver presents to kubelets (logs, exec): signed by the cluster CA, which is
+    // also the client CA kubelets trust (--client-ca-file, the client-ca-file of
+    // kube-system/extension-apiserver-authentication). kubeadm issues the same certificate.
+    HS_ASSIGN_OR_RETURN(auto kubelet_client,
+                        internal::MakeLeaf(ca_, LeafSpec{.common_name = "kube-apiserver-kubelet-client",
+                                                         .organizations = {"system:masters"}}));
     HS_ASSIGN_OR_RETURN(auto sa, internal::MakeRsaKey(2048));
 
     const auto key_perms = fs::perms::owner_read | fs::perms::owner_write;
@@ -325,6 +331,10 @@ class LocalClusterImpl final : public LocalCluster {
     HS_RETURN_IF_ERROR(WriteFile(pki / "apiserver.key", serving.key_pem, key_perms));
     HS_RETURN_IF_ERROR(WriteFile(pki / "admin.crt", admin_.cert_pem, cert_perms));
     HS_RETURN_IF_ERROR(WriteFile(pki / "admin.key", admin_.key_pem, key_perms));
+    HS_RETURN_IF_ERROR(
+        WriteFile(pki / "apiserver-kubelet-client.crt", kubelet_client.cert_pem, cert_perms));
+    HS_RETURN_IF_ERROR(
+        WriteFile(pki / "apiserver-kubelet-client.key", kubelet_client.key_pem, key_perms));
     HS_RETURN_IF_ERROR(WriteFile(pki / "sa.key", sa.private_pem, key_perms));
     HS_RETURN_IF_ERROR(WriteFile(pki / "sa.pub", sa.public_pem, cert_perms));
     return OkStatus();
@@ -397,6 +407,9 @@ class LocalClusterImpl final : public LocalCluster {
         // Hostname first, which would send a DNS query for a simulated VM's name off this machine;
         // simulated VMs report a loopback InternalIP.
         "--kubelet-preferred-address-types=InternalIP",
+        // Its identity toward kubelets (and control nodes' kubelet API, which require it).
+        "--kubelet-client-certificate=" + (pki / "apiserver-kubelet-client.crt").string(),
+        "--kubelet-client-key=" + (pki / "apiserver-kubelet-client.key").string(),
     };
     // Without kube-controller-manager nobody creates the "default" ServiceAccount of a namespace,
     // and the ServiceAccount admission plugin would reject every pod (envtest does the same).

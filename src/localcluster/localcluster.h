@@ -4,7 +4,9 @@
 //
 // What it sets up: a generated CA and serving/client certificates, RBAC + Node authorization,
 // bootstrap-token authentication, service-account signing keys, an admin identity (client cert
-// in system:masters) written to a kubeconfig. Every process is started with PR_SET_PDEATHSIG so
+// in system:masters) written to a kubeconfig, and the apiserver's kubelet client certificate
+// (--kubelet-client-certificate, CN kube-apiserver-kubelet-client, signed by the cluster CA that
+// is also its client CA). Every process is started with PR_SET_PDEATHSIG so
 // nothing outlives the owner even after kill -9, and in its own process group.
 //
 // Thread-safety: methods are not concurrent with each other; the cluster may be used (through
