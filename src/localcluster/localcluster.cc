@@ -316,9 +316,10 @@ class LocalClusterImpl final : public LocalCluster {
     // What the apiserver presents to kubelets (logs, exec): signed by the cluster CA, which is
     // also the client CA kubelets trust (--client-ca-file, the client-ca-file of
     // kube-system/extension-apiserver-authentication). kubeadm issues the same certificate.
-    HS_ASSIGN_OR_RETURN(auto kubelet_client,
-                        internal::MakeLeaf(ca_, LeafSpec{.common_name = "kube-apiserver-kubelet-client",
-                                                         .organizations = {"system:masters"}}));
+    HS_ASSIGN_OR_RETURN(
+        auto kubelet_client,
+        internal::MakeLeaf(ca_, LeafSpec{.common_name = "kube-apiserver-kubelet-client",
+                                         .organizations = {"system:masters"}}));
     HS_ASSIGN_OR_RETURN(auto sa, internal::MakeRsaKey(2048));
 
     const auto key_perms = fs::perms::owner_read | fs::perms::owner_write;

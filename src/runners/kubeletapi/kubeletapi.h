@@ -78,11 +78,11 @@ struct TerminalSize {
 
 struct ExecInput {
   enum class Kind {
-    kStdin,      // `data` holds bytes for the command's stdin
-    kStdinEof,   // the client closed stdin
-    kResize,     // `size` holds the new terminal size (tty only)
-    kTimeout,    // nothing arrived within the timeout
-    kGone,       // the client went away: stop the command
+    kStdin,     // `data` holds bytes for the command's stdin
+    kStdinEof,  // the client closed stdin
+    kResize,    // `size` holds the new terminal size (tty only)
+    kTimeout,   // nothing arrived within the timeout
+    kGone,      // the client went away: stop the command
   };
   Kind kind = Kind::kTimeout;
   std::string data;

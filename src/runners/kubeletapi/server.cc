@@ -16,11 +16,11 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -61,8 +61,8 @@ using internal::Channel;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 using WsStream = websocket::stream<TlsStream>;
 
-constexpr size_t kWindowBytes = size_t{1} << 20;  // output queued per connection before blocking
-constexpr size_t kMaxChunk = 32 * 1024;           // bytes per DATA frame / WebSocket message
+constexpr size_t kWindowBytes = size_t{1} << 20;   // output queued per connection before blocking
+constexpr size_t kMaxChunk = size_t{32} * 1024;    // bytes per DATA frame / WebSocket message
 constexpr auto kLinger = std::chrono::seconds(5);  // wait for the client to close after an exec
 constexpr auto kHandshakeTimeout = std::chrono::seconds(30);
 
@@ -82,8 +82,8 @@ using CaStore = std::shared_ptr<X509_STORE>;
 
 Result<CaStore> LoadCaStore(const std::string& pem) {
   CaStore store(X509_STORE_new(), X509_STORE_free);
-  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())),
-                                                BIO_free);
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
+      BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), BIO_free);
   if (!store || !bio) return Error::Make(Error::Code::kInternal, "out of memory");
   int n = 0;
   while (X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
@@ -121,7 +121,8 @@ std::optional<UserInfo> AuthenticatePeer(SSL* ssl, X509_STORE* store) {
   if (!leaf) return std::nullopt;
   std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> ctx(X509_STORE_CTX_new(),
                                                                       X509_STORE_CTX_free);
-  if (!ctx || X509_STORE_CTX_init(ctx.get(), store, leaf.get(), SSL_get_peer_cert_chain(ssl)) != 1) {
+  if (!ctx ||
+      X509_STORE_CTX_init(ctx.get(), store, leaf.get(), SSL_get_peer_cert_chain(ssl)) != 1) {
     return std::nullopt;
   }
   X509_STORE_CTX_set_purpose(ctx.get(), X509_PURPOSE_SSL_CLIENT);
@@ -235,9 +236,9 @@ struct State : std::enable_shared_from_this<State> {
     struct stat cs {
     }, ks{};
     if (stat(options.cert_file.c_str(), &cs) != 0 || stat(options.key_file.c_str(), &ks) != 0) {
-      return Error::Make(Error::Code::kInvalidArgument, "serving certificate files not readable: " +
-                                                            options.cert_file + ", " +
-                                                            options.key_file);
+      return Error::Make(
+          Error::Code::kInvalidArgument,
+          "serving certificate files not readable: " + options.cert_file + ", " + options.key_file);
     }
     auto same = [](const timespec& a, const timespec& b) {
       return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
@@ -338,7 +339,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void DoRead() {
     parser_.emplace();
-    parser_->body_limit(64 * 1024);
+    parser_->body_limit(size_t{64} * 1024);
     parser_->header_limit(64 * 1024);
     beast::get_lowest_layer(*tls_).expires_after(std::chrono::seconds(120));
     http::async_read(*tls_, buffer_, *parser_,
@@ -370,8 +371,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     for (auto seg : url->segments()) req.segments.emplace_back(seg);
     for (auto p : url->params()) req.query.emplace(std::string(p.key), std::string(p.value));
     if (!user_) {
-      Queue(HttpResponse(401, "text/plain; charset=utf-8", "Unauthorized\n", !request_.keep_alive()),
-            0, request_.keep_alive() ? After::kReadNext : After::kClose);
+      Queue(
+          HttpResponse(401, "text/plain; charset=utf-8", "Unauthorized\n", !request_.keep_alive()),
+          0, request_.keep_alive() ? After::kReadNext : After::kClose);
       return;
     }
     state_->RunWorker([self = shared_from_this(), req = std::move(req)] { self->Handle(req); });
@@ -398,7 +400,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const auto& seg = req.segments;
     std::string first = seg.empty() ? std::string() : seg[0];
     if (first == "healthz" && seg.size() == 1) return Answer(200, "text/plain", "ok");
-    if (first == "containerLogs" && seg.size() == 4 && (req.method == "GET" || req.method == "HEAD")) {
+    if (first == "containerLogs" && seg.size() == 4 &&
+        (req.method == "GET" || req.method == "HEAD")) {
       return HandleLogs(req);
     }
     if (first == "exec" && (seg.size() == 4 || seg.size() == 5) &&
@@ -407,8 +410,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (first == "attach" || first == "portForward") {
       Error e = Error::Make(Error::Code::kUnknown,
-                            first + " is not supported by this node: its pods run on linked "
-                                    "runners, which serve logs and exec only",
+                            first +
+                                " is not supported by this node: its pods run on linked "
+                                "runners, which serve logs and exec only",
                             "NotImplemented", 501);
       return Answer(501, "application/json", internal::ErrorStatusJson(e));
     }
@@ -473,9 +477,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     o.timestamps = ParseBool(req.Query("timestamps"));
     o.previous = ParseBool(req.Query("previous"));
     o.since_time = req.Query("sinceTime");
-    for (auto [name, field] : {std::pair{"tailLines", &o.tail_lines},
-                               std::pair{"sinceSeconds", &o.since_seconds},
-                               std::pair{"limitBytes", &o.limit_bytes}}) {
+    for (auto [name, field] :
+         {std::pair{"tailLines", &o.tail_lines}, std::pair{"sinceSeconds", &o.since_seconds},
+          std::pair{"limitBytes", &o.limit_bytes}}) {
       if (!req.Has(name)) continue;
       std::string v = req.Query(name);
       char* end = nullptr;
@@ -504,8 +508,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       sink.Begin();
     } else if (!st.ok()) {
       log::Warn("kubelet API: log stream ended with an error",
-                {{"pod", req.segments[1] + "/" + req.segments[2]},
-                 {"error", st.error().message}});
+                {{"pod", req.segments[1] + "/" + req.segments[2]}, {"error", st.error().message}});
     }
     Post("0\r\n\r\n", 0, After::kClose);
   }
@@ -514,10 +517,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // hung up (the apiserver closes its connection when kubectl goes away).
   void WatchForHangUp() {
     if (!tls_) return;
-    tls_->async_read_some(asio::buffer(scratch_), [self = shared_from_this()](error_code ec, size_t) {
-      if (ec) return self->MarkGone();
-      self->WatchForHangUp();
-    });
+    tls_->async_read_some(asio::buffer(scratch_),
+                          [self = shared_from_this()](error_code ec, size_t) {
+                            if (ec) return self->MarkGone();
+                            self->WatchForHangUp();
+                          });
   }
 
   // ---- exec ----
@@ -529,8 +533,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     er.pod = seg[2];
     if (seg.size() == 5) er.uid = seg[3];
     er.container = seg.back();
-    for (auto it = req.query.lower_bound("command"); it != req.query.end() && it->first == "command";
-         ++it) {
+    for (auto it = req.query.lower_bound("command");
+         it != req.query.end() && it->first == "command"; ++it) {
       er.command.push_back(it->second);
     }
     er.with_stdin = ParseBool(req.Query("input")) || ParseBool(req.Query("stdin"));
@@ -551,7 +555,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     try {
       admitted = state_->backend->AdmitExec(er);
     } catch (const std::exception& e) {
-      admitted = Error::Make(Error::Code::kInternal, std::string("exec backend failed: ") + e.what());
+      admitted =
+          Error::Make(Error::Code::kInternal, std::string("exec backend failed: ") + e.what());
     }
     if (!admitted.ok()) {
       return Answer(internal::HttpStatusFor(admitted.error()), "application/json",
@@ -580,7 +585,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       std::string msg = "unable to upgrade: unable to negotiate protocol: client supports [";
       for (size_t i = 0; i < offered.size(); ++i) msg += (i ? " " : "") + offered[i];
       msg += "], server accepts [";
-      for (size_t i = 0; i < supported.size(); ++i) msg += (i ? " " : "") + std::string(supported[i]);
+      for (size_t i = 0; i < supported.size(); ++i)
+        msg += (i ? " " : "") + std::string(supported[i]);
       msg += "]";
       return Answer(offered.empty() ? 400 : 403, "text/plain; charset=utf-8", msg + "\n");
     }
@@ -679,15 +685,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void DoSpdyRead() {
-    tls_->async_read_some(asio::buffer(scratch_), [self = shared_from_this()](error_code ec,
-                                                                              size_t n) {
-      if (ec) {
-        self->MarkGone();
-        return self->CloseNow();
-      }
-      self->spdy_parser_.Feed(std::string_view(self->scratch_.data(), n));
-      if (self->ProcessSpdy()) self->DoSpdyRead();
-    });
+    tls_->async_read_some(asio::buffer(scratch_),
+                          [self = shared_from_this()](error_code ec, size_t n) {
+                            if (ec) {
+                              self->MarkGone();
+                              return self->CloseNow();
+                            }
+                            self->spdy_parser_.Feed(std::string_view(self->scratch_.data(), n));
+                            if (self->ProcessSpdy()) self->DoSpdyRead();
+                          });
   }
 
   // Handles every complete frame; false when the connection was dropped.
@@ -982,7 +988,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::steady_timer linger_;
   beast::flat_buffer buffer_;
   beast::flat_buffer ws_buffer_;
-  std::array<char, 16 * 1024> scratch_{};
+  std::array<char, size_t{16} * 1024> scratch_{};
   std::optional<http::request_parser<http::string_body>> parser_;
   http::request<http::string_body> request_;
   std::optional<UserInfo> user_;
@@ -1073,8 +1079,7 @@ class ServerImpl final : public Server {
     {
       std::unique_lock lock(state_->workers_mu);
       if (!state_->workers_cv.wait_for(lock, grace, [&] { return state_->workers == 0; })) {
-        log::Warn("kubelet API: backend calls still running at stop",
-                  {{"count", state_->workers}});
+        log::Warn("kubelet API: backend calls still running at stop", {{"count", state_->workers}});
       }
     }
     work_.reset();

@@ -186,35 +186,37 @@ class KubeletApiTest : public ::testing::Test {
                                            {"status", status}});
     ASSERT_TRUE(node.ok()) << node.error().ToString();
     // Create may drop status; set it through the subresource as a kubelet's status update does.
-    auto patched = client_->Patch(kube::resources::Nodes(), "", NodeName(), kube::PatchType::kMerge,
-                                  bj::serialize(bj::object{{"status", status}}),
-                                  {.subresource = "status"});
+    auto patched =
+        client_->Patch(kube::resources::Nodes(), "", NodeName(), kube::PatchType::kMerge,
+                       bj::serialize(bj::object{{"status", status}}), {.subresource = "status"});
     ASSERT_TRUE(patched.ok()) << patched.error().ToString();
 
     bj::array containers;
     for (const char* c : {"c", "ticks", "forever"}) {
-      containers.push_back(bj::object{{"name", c}, {"image", "example.invalid/app@sha256:" +
-                                                                 std::string(64, 'a')}});
+      containers.push_back(
+          bj::object{{"name", c}, {"image", "example.invalid/app@sha256:" + std::string(64, 'a')}});
     }
-    auto pod = client_->Create(kube::resources::Pods(), ns_,
-                               bj::object{{"apiVersion", "v1"},
-                                          {"kind", "Pod"},
-                                          {"metadata", {{"name", "p"}, {"namespace", ns_}}},
-                                          {"spec", {{"nodeName", NodeName()},
-                                                    {"containers", containers}}}});
+    auto pod = client_->Create(
+        kube::resources::Pods(), ns_,
+        bj::object{{"apiVersion", "v1"},
+                   {"kind", "Pod"},
+                   {"metadata", {{"name", "p"}, {"namespace", ns_}}},
+                   {"spec", {{"nodeName", NodeName()}, {"containers", containers}}}});
     ASSERT_TRUE(pod.ok()) << pod.error().ToString();
     bj::array statuses;
     for (const char* c : {"c", "ticks", "forever"}) {
-      statuses.push_back(bj::object{{"name", c},
-                                    {"ready", true},
-                                    {"restartCount", 0},
-                                    {"image", "app"},
-                                    {"imageID", ""},
-                                    {"state", {{"running", {{"startedAt", "2026-01-01T00:00:00Z"}}}}}});
+      statuses.push_back(
+          bj::object{{"name", c},
+                     {"ready", true},
+                     {"restartCount", 0},
+                     {"image", "app"},
+                     {"imageID", ""},
+                     {"state", {{"running", {{"startedAt", "2026-01-01T00:00:00Z"}}}}}});
     }
     auto running = client_->Patch(
         kube::resources::Pods(), ns_, "p", kube::PatchType::kMerge,
-        bj::serialize(bj::object{{"status", {{"phase", "Running"}, {"containerStatuses", statuses}}}}),
+        bj::serialize(
+            bj::object{{"status", {{"phase", "Running"}, {"containerStatuses", statuses}}}}),
         {.subresource = "status"});
     ASSERT_TRUE(running.ok()) << running.error().ToString();
   }
@@ -376,8 +378,8 @@ TEST_F(KubeletApiTest, AuthorizerDenialIsForbidden) {
 }
 
 net::Response Get(const net::TlsConfig& tls, const std::string& path, uint16_t port) {
-  auto c = net::HttpClient::Create({.base_url = "https://127.0.0.1:" + std::to_string(port),
-                                    .tls = tls});
+  auto c = net::HttpClient::Create(
+      {.base_url = "https://127.0.0.1:" + std::to_string(port), .tls = tls});
   EXPECT_TRUE(c.ok());
   auto r = (*c)->Do({.method = "GET", .target = path});
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().ToString());

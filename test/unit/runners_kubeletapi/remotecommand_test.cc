@@ -17,8 +17,10 @@ using namespace std::chrono_literals;
 TEST(RemoteCommand, NegotiatesTheClientsFirstSupportedProtocol) {
   std::vector<std::string_view> server = {kProtocolV5, kProtocolV4, kProtocolV3, kProtocolV2};
   // The apiserver sends one header per protocol, v5 first.
-  EXPECT_EQ(NegotiateProtocol({"v5.channel.k8s.io", "v4.channel.k8s.io"}, server), "v5.channel.k8s.io");
-  EXPECT_EQ(NegotiateProtocol({"v9.channel.k8s.io, v4.channel.k8s.io"}, server), "v4.channel.k8s.io");
+  EXPECT_EQ(NegotiateProtocol({"v5.channel.k8s.io", "v4.channel.k8s.io"}, server),
+            "v5.channel.k8s.io");
+  EXPECT_EQ(NegotiateProtocol({"v9.channel.k8s.io, v4.channel.k8s.io"}, server),
+            "v4.channel.k8s.io");
   EXPECT_EQ(NegotiateProtocol({"channel.k8s.io"}, server), "");
   EXPECT_EQ(NegotiateProtocol({}, server), "");
   EXPECT_EQ(ProtocolVersion("v3.channel.k8s.io"), 3);

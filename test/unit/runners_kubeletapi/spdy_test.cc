@@ -150,8 +150,11 @@ TEST(SpdyFrames, SynReplyCarriesTheStreamAndHeaders) {
 }
 
 TEST(SpdyFrames, WireLayoutMatchesSpdy3) {
-  EXPECT_EQ(PingFrame(0x01020304), std::string("\x80\x03\x00\x06\x00\x00\x00\x04\x01\x02\x03\x04", 12));
-  EXPECT_EQ(DataFrame(5, "ab", true), std::string("\x00\x00\x00\x05\x01\x00\x00\x02" "ab", 10));
+  EXPECT_EQ(PingFrame(0x01020304),
+            std::string("\x80\x03\x00\x06\x00\x00\x00\x04\x01\x02\x03\x04", 12));
+  EXPECT_EQ(DataFrame(5, "ab", true), std::string("\x00\x00\x00\x05\x01\x00\x00\x02"
+                                                  "ab",
+                                                  10));
 }
 
 TEST(SpdyFrames, OversizedControlFramesAndOtherVersionsAreRefused) {

@@ -51,8 +51,8 @@ std::string ExitCodeStatusJson(int exit_code) {
       {"status", "Failure"},
       {"message", "command terminated with non-zero exit code: exit status " + code},
       {"reason", "NonZeroExitCode"},
-      {"details", bj::object{{"causes", bj::array{bj::object{{"reason", "ExitCode"},
-                                                             {"message", code}}}}}}});
+      {"details",
+       bj::object{{"causes", bj::array{bj::object{{"reason", "ExitCode"}, {"message", code}}}}}}});
 }
 
 std::string ReasonFor(const Error& error) {

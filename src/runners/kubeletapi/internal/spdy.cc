@@ -281,7 +281,8 @@ Result<GoAway> ParseGoAway(const RawFrame& frame) {
 
 Result<WindowUpdate> ParseWindowUpdate(const RawFrame& frame) {
   if (frame.payload.size() != 8) return ProtocolError("WINDOW_UPDATE of the wrong size");
-  return WindowUpdate{Read32(frame.payload, 0) & 0x7fffffffU, Read32(frame.payload, 4) & 0x7fffffffU};
+  return WindowUpdate{Read32(frame.payload, 0) & 0x7fffffffU,
+                      Read32(frame.payload, 4) & 0x7fffffffU};
 }
 
 std::string SynStreamFrame(uint32_t stream_id, const std::string& compressed_headers,
@@ -296,8 +297,8 @@ std::string SynStreamFrame(uint32_t stream_id, const std::string& compressed_hea
 }
 
 std::string SynReplyFrame(uint32_t stream_id, const std::string& compressed_headers, bool fin) {
-  std::string out = ControlHeader(ControlType::kSynReply, fin ? kFlagFin : 0,
-                                  4 + compressed_headers.size());
+  std::string out =
+      ControlHeader(ControlType::kSynReply, fin ? kFlagFin : 0, 4 + compressed_headers.size());
   Put32(out, stream_id & 0x7fffffffU);
   out += compressed_headers;
   return out;

@@ -61,8 +61,8 @@ inline constexpr uint32_t kMaxDataFrame = (1U << 24) - 1;
 // One frame as read off the wire; `payload` is the frame's data after the 8-byte header.
 struct RawFrame {
   bool control = false;
-  uint16_t version = 0;  // control frames
-  uint16_t type = 0;     // control frames
+  uint16_t version = 0;    // control frames
+  uint16_t type = 0;       // control frames
   uint32_t stream_id = 0;  // data frames
   uint8_t flags = 0;
   std::string payload;
@@ -108,7 +108,7 @@ class HeaderCompressor {
 class HeaderDecompressor {
  public:
   // `max_output`: a block that inflates to more is refused (compression bombs).
-  explicit HeaderDecompressor(size_t max_output = 256 * 1024);
+  explicit HeaderDecompressor(size_t max_output = size_t{256} * 1024);
   ~HeaderDecompressor();
   HeaderDecompressor(const HeaderDecompressor&) = delete;
   HeaderDecompressor& operator=(const HeaderDecompressor&) = delete;
@@ -151,7 +151,8 @@ struct WindowUpdate {
 Result<WindowUpdate> ParseWindowUpdate(const RawFrame& frame);
 
 // Serialised frames. `compressed_headers` comes from HeaderCompressor::Compress.
-std::string SynStreamFrame(uint32_t stream_id, const std::string& compressed_headers, uint8_t flags);
+std::string SynStreamFrame(uint32_t stream_id, const std::string& compressed_headers,
+                           uint8_t flags);
 std::string SynReplyFrame(uint32_t stream_id, const std::string& compressed_headers, bool fin);
 std::string DataFrame(uint32_t stream_id, std::string_view data, bool fin);
 std::string RstStreamFrame(uint32_t stream_id, RstStatus status);
