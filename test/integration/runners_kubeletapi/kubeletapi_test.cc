@@ -416,5 +416,45 @@ TEST_F(KubeletApiTest, ClientWithoutACertificateFromTheClientCaGets401) {
   EXPECT_EQ(Get(admin, "/containerLogs/" + ns_ + "/other/c", server_->port()).status, 404);
 }
 
+double ProxiedToKubeletExecs(kube::Client& client) {
+  auto m = client.Raw("GET", "/metrics");
+  if (!m.ok()) return -1;
+  std::string needle =
+      "apiserver_websocket_streaming_requests_total{proxy_type=\"proxied_to_kubelet\",subresource="
+      "\"exec\"} ";
+  size_t at = m->body.find(needle);
+  if (at == std::string::npos) return 0;
+  return std::strtod(m->body.c_str() + at + needle.size(), nullptr);
+}
+
+TEST_F(KubeletApiTest, WebSocketProxiedToTheNodeWhenItDeclaresExtendWebSocketsToKubelet) {
+  auto patched = client_->Patch(kube::resources::Nodes(), "", NodeName(), kube::PatchType::kMerge,
+                                R"({"status":{"declaredFeatures":["ExtendWebSocketsToKubelet"]}})",
+                                {.subresource = "status"});
+  ASSERT_TRUE(patched.ok()) << patched.error().ToString();
+  const bj::value* declared = patched->at("status").as_object().if_contains("declaredFeatures");
+  if (declared == nullptr) {
+    GTEST_SKIP() << "this apiserver drops status.declaredFeatures (NodeDeclaredFeatures off)";
+  }
+  double before = ProxiedToKubeletExecs(*client_);
+  auto r = Kubectl({"exec", "p", "-c", "c", "--", "echo", "over", "websocket"},
+                   {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS=true"});
+  auto f = Kubectl({"exec", "p", "-c", "c", "--", "fail", "7"},
+                   {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS=true"});
+  std::string cmd = "printf 'ws in\\n' | '" + testenv::KubectlPath() + "' --kubeconfig '" +
+                    testenv::Cluster().kubeconfig_path() + "' -n " + ns_ + " exec -i p -c c -- cat";
+  auto i = RunCommand({"/bin/sh", "-c", cmd});
+  double after = ProxiedToKubeletExecs(*client_);
+  (void)client_->Patch(kube::resources::Nodes(), "", NodeName(), kube::PatchType::kMerge,
+                       R"({"status":{"declaredFeatures":null}})", {.subresource = "status"});
+  EXPECT_EQ(r.exit_code, 0) << r.errors;
+  EXPECT_EQ(r.output, "over websocket\n");
+  EXPECT_EQ(f.exit_code, 7) << f.errors;
+  EXPECT_NE(f.errors.find("command terminated with exit code 7"), std::string::npos) << f.errors;
+  EXPECT_EQ(i.exit_code, 0) << i.errors;
+  EXPECT_EQ(i.output, "ws in\n");
+  EXPECT_GE(after - before, 3) << "the apiserver did not proxy the WebSocket to this server";
+}
+
 }  // namespace
 }  // namespace hyperslice::runners::kubeletapi
