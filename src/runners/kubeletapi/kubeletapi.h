@@ -113,7 +113,8 @@ class Backend {
                       const std::string& container, const LogOptions& options, LogSink& sink) = 0;
 
   // Called before the upgrade: an error refuses the exec with its HTTP status and a Kubernetes
-  // Status whose message kubectl prints ("Error from server (Forbidden): ..."). Sealed runners
+  // Status. kubectl prints its message (through kube-apiserver 1.36's WebSocket translation:
+  // "error: Internal error occurred: unable to upgrade connection: <message>"). Sealed runners
   // refuse here. The default admits every exec.
   virtual Status AdmitExec(const ExecRequest& request) {
     (void)request;
