@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -22,6 +23,8 @@
 #include "src/kube/informer.h"
 #include "src/kube/manager.h"
 #include "src/kube/object_helpers.h"
+#include "src/kube/quantity.h"
+#include "src/kube/resource.h"
 
 namespace hyperslice::gpu {
 namespace {
@@ -198,7 +201,15 @@ class Provisioner final : public kube::Runnable {
         nominated_.emplace(std::move(uid), std::move(n));
       }
     }
-    // Nominations end when the claim is gone, or Ready for longer than the grace.
+    std::vector<ObjectPtr> pending_pods;
+    std::map<std::string, const kube::Object*> pending_by_uid;
+    for (const ObjectPtr& p : inf_.pods->store().List()) {
+      if (!UnschedulableGpuPod(*p)) continue;
+      pending_pods.push_back(p);
+      pending_by_uid[Meta(*p, "uid")] = p.get();
+    }
+    // Nominations end when the claim is gone, when the claim has been Ready for longer than the
+    // grace, or when the pool's machines cannot hold the pod any more (below).
     for (auto it = nominated_.begin(); it != nominated_.end();) {
       auto c = live.find(it->second.claim);
       bool drop = c == live.end();
@@ -208,13 +219,13 @@ class Provisioner final : public kube::Runnable {
       }
       it = drop ? nominated_.erase(it) : std::next(it);
     }
+    ReleaseStrandedNominations(live, pending_by_uid);
     for (auto it = read_back_.begin(); it != read_back_.end();)
       it = live.count(*it) ? std::next(it) : read_back_.erase(it);
 
     std::vector<PendingPod> pods;
     std::vector<ObjectPtr> pod_objs;
-    for (const ObjectPtr& p : inf_.pods->store().List()) {
-      if (!UnschedulableGpuPod(*p)) continue;
+    for (const ObjectPtr& p : pending_pods) {
       if (nominated_.count(Meta(*p, "uid"))) continue;
       auto pending = PendingPodFrom(*p);
       if (!pending.ok()) {
@@ -316,6 +327,145 @@ class Provisioner final : public kube::Runnable {
       }
     }
     UpdatePoolStatuses(pool_objs, pool_not_ready, limited);
+  }
+
+  // The scheduler does not know nominations: it may bind a pod onto the machine rented for
+  // another. Mostly that other pod then gets the machine rented for the first (the count still
+  // matches: it keeps waiting). But when a pool's machines, launching or new, no longer have room
+  // for all the pending pods nominated to them (a pod the planner left out, or one bound directly,
+  // took one), the pods whose own machine is taken are released here: they are planned again now,
+  // and a limit that holds them back shows in LimitsReached, rather than after the grace.
+  void ReleaseStrandedNominations(
+      const std::map<std::string, const kube::Object*>& live,
+      const std::map<std::string, const kube::Object*>& pending_by_uid) {
+    // Pending pods by the (cached) claim they wait for.
+    std::map<std::string, std::vector<std::pair<std::string, const kube::Object*>>> waiting;
+    for (const auto& [uid, n] : nominated_) {
+      auto pod = pending_by_uid.find(uid);
+      auto c = live.find(n.claim);
+      if (pod == pending_by_uid.end() || c == live.end() || c->second == nullptr) continue;
+      waiting[n.claim].emplace_back(uid, pod->second);
+    }
+    std::map<std::string, std::optional<NodeRoom>> rooms;  // node -> its room, read once a pass
+    // Pods whose claim's Node has no room left for them, by pool: (uid, GPUs).
+    std::map<std::string, std::vector<std::pair<std::string, int64_t>>> stranded;
+    std::set<std::string> bound;  // pending in the cache, bound to their claim's Node already
+    for (const auto& [name, pods] : waiting) {
+      const kube::Object& claim = *live.at(name);
+      std::string node = NodeNameOf(claim);
+      if (node.empty()) continue;
+      const std::optional<NodeRoom>& room = RoomOf(node, rooms);
+      if (!room) continue;
+      int64_t left = room->free_gpus;
+      for (const auto& [uid, pod] : pods) {
+        if (room->pod_uids.count(uid)) {
+          bound.insert(uid);
+          continue;
+        }
+        int64_t gpus = GpusOf(*pod);
+        if (gpus <= left) {
+          left -= gpus;
+          continue;
+        }
+        stranded[internal::PoolKeyOf(claim)].emplace_back(uid, gpus);
+      }
+    }
+    if (stranded.empty()) return;
+    // In those pools: the GPUs the pending nominated pods wait for, against the room the machines
+    // have: launching ones what they were planned for, ones registered within the grace what their
+    // Node has left (older ones the scheduler has filled, or their room does not suit these pods).
+    auto wall = std::chrono::system_clock::now();
+    for (const auto& [pool, pods] : stranded) {
+      int64_t demand = 0, room = 0;
+      for (const auto& [name, c] : live) {
+        if (c == nullptr || internal::PoolKeyOf(*c) != pool) continue;
+        auto w = waiting.find(name);
+        if (w != waiting.end()) {
+          for (const auto& [uid, pod] : w->second) demand += bound.count(uid) ? 0 : GpusOf(*pod);
+        }
+        std::string node = NodeNameOf(*c);
+        if (node.empty()) {
+          room += PlannedGpus(*c);
+          continue;
+        }
+        const bj::object* status = ObjectField(*c, "status");
+        auto registered = kube::ParseTime(status ? StringField(*status, "registeredAt") : "");
+        bool recent = registered && wall - *registered < o_.nomination_grace;
+        if (!recent && w == waiting.end()) continue;
+        const std::optional<NodeRoom>& r = RoomOf(node, rooms);
+        room += r ? std::max<int64_t>(0, r->free_gpus) : PlannedGpus(*c);
+      }
+      for (const auto& [uid, gpus] : pods) {
+        if (demand <= room) break;
+        auto n = nominated_.find(uid);
+        const kube::Object& pod = *pending_by_uid.at(uid);
+        std::string key = Meta(pod, "namespace") + "/" + Meta(pod, "name");
+        // The cache may lag the scheduler: only a pod still unbound is planned again.
+        auto fresh =
+            o_.client->Get(kube::resources::Pods(), Meta(pod, "namespace"), Meta(pod, "name"));
+        const bj::object* spec = fresh.ok() ? ObjectField(*fresh, "spec") : nullptr;
+        if (spec == nullptr || !StringField(*spec, "nodeName").empty()) continue;
+        log::Info(
+            "gpu provisioner: the machine nominated for a pod went to another; planning it "
+            "again",
+            {{"pod", key}, {"claim", n->second.claim}, {"pool", pool}});
+        nominated_.erase(n);
+        demand -= gpus;
+      }
+    }
+  }
+
+  // GPUs a Node has left (allocatable less the requests of the pods bound to it), and which pods
+  // are bound to it.
+  struct NodeRoom {
+    int64_t free_gpus = 0;
+    std::set<std::string> pod_uids;
+  };
+
+  static std::string NodeNameOf(const kube::Object& claim) {
+    const bj::object* status = ObjectField(claim, "status");
+    return status ? std::string(StringField(*status, "nodeName")) : std::string();
+  }
+
+  static int64_t GpusOf(const kube::Object& pod) {
+    auto p = PendingPodFrom(pod);
+    return p.ok() ? p->gpus : 0;
+  }
+
+  // What a claim was planned for (spec.resources.requests).
+  static int64_t PlannedGpus(const kube::Object& claim) {
+    const bj::object* requests = ObjectAt(claim, "spec.resources.requests");
+    auto q = kube::Quantity::Parse(requests ? StringField(*requests, kResourceGpu) : "");
+    return q.ok() ? q->Value() : 0;
+  }
+
+  // nullopt while it cannot be told: the Node unread, no GPU allocatable yet.
+  const std::optional<NodeRoom>& RoomOf(const std::string& node,
+                                        std::map<std::string, std::optional<NodeRoom>>& rooms) {
+    auto [room, fresh] = rooms.try_emplace(node);
+    if (fresh) room->second = ReadRoom(node);
+    return room->second;
+  }
+
+  std::optional<NodeRoom> ReadRoom(const std::string& node) {
+    auto n = o_.client->Get(kube::resources::Nodes(), "", node);
+    if (!n.ok()) return std::nullopt;
+    const bj::object* alloc = ObjectAt(*n, "status.allocatable");
+    auto gpus = kube::Quantity::Parse(alloc ? StringField(*alloc, kResourceGpu) : "");
+    if (!gpus.ok() || gpus->Value() <= 0) return std::nullopt;
+    NodeRoom room;
+    room.free_gpus = gpus->Value();
+    kube::ListOptions lo;
+    lo.field_selector = "spec.nodeName=" + node;
+    auto pods = o_.client->ListAll(kube::resources::Pods(), "", lo);
+    if (!pods.ok()) return std::nullopt;
+    for (const kube::Object& p : pods->items) {
+      room.pod_uids.insert(Meta(p, "uid"));
+      const bj::object* st = ObjectField(p, "status");
+      std::string_view phase = st ? StringField(*st, "phase") : std::string_view();
+      if (phase != "Succeeded" && phase != "Failed") room.free_gpus -= GpusOf(p);
+    }
+    return room;
   }
 
   static Budget BudgetOf(const bj::object* limits, const std::pair<int, MicroUsd>& used) {

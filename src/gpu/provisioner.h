@@ -8,8 +8,12 @@
 // machine becomes a GPUNodeClaim linked to its pool by labels (a namespaced pool cannot own a
 // cluster-scoped claim) carrying the decision in annotations (requirements, planned offer and
 // price) for the claim controller to launch. Pods placed on a claim are nominated to it and not
-// counted again while it launches; limits (pool and class maxNodes/maxHourlyCost, pool
-// maxHourlyPrice) count claims still launching at their planned price.
+// counted again while it launches. The scheduler does not know nominations and may bind another
+// pod onto that machine; when the pool's machines then no longer have room for all the pods
+// nominated to them, the pods whose machine was taken are planned again at once (and a limit that
+// holds them back shows in the pool's LimitsReached). Limits (pool and class
+// maxNodes/maxHourlyCost, pool maxHourlyPrice) count claims still launching at their planned
+// price.
 // Events on pods: Nominated ("launching claim X: RTX4090 on lambdalabs us-west at $0.69/h"),
 // NoMachine (why no machine can be rented for it). Pool status: nodes, hourlyCost, conditions
 // Ready (its class exists and is Ready) and LimitsReached (which limit holds pending pods back).
@@ -39,7 +43,7 @@ struct ProvisionerOptions {
   Clock::Duration batch_idle = std::chrono::milliseconds(200);
   Clock::Duration batch_max = std::chrono::seconds(2);
   // A pod nominated to a claim that is Ready but still pending after this is planned again (it
-  // did not fit the machine after all).
+  // did not fit the machine for a reason other than the room other pods took: affinity, ports).
   Clock::Duration nomination_grace = std::chrono::seconds(30);
   // Pool statuses are refreshed at least this often (and after every batch).
   Clock::Duration status_interval = std::chrono::seconds(10);
