@@ -10,6 +10,7 @@ pkgs=(
   clang clang-format clang-tidy libclang-rt-14-dev
   nlohmann-json3-dev zlib1g-dev
   shellcheck openssl ccache golang-go wrk
+  runc umoci skopeo docker-registry libarchive-dev iproute2
 )
 missing=()
 for p in "${pkgs[@]}"; do

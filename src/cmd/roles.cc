@@ -26,6 +26,8 @@ void SetupSim(CLI::App&);
 void SetupWebhook(CLI::App&);
 void SetupDevicePlugin(CLI::App&);
 void SetupOperator(CLI::App&);
+int RunRunnerAgent(CLI::App&);
+void SetupRunnerAgent(CLI::App&);
 
 namespace {
 sigset_t StopSignals() {
@@ -56,8 +58,7 @@ std::vector<Role>& AllRoles() {
       {"webhook", "admission: TPU env injection and CR validation", SetupWebhook, RunWebhook},
       {"device-plugin", "kubelet device plugin for google.com/tpu", SetupDevicePlugin,
        RunDevicePlugin},
-      {"runner-agent", "runs on a linked runner host", nullptr,
-       [](CLI::App&) { return NotAvailableYet("runner-agent"); }},
+      {"runner-agent", "runs on a linked runner host", SetupRunnerAgent, RunRunnerAgent},
       {"sim", "cloud simulators (GCE, GPU marketplaces) for tests and the local demo", SetupSim,
        RunSim},
       {"dev", "the local default: control plane, simulators, operator and an example slice",

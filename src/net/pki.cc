@@ -147,12 +147,13 @@ Result<KeyPair> MakeCa(const std::string& common_name, std::chrono::seconds vali
   return KeyPair{ToPem(cert.get()), KeyToPem(key.get())};
 }
 
-Result<KeyPair> Issue(const KeyPair& ca, const CertRequest& req) {
+namespace {
+
+// The leaf certificate for `key` (only its public half is used), signed by `ca`.
+Result<Cert> SignLeaf(const KeyPair& ca, EVP_PKEY* key, const CertRequest& req) {
   HS_ASSIGN_OR_RETURN(auto ca_parts, Load(ca));
   auto& [ca_cert, ca_key] = ca_parts;
-  HS_ASSIGN_OR_RETURN(auto key, NewKey());
-  HS_ASSIGN_OR_RETURN(auto cert,
-                      NewCert(key.get(), req.common_name, req.organizations, req.validity));
+  HS_ASSIGN_OR_RETURN(auto cert, NewCert(key, req.common_name, req.organizations, req.validity));
   X509_set_issuer_name(cert.get(), X509_get_subject_name(ca_cert.get()));
   bool ok = AddExt(cert.get(), ca_cert.get(), NID_basic_constraints, "critical,CA:FALSE") &&
             AddExt(cert.get(), ca_cert.get(), NID_key_usage, "critical,digitalSignature") &&
@@ -174,7 +175,50 @@ Result<KeyPair> Issue(const KeyPair& ca, const CertRequest& req) {
   if (X509_sign(cert.get(), ca_key.get(), EVP_sha256()) == 0) {
     return SslError("signing certificate for " + req.common_name);
   }
+  return cert;
+}
+
+struct FreeReq {
+  void operator()(X509_REQ* p) const { X509_REQ_free(p); }
+};
+
+}  // namespace
+
+Result<KeyPair> Issue(const KeyPair& ca, const CertRequest& req) {
+  HS_ASSIGN_OR_RETURN(auto key, NewKey());
+  HS_ASSIGN_OR_RETURN(auto cert, SignLeaf(ca, key.get(), req));
   return KeyPair{ToPem(cert.get()), KeyToPem(key.get())};
+}
+
+Result<CsrAndKey> MakeCsr(const std::string& common_name) {
+  HS_ASSIGN_OR_RETURN(auto key, NewKey());
+  std::unique_ptr<X509_REQ, FreeReq> req(X509_REQ_new());
+  X509_REQ_set_version(req.get(), 0);
+  X509_NAME* name = X509_REQ_get_subject_name(req.get());
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
+                             reinterpret_cast<const unsigned char*>(common_name.c_str()), -1, -1,
+                             0);
+  X509_REQ_set_pubkey(req.get(), key.get());
+  if (X509_REQ_sign(req.get(), key.get(), EVP_sha256()) == 0) return SslError("signing CSR");
+  Bio bio(BIO_new(BIO_s_mem()));
+  PEM_write_bio_X509_REQ(bio.get(), req.get());
+  char* data = nullptr;
+  long n = BIO_get_mem_data(bio.get(), &data);  // NOLINT(google-runtime-int)
+  return CsrAndKey{std::string(data, static_cast<size_t>(n)), KeyToPem(key.get())};
+}
+
+Result<std::string> SignCsr(const KeyPair& ca, const std::string& csr_pem, const CertRequest& req) {
+  Bio b(BIO_new_mem_buf(csr_pem.data(), static_cast<int>(csr_pem.size())));
+  std::unique_ptr<X509_REQ, FreeReq> csr(PEM_read_bio_X509_REQ(b.get(), nullptr, nullptr, nullptr));
+  ERR_clear_error();
+  if (!csr) return Error::Make(Error::Code::kInvalidArgument, "cannot parse the PEM CSR");
+  EVP_PKEY* pub = X509_REQ_get0_pubkey(csr.get());
+  if (pub == nullptr || X509_REQ_verify(csr.get(), pub) != 1) {
+    ERR_clear_error();
+    return Error::Make(Error::Code::kInvalidArgument, "the CSR's self-signature does not verify");
+  }
+  HS_ASSIGN_OR_RETURN(auto cert, SignLeaf(ca, pub, req));
+  return ToPem(cert.get());
 }
 
 namespace {
@@ -203,6 +247,13 @@ Result<CertInfo> Inspect(const std::string& cert_pem) {
   if (X509_NAME_get_text_by_NID(X509_get_subject_name(cert.get()), NID_commonName, cn, sizeof(cn)) >
       0) {
     info.common_name = cn;
+  }
+  X509_NAME* subject = X509_get_subject_name(cert.get());
+  for (int i = X509_NAME_get_index_by_NID(subject, NID_organizationName, -1); i >= 0;
+       i = X509_NAME_get_index_by_NID(subject, NID_organizationName, i)) {
+    ASN1_STRING* data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i));
+    info.organizations.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(data)),
+                                    static_cast<size_t>(ASN1_STRING_length(data)));
   }
   return info;
 }

@@ -30,9 +30,23 @@ struct CertRequest {
 Result<KeyPair> MakeCa(const std::string& common_name,
                        std::chrono::seconds validity = std::chrono::hours(24 * 3650));
 Result<KeyPair> Issue(const KeyPair& ca, const CertRequest& req);
+
+// A key made where it will be used and a PKCS#10 request for it, so the private key never leaves
+// the host (linked runners: the agent asks, the link controller signs).
+struct CsrAndKey {
+  std::string csr_pem;
+  std::string key_pem;
+};
+Result<CsrAndKey> MakeCsr(const std::string& common_name);
+// Signs the public key of `csr_pem` (whose self-signature must verify) with `ca`. The subject,
+// SANs, usages and validity are the signer's (`req`), never the requester's: a CSR only proves
+// possession of the key. Errors: kInvalidArgument for a malformed CSR or a bad self-signature.
+Result<std::string> SignCsr(const KeyPair& ca, const std::string& csr_pem, const CertRequest& req);
+
 // What a certificate says about itself (the first certificate of a PEM bundle).
 struct CertInfo {
   std::string common_name;
+  std::vector<std::string> organizations;
   std::chrono::system_clock::time_point not_before;
   std::chrono::system_clock::time_point not_after;
 };

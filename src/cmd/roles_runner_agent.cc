@@ -1,0 +1,224 @@
+// `hyperslice runner-agent`: runs on a linked runner host (issue 20). Links with its one-time
+// join token when its state dir holds no identity, serves RunnerAgent to control nodes over
+// mutual TLS, renews its certificate at 2/3 of its lifetime, and runs pods as OCI containers.
+// `hyperslice runner-agent shim ...` is the per-container shim the agent starts (not for people).
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "src/base/log.h"
+#include "src/cmd/roles.h"
+#include "src/runners/agent/agent.h"
+#include "src/runners/agent/runtime.h"
+#include "src/runners/link/link.h"
+
+namespace hyperslice::cmd {
+namespace {
+
+struct RunnerAgentFlags {
+  runners::agent::AgentOptions options;
+  std::string link_endpoint;
+  std::string join_token_file;
+  std::string link_ca_file;
+  std::vector<std::string> capacity;
+  std::vector<std::string> devices;
+  int restart_backoff_ms = 2000;
+  CLI::App* shim = nullptr;
+  runners::agent::ShimOptions shim_options;
+};
+
+RunnerAgentFlags& Flags() {
+  static RunnerAgentFlags flags;
+  return flags;
+}
+
+Result<std::string> ReadFile(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error::Make(Error::Code::kInvalidArgument, "cannot read " + what + " " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// The identity in the state dir, or a new one from the join token.
+Result<runners::link::AgentIdentity> Identity(const runners::link::LinkClientOptions& lo,
+                                              const std::string& token_file) {
+  auto current = runners::link::LoadIdentity(lo.state_dir);
+  if (current.ok() && current->not_after > std::chrono::system_clock::now()) {
+    if (std::chrono::system_clock::now() < runners::link::RenewalTime(*current)) return current;
+    auto renewed = runners::link::Renew(lo, *current);
+    if (renewed.ok()) return renewed;
+    log::Warn("identity renewal failed; using the current one",
+              {{"error", renewed.error().message}});
+    return current;
+  }
+  if (token_file.empty()) {
+    return Error::Make(Error::Code::kInvalidArgument,
+                       "no identity in the state dir and no --join-token-file to link with");
+  }
+  HS_ASSIGN_OR_RETURN(std::string token, ReadFile(token_file, "join token file"));
+  return runners::link::Link(lo, Trim(token));
+}
+
+}  // namespace
+
+void SetupRunnerAgent(CLI::App& app) {
+  RunnerAgentFlags& f = Flags();
+  auto& o = f.options;
+  app.add_option("--name", o.runner_name, "the Runner object's name (required)");
+  app.add_option("--state-dir", o.state_dir, "identity, images, pods (kept across restarts)")
+      ->capture_default_str();
+  o.state_dir = "/var/lib/hyperslice/runner-agent";
+  app.add_option("--listen", o.listen, "host:port to serve RunnerAgent on")->capture_default_str();
+  app.add_option("--advertise-address", o.advertise_address,
+                 "host:port control nodes dial (default: --listen)");
+  app.add_option("--link-endpoint", f.link_endpoint,
+                 "host:port of the RunnerLink server (required)");
+  app.add_option("--join-token-file", f.join_token_file,
+                 "file holding the one-time join token (needed only for the first link)");
+  app.add_option("--link-ca-file", f.link_ca_file,
+                 "CA that verifies the RunnerLink server (required)");
+  app.add_option("--runtime", o.runtime, "OCI runtime binary (runc, or crun where it works)")
+      ->capture_default_str();
+  app.add_option("--capacity", f.capacity,
+                 "resource=quantity this runner offers (repeatable: cpu=8, memory=32Gi, "
+                 "google.com/tpu=4)");
+  app.add_option("--device", f.devices,
+                 "resource=host_path[:container_path] device node handed to containers that "
+                 "ask for the resource (repeatable)");
+  app.add_flag("--allow-host-network", o.allow_host_network, "let pods use the host's network");
+  app.add_option("--require-digest", o.require_digest,
+                 "refuse images referenced by tag (true/false)")
+      ->capture_default_str();
+  app.add_option("--insecure-registry", o.insecure_registries,
+                 "host:port of a registry spoken over plain HTTP (loopback test registries)");
+  app.add_option("--region", o.region, "region reported to the control node");
+  app.add_option("--zone", o.zone, "zone reported to the control node");
+  app.add_option("--slice", o.slice, "multi-host slice id this runner belongs to");
+  app.add_option("--slice-index", o.slice_index, "this runner's index within its slice");
+  app.add_option("--restart-backoff-ms", f.restart_backoff_ms,
+                 "first delay before restarting a container (doubled per restart, 5 min cap)")
+      ->capture_default_str();
+
+  f.shim = app.add_subcommand("shim", "");  // no help text: hidden, started by the agent
+  auto& s = f.shim_options;
+  f.shim->add_option("--runtime", s.runtime)->required();
+  f.shim->add_option("--root", s.root)->required();
+  f.shim->add_option("--id", s.id)->required();
+  f.shim->add_option("--bundle", s.bundle)->required();
+  f.shim->add_option("--dir", s.dir)->required();
+  f.shim->add_option("--attempt", s.attempt)->required();
+}
+
+int RunRunnerAgent(CLI::App&) {
+  RunnerAgentFlags& f = Flags();
+  if (f.shim != nullptr && f.shim->parsed()) return runners::agent::RunShim(f.shim_options);
+  auto& o = f.options;
+  // Checked here, not by CLI11: the shim subcommand does not take them.
+  if (o.runner_name.empty() || f.link_endpoint.empty() || f.link_ca_file.empty()) {
+    log::Error("runner-agent needs --name, --link-endpoint and --link-ca-file");
+    return 2;
+  }
+  for (const auto& kv : f.capacity) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos) {
+      log::Error("bad --capacity (want resource=quantity)", {{"value", kv}});
+      return 2;
+    }
+    o.capacity[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& d : f.devices) {
+    auto eq = d.find('=');
+    if (eq == std::string::npos) {
+      log::Error("bad --device (want resource=host_path[:container_path])", {{"value", d}});
+      return 2;
+    }
+    runners::agent::DeviceConfig dc;
+    dc.resource = d.substr(0, eq);
+    std::string paths = d.substr(eq + 1);
+    auto colon = paths.find(':');
+    dc.host_path = paths.substr(0, colon);
+    if (colon != std::string::npos) dc.container_path = paths.substr(colon + 1);
+    o.devices.push_back(dc);
+  }
+  o.restart_backoff = std::chrono::milliseconds(f.restart_backoff_ms);
+  if (o.advertise_address.empty()) o.advertise_address = o.listen;
+
+  BlockStopSignals();
+  auto link_ca = ReadFile(f.link_ca_file, "link CA file");
+  if (!link_ca.ok()) {
+    log::Error("runner agent cannot start", {{"error", link_ca.error().message}});
+    return 2;
+  }
+  runners::link::LinkClientOptions lo;
+  lo.endpoint = f.link_endpoint;
+  lo.link_ca_pem = *link_ca;
+  lo.runner_name = o.runner_name;
+  lo.agent_address = o.advertise_address;
+  lo.state_dir = o.state_dir;
+  auto identity = Identity(lo, f.join_token_file);
+  if (!identity.ok()) {
+    log::Error("runner agent could not get its identity",
+               {{"runner", o.runner_name}, {"error", identity.error().message}});
+    return 1;
+  }
+  o.identity = *identity;
+  auto agent = runners::agent::Agent::Start(o);
+  if (!agent.ok()) {
+    log::Error("runner agent could not start", {{"error", agent.error().message}});
+    return 1;
+  }
+  log::Info(
+      "runner agent started",
+      {{"runner", o.runner_name}, {"port", (*agent)->port()}, {"advertise", o.advertise_address}});
+
+  // Renewal at 2/3 of the certificate's lifetime; failures retried every 30 s until it expires.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  std::thread renewer([&] {
+    runners::link::AgentIdentity current = *identity;
+    std::unique_lock lock(mu);
+    auto when = runners::link::RenewalTime(current);
+    while (!cv.wait_until(lock, when, [&] { return stopping; })) {
+      lock.unlock();
+      auto renewed = runners::link::Renew(lo, current);
+      if (renewed.ok()) {
+        current = *renewed;
+        if (Status st = (*agent)->UpdateIdentity(current); !st.ok()) {
+          log::Error("serving the renewed identity failed", {{"error", st.error().message}});
+        }
+        when = runners::link::RenewalTime(current);
+      } else {
+        log::Warn("identity renewal failed", {{"error", renewed.error().message}});
+        when = std::chrono::system_clock::now() + std::chrono::seconds(30);
+      }
+      lock.lock();
+    }
+  });
+  int sig = WaitForStopSignal();
+  log::Info("runner agent stopping", {{"signal", sig}});
+  {
+    std::lock_guard lock(mu);
+    stopping = true;
+  }
+  cv.notify_all();
+  renewer.join();
+  (*agent)->Stop();
+  return 0;
+}
+
+}  // namespace hyperslice::cmd

@@ -1,0 +1,41 @@
+// The OCI runtime bundle's config.json for one container of a pod, built the way the kubelet
+// would: process from the image's entrypoint/cmd overridden by the pod's command/args, env from
+// the image then the pod, volumes as bind mounts, limits as linux.resources, accelerator device
+// nodes, and namespaces pid/ipc/uts/mount plus the pod's network namespace (or the host's).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "src/base/result.h"
+#include "src/runners/agent.pb.h"
+#include "src/runners/agent/image_store.h"
+
+namespace hyperslice::runners::agent {
+
+struct DeviceNode {
+  std::string host_path;
+  std::string container_path;
+};
+
+struct BundleInput {
+  const ::hyperslice::runners::v1::Container* container = nullptr;
+  Image image;
+  std::string hostname;
+  std::string netns_path;                          // "" with host networking
+  std::map<std::string, std::string> volume_dirs;  // volume name -> host directory
+  std::vector<DeviceNode> devices;
+  std::string cgroups_path;
+};
+
+// Errors: kInvalidArgument (bad quantity, sub_path escaping its volume, no command to run).
+Result<std::string> RuntimeConfig(const BundleInput& in);
+
+// Kubernetes' rule: command replaces the entrypoint (and drops cmd), args replace cmd.
+std::vector<std::string> ProcessArgs(const std::vector<std::string>& entrypoint,
+                                     const std::vector<std::string>& cmd,
+                                     const std::vector<std::string>& command,
+                                     const std::vector<std::string>& args);
+
+}  // namespace hyperslice::runners::agent

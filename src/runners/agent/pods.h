@@ -1,0 +1,111 @@
+// The pods of one runner: admission of RunPodRequests against the runner's policy, one worker
+// thread per pod that pulls images, prepares the sandbox (network namespace, volumes) and drives
+// init containers then containers with the restart policy, status kept on disk so a restarted
+// agent adopts what its shims still run, and deletion that leaves nothing behind.
+//
+// Thread-safe. Workers never throw across threads (every step returns a Result).
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/base/result.h"
+#include "src/runners/agent.pb.h"
+#include "src/runners/agent/bundle.h"
+#include "src/runners/agent/image_store.h"
+#include "src/runners/agent/logs.h"
+#include "src/runners/agent/runtime.h"
+
+namespace hyperslice::runners::agent {
+
+namespace v1 = ::hyperslice::runners::v1;
+
+struct PodManagerOptions {
+  std::string state_dir;  // pods live in <state_dir>/pods/<uid>
+  Runtime* runtime = nullptr;
+  ImageStore* images = nullptr;
+  std::vector<std::string> shim_argv;  // e.g. {"/proc/self/exe", "runner-agent", "shim"}
+  bool allow_host_network = false;
+  bool require_digest = true;
+  std::map<std::string, std::vector<DeviceNode>> devices;  // resource -> nodes
+  std::string host_ip;                              // reported as pod IP for host-network pods
+  std::chrono::milliseconds restart_backoff{2000};  // doubled per restart, at most 5 min
+  std::string ip_binary = "ip";                     // iproute2, for the pods' network namespaces
+};
+
+// Error::reason values of admission refusals (the gRPC service maps kFailedPrecondition-like
+// policy refusals to FAILED_PRECONDITION).
+inline constexpr char kReasonPolicy[] = "RunnerPolicy";
+
+class PodManager {
+ public:
+  explicit PodManager(PodManagerOptions options);
+  ~PodManager();
+  PodManager(const PodManager&) = delete;
+  PodManager& operator=(const PodManager&) = delete;
+
+  // Adopts the pods in the state dir (after an agent restart): their shims and containers run on.
+  Status Recover();
+  // Admits and starts the pod; idempotent by uid. Errors: kInvalidArgument (malformed spec),
+  // kForbidden with reason kReasonPolicy (policy: host network, tags, devices).
+  Result<v1::PodStatus> Run(const v1::RunPodRequest& request);
+  // SIGTERM, `grace` (or the pod's), SIGKILL, runtime delete, unmount, netns, directory.
+  Status Delete(const std::string& uid, std::optional<std::chrono::seconds> grace);
+  std::vector<v1::PodStatus> List();
+
+  // A subscription to status changes (each change of any pod, and deletions).
+  class Watch {
+   public:
+    // Waits up to `timeout`; nullopt when nothing came or the manager shut down.
+    std::optional<v1::PodStatus> Next(std::chrono::milliseconds timeout);
+
+   private:
+    friend class PodManager;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<v1::PodStatus> queue_;
+    bool closed_ = false;
+  };
+  std::shared_ptr<Watch> Subscribe();
+
+  struct LogTarget {
+    std::string path;
+    std::function<bool()> finished;
+  };
+  Result<LogTarget> Log(const std::string& uid, const std::string& container, bool previous);
+  // The runtime id of a running container (for exec). kNotFound / kConflict (not running).
+  Result<std::string> RunningContainer(const std::string& uid, const std::string& container);
+
+  // Stops the workers without touching containers (agent shutdown).
+  void Shutdown();
+
+ private:
+  struct Pod;
+  void Work(const std::shared_ptr<Pod>& pod);
+  Status Step(Pod& pod, bool& done);
+  Status EnsureSandbox(Pod& pod);
+  Status StartContainer(Pod& pod, const v1::Container& c, bool init, int attempt);
+  void Observe(Pod& pod);
+  void Publish(Pod& pod);  // persists status and notifies watchers; mu_ held
+  Status Admit(const v1::RunPodRequest& r);
+  Result<std::map<std::string, std::vector<DeviceNode>>> Allocate(const v1::RunPodRequest& r);
+  void StartWorker(const std::shared_ptr<Pod>& pod);
+  std::string NetnsName(const std::string& uid) const;
+
+  PodManagerOptions o_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Pod>> pods_;  // by uid
+  std::set<std::string> used_devices_;                // host paths
+  std::vector<std::weak_ptr<Watch>> watches_;
+  bool shutdown_ = false;
+};
+
+}  // namespace hyperslice::runners::agent

@@ -1,0 +1,434 @@
+// The RunnerAgent gRPC service and the Agent that composes images, runtime and pods (agent.h).
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/security/credentials.h>
+
+#include <array>
+#include <filesystem>
+#include <random>
+
+#include "src/base/log.h"
+#include "src/runners/agent.grpc.pb.h"
+#include "src/runners/agent/agent.h"
+#include "src/runners/agent/pods.h"
+
+namespace hyperslice::runners::agent {
+namespace fs = std::filesystem;
+
+extern "C" char** environ;  // NOLINT(readability-redundant-declaration): POSIX leaves it undeclared
+
+namespace {
+
+constexpr char kAgentVersion[] = "hyperslice-runner-agent/0.1";
+
+grpc::Status ToGrpc(const Error& e) {
+  grpc::StatusCode code = grpc::StatusCode::INTERNAL;
+  switch (e.code) {
+    case Error::Code::kInvalidArgument:
+      code = grpc::StatusCode::INVALID_ARGUMENT;
+      break;
+    case Error::Code::kNotFound:
+      code = grpc::StatusCode::NOT_FOUND;
+      break;
+    case Error::Code::kForbidden:
+      code = grpc::StatusCode::FAILED_PRECONDITION;
+      break;
+    case Error::Code::kConflict:
+      code = grpc::StatusCode::FAILED_PRECONDITION;
+      break;
+    case Error::Code::kUnavailable:
+      code = grpc::StatusCode::UNAVAILABLE;
+      break;
+    default:
+      break;
+  }
+  return {code, e.reason.empty() ? e.message : e.reason + ": " + e.message};
+}
+
+std::string NewBootId() {
+  std::random_device rd;
+  std::array<char, 37> buf{};
+  std::snprintf(buf.data(), buf.size(), "%08x-%04x-%04x-%04x-%04x%08x", rd(), rd() & 0xffff,
+                rd() & 0xffff, rd() & 0xffff, rd() & 0xffff, rd());
+  return buf.data();
+}
+
+// Exec: `runtime exec` with pipes; output streamed as it comes, the exit code last.
+grpc::Status ServeExec(const Runtime& runtime, PodManager& pods, grpc::ServerContext* ctx,
+                       grpc::ServerReaderWriter<v1::ExecOutput, v1::ExecInput>* stream) {
+  v1::ExecInput first;
+  if (!stream->Read(&first) || !first.has_start()) {
+    return {grpc::StatusCode::INVALID_ARGUMENT, "the first message must be ExecInput.start"};
+  }
+  const auto& start = first.start();
+  auto fail = [&](const std::string& why) {
+    v1::ExecOutput out;
+    out.mutable_exit()->set_code(-1);
+    out.mutable_exit()->set_error(why);
+    stream->Write(out);
+    return grpc::Status::OK;
+  };
+  if (start.command().empty()) return {grpc::StatusCode::INVALID_ARGUMENT, "exec needs a command"};
+  auto id = pods.RunningContainer(start.uid(), start.container());
+  if (!id.ok()) return ToGrpc(id.error());
+  if (start.tty()) return fail("exec with a terminal is not supported by this runner");
+  std::array<int, 2> in{-1, -1}, out{-1, -1}, err{-1, -1};
+  if (::pipe2(in.data(), O_CLOEXEC) != 0 || ::pipe2(out.data(), O_CLOEXEC) != 0 ||
+      ::pipe2(err.data(), O_CLOEXEC) != 0) {
+    return {grpc::StatusCode::INTERNAL, "cannot create pipes"};
+  }
+  std::vector<std::string> args =
+      runtime.ExecArgv(*id, {start.command().begin(), start.command().end()});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (rc != 0) {
+    ::close(in[1]);
+    ::close(out[0]);
+    ::close(err[0]);
+    return fail("cannot run the runtime: " + std::string(std::strerror(rc)));
+  }
+  // stdin from the client on its own thread (the only reader of the stream); this thread is the
+  // only writer.
+  std::atomic<bool> finished{false};
+  std::thread stdin_pump;
+  if (start.stdin()) {
+    stdin_pump = std::thread([&, fd = in[1]] {
+      v1::ExecInput msg;
+      while (!finished && stream->Read(&msg)) {
+        if (msg.has_stdin()) {
+          const std::string& d = msg.stdin();
+          size_t off = 0;
+          while (off < d.size()) {
+            ssize_t n = ::write(fd, d.data() + off, d.size() - off);
+            if (n <= 0 && errno != EINTR) break;
+            if (n > 0) off += static_cast<size_t>(n);
+          }
+        } else if (msg.has_close_stdin() && msg.close_stdin()) {
+          break;
+        }
+      }
+      ::close(fd);
+    });
+  } else {
+    ::close(in[1]);
+  }
+  std::array<char, 32768> buf{};
+  std::array<pollfd, 2> fds{pollfd{out[0], POLLIN, 0}, pollfd{err[0], POLLIN, 0}};
+  int open_fds = 2;
+  while (open_fds > 0) {
+    if (::poll(fds.data(), fds.size(), 200) < 0 && errno != EINTR) break;
+    if (ctx->IsCancelled()) ::kill(pid, SIGKILL);
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      ssize_t n = ::read(fds[i].fd, buf.data(), buf.size());
+      if (n > 0) {
+        v1::ExecOutput o;
+        if (i == 0) {
+          o.set_stdout(std::string(buf.data(), static_cast<size_t>(n)));
+        } else {
+          o.set_stderr(std::string(buf.data(), static_cast<size_t>(n)));
+        }
+        stream->Write(o);
+      } else if (n == 0 || errno != EINTR) {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  finished = true;
+  v1::ExecOutput exit;
+  exit.mutable_exit()->set_code(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  stream->Write(exit);
+  if (stdin_pump.joinable()) {
+    // A client that never half-closes would keep Read() blocked: end the call for it.
+    ctx->TryCancel();
+    stdin_pump.join();
+  }
+  return grpc::Status::OK;
+}
+
+class Service final : public v1::RunnerAgent::Service {
+ public:
+  Service(const AgentOptions& o, PodManager& pods, const Runtime& runtime, std::string boot_id)
+      : o_(o), pods_(pods), runtime_(runtime), boot_id_(std::move(boot_id)) {}
+
+  grpc::Status Info(grpc::ServerContext* ctx, const v1::InfoRequest*, v1::RunnerInfo* r) override {
+    if (auto st = Authorize(ctx); !st.ok()) return st;
+    r->set_runner_name(o_.runner_name);
+    r->set_region(o_.region);
+    r->set_zone(o_.zone);
+    for (const auto& [k, v] : o_.capacity) (*r->mutable_capacity())[k] = v;
+    std::error_code ec;
+    bool runtime_ok = fs::exists(o_.runtime, ec);
+    r->set_healthy(runtime_ok);
+    if (!runtime_ok) r->set_health_message("OCI runtime " + o_.runtime + " is missing");
+    r->set_agent_version(kAgentVersion);
+    r->set_boot_id(boot_id_);
+    r->mutable_policy()->set_allow_host_network(o_.allow_host_network);
+    r->mutable_policy()->set_require_digest(o_.require_digest);
+    r->set_slice(o_.slice);
+    r->set_slice_index(o_.slice_index);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status RunPod(grpc::ServerContext* ctx, const v1::RunPodRequest* req,
+                      v1::PodStatus* resp) override {
+    if (auto st = Authorize(ctx); !st.ok()) return st;
+    auto r = pods_.Run(*req);
+    if (!r.ok()) {
+      log::Warn("pod refused", {{"uid", req->pod().uid()}, {"reason", r.error().message}});
+      return ToGrpc(r.error());
+    }
+    *resp = *r;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status DeletePod(grpc::ServerContext* ctx, const v1::DeletePodRequest* req,
+                         v1::DeletePodResponse*) override {
+    if (auto st = Authorize(ctx); !st.ok()) return st;
+    std::optional<std::chrono::seconds> grace;
+    if (req->grace_seconds() > 0) grace = std::chrono::seconds(req->grace_seconds());
+    if (Status st = pods_.Delete(req->uid(), grace); !st.ok()) return ToGrpc(st.error());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListPods(grpc::ServerContext* ctx, const v1::ListPodsRequest*,
+                        v1::ListPodsResponse* resp) override {
+    if (auto st = Authorize(ctx); !st.ok()) return st;
+    for (auto& p : pods_.List()) *resp->add_pods() = std::move(p);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status WatchPods(grpc::ServerContext* ctx, const v1::WatchPodsRequest*,
+                         grpc::ServerWriter<v1::PodStatus>* writer) override {
+    if (auto st = Authorize(ctx); !st.ok()) return st;
+    auto watch = pods_.Subscribe();
+    while (!ctx->IsCancelled() && !stopping_) {
+      auto s = watch->Next(std::chrono::milliseconds(250));
+      if (s && !writer->Write(*s)) break;
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Logs(grpc::ServerContext* ctx, const v1::LogsRequest* req,
+                    grpc::ServerWriter<v1::LogChunk>* writer) override {
+    if (auto st = Authorize(ctx); !st.ok()) return st;
+    auto target = pods_.Log(req->uid(), req->container(), req->previous());
+    if (!target.ok()) return ToGrpc(target.error());
+    LogOptions lo;
+    lo.follow = req->follow();
+    lo.tail_lines = req->tail_lines() == 0 && !req->follow() ? -1 : req->tail_lines();
+    if (req->tail_lines() == 0) lo.tail_lines = -1;
+    if (req->since_seconds() > 0) {
+      lo.since_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count() -
+                      req->since_seconds();
+    }
+    lo.timestamps = req->timestamps();
+    lo.limit_bytes = req->limit_bytes();
+    auto sink = [&](const std::string& data) {
+      if (ctx->IsCancelled() || stopping_) return false;
+      if (data.empty()) return true;
+      v1::LogChunk chunk;
+      chunk.set_data(data);
+      return writer->Write(chunk);
+    };
+    auto finished = [&] { return stopping_.load() || target->finished(); };
+    if (Status st = StreamLog(target->path, lo, sink, finished); !st.ok())
+      return ToGrpc(st.error());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Exec(grpc::ServerContext* ctx,
+                    grpc::ServerReaderWriter<v1::ExecOutput, v1::ExecInput>* stream) override {
+    if (auto st = Authorize(ctx); !st.ok()) return st;
+    return ServeExec(runtime_, pods_, ctx, stream);
+  }
+
+  void SetStopping() { stopping_ = true; }
+
+ private:
+  // gRPC verified the client's chain against the runners CA (and its validity); only a control
+  // node's identity may drive this runner.
+  static grpc::Status Authorize(grpc::ServerContext* ctx) {
+    auto certs = ctx->auth_context()->FindPropertyValues("x509_pem_cert");
+    if (certs.empty()) {
+      return {grpc::StatusCode::UNAUTHENTICATED, "a control node's client certificate is required"};
+    }
+    if (!link::IsControlNodeIdentity(std::string(certs.front().data(), certs.front().size()))) {
+      return {grpc::StatusCode::PERMISSION_DENIED,
+              "the client certificate is not a control node's identity"};
+    }
+    return grpc::Status::OK;
+  }
+
+  const AgentOptions& o_;
+  PodManager& pods_;
+  const Runtime& runtime_;
+  std::string boot_id_;
+  std::atomic<bool> stopping_{false};
+};
+
+class AgentImpl final : public Agent {
+ public:
+  explicit AgentImpl(AgentOptions o) : o_(std::move(o)) {}
+  ~AgentImpl() override { Stop(); }
+
+  Status Init() {
+    if (o_.state_dir.empty())
+      return Error::Make(Error::Code::kInvalidArgument, "state dir is required");
+    if (o_.identity.cert_pem.empty() || o_.identity.ca_pem.empty()) {
+      return Error::Make(Error::Code::kInvalidArgument, "the agent needs its linked identity");
+    }
+    std::error_code ec;
+    fs::create_directories(o_.state_dir + "/runtime", ec);
+    ::chmod(o_.state_dir.c_str(), 0700);
+    if (o_.shim_argv.empty()) {
+      o_.shim_argv = {fs::read_symlink("/proc/self/exe", ec).string(), "runner-agent", "shim"};
+    }
+    runtime_ = std::make_unique<Runtime>(o_.runtime, o_.state_dir + "/runtime");
+    RegistryOptions ro;
+    ro.insecure_registries = o_.insecure_registries;
+    ro.ca_pem = o_.registry_ca_pem;
+    images_ = std::make_unique<ImageStore>(o_.state_dir + "/images", ro);
+    PodManagerOptions po;
+    po.state_dir = o_.state_dir;
+    po.runtime = runtime_.get();
+    po.images = images_.get();
+    po.shim_argv = o_.shim_argv;
+    po.allow_host_network = o_.allow_host_network;
+    po.require_digest = o_.require_digest;
+    for (const auto& d : o_.devices) {
+      po.devices[d.resource].push_back(
+          {d.host_path, d.container_path.empty() ? d.host_path : d.container_path});
+    }
+    auto host = link::HostOf(o_.advertise_address.empty() ? o_.listen : o_.advertise_address);
+    po.host_ip = host.ok() ? *host : "";
+    po.restart_backoff = o_.restart_backoff;
+    pods_ = std::make_unique<PodManager>(po);
+    HS_RETURN_IF_ERROR(pods_->Recover());
+    CollectOrphans();
+    service_ = std::make_unique<Service>(o_, *pods_, *runtime_, NewBootId());
+    return Serve(o_.listen);
+  }
+
+  int port() const override { return port_; }
+
+  Status UpdateIdentity(const link::AgentIdentity& identity) override {
+    std::lock_guard lock(mu_);
+    o_.identity = identity;
+    if (server_) {
+      server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+      server_->Wait();
+      server_.reset();
+    }
+    auto host = link::HostOf(o_.listen);
+    return ServeLocked((host.ok() ? *host : "127.0.0.1") + ":" + std::to_string(port_));
+  }
+
+  void Stop() override {
+    std::lock_guard lock(mu_);
+    if (service_) service_->SetStopping();
+    if (server_) {
+      server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+      server_->Wait();
+      server_.reset();
+    }
+    if (pods_) pods_->Shutdown();
+  }
+
+ private:
+  Status Serve(const std::string& listen) {
+    std::lock_guard lock(mu_);
+    return ServeLocked(listen);
+  }
+
+  Status ServeLocked(const std::string& listen) {
+    grpc::SslServerCredentialsOptions ssl(
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = o_.identity.ca_pem;
+    ssl.pem_key_cert_pairs.push_back({o_.identity.key_pem, o_.identity.cert_pem});
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort(listen, grpc::SslServerCredentials(ssl), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    if (!server_ || port == 0) {
+      return Error::Make(Error::Code::kUnavailable, "cannot listen on " + listen);
+    }
+    port_ = port;
+    log::Info("runner agent serving", {{"runner", o_.runner_name}, {"port", port_}});
+    return OkStatus();
+  }
+
+  // Containers of ours (hs-<uid>-<name>) in the runtime's root that no pod owns any more: left by
+  // a crash between the runtime's create and the pod's record, or by a pod dir removed by hand.
+  void CollectOrphans() {
+    auto ids = runtime_->List();
+    if (!ids.ok()) return;
+    std::set<std::string> owned;
+    for (const auto& p : pods_->List()) {
+      for (const auto* list : {&p.init_container_statuses(), &p.container_statuses()}) {
+        for (const auto& c : *list) owned.insert("hs-" + p.pod().uid() + "-" + c.name());
+      }
+    }
+    for (const auto& id : *ids) {
+      if (id.rfind("hs-", 0) == 0 && !owned.count(id)) {
+        log::Warn("removing orphan container", {{"id", id}});
+        (void)runtime_->Delete(id);
+      }
+    }
+  }
+
+  AgentOptions o_;
+  std::mutex mu_;
+  std::unique_ptr<Runtime> runtime_;
+  std::unique_ptr<ImageStore> images_;
+  std::unique_ptr<PodManager> pods_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
+  auto agent = std::make_unique<AgentImpl>(std::move(options));
+  HS_RETURN_IF_ERROR(agent->Init());
+  return std::unique_ptr<Agent>(std::move(agent));
+}
+
+std::shared_ptr<grpc::Channel> DialAgent(const std::string& address,
+                                         const std::string& runners_ca_pem,
+                                         const net::pki::KeyPair& client) {
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = runners_ca_pem;
+  ssl.pem_cert_chain = client.cert_pem;
+  ssl.pem_private_key = client.key_pem;
+  return grpc::CreateChannel(address, grpc::SslCredentials(ssl));
+}
+
+}  // namespace hyperslice::runners::agent

@@ -1,0 +1,264 @@
+#include "test/integration/runners_agent/fixture.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "src/base/command.h"
+
+extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX leaves it undeclared
+
+namespace hyperslice::runners::testing {
+namespace fs = std::filesystem;
+namespace {
+
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::unique_ptr<Env> Make(std::string* why) {
+  auto env = std::make_unique<Env>();
+  char tmpl[] = "/tmp/hs-runners-XXXXXX";
+  env->dir = ::mkdtemp(tmpl);
+  auto ca = link::MakeRunnersCa();
+  auto cn = link::IssueControlNodeClientCert(*ca, "control-node-a");
+  auto serving = link::IssueLinkServerCert(*ca, "127.0.0.1");
+  if (!ca.ok() || !cn.ok() || !serving.ok()) {
+    *why = "cannot make the runners CA";
+    return nullptr;
+  }
+  env->ca = *ca;
+  env->control_node = *cn;
+  env->ca_file = env->dir + "/runners-ca.pem";
+  std::ofstream(env->ca_file) << env->ca.cert_pem;
+  link::LinkServer::Options lo;
+  lo.ca = env->ca;
+  lo.serving = *serving;
+  lo.tokens = &env->tokens;
+  auto server = link::LinkServer::Start(lo);
+  if (!server.ok()) {
+    *why = server.error().message;
+    return nullptr;
+  }
+  env->link = std::move(*server);
+  auto reg = testenv::LocalRegistry::Start();
+  if (!reg.ok()) {
+    *why = reg.error().message;
+    return nullptr;
+  }
+  env->registry = std::move(*reg);
+  auto image = env->registry->PushTestImage("hs/hstest");
+  if (!image.ok()) {
+    *why = image.error().message;
+    return nullptr;
+  }
+  env->image = *image;
+  return env;
+}
+
+}  // namespace
+
+Env::~Env() {
+  if (link) link->Stop();
+  registry.reset();
+  std::error_code ec;
+  if (!dir.empty()) fs::remove_all(dir, ec);
+}
+
+Env* Shared(std::string* why) {
+  // Destroyed at exit: the registry process ends with the test binary.
+  static std::string reason = testenv::RunnerToolsMissing();
+  static std::unique_ptr<Env> env = reason.empty() ? Make(&reason) : nullptr;
+  *why = reason;
+  return env.get();
+}
+
+AgentProcess::AgentProcess(Env& env, std::string name, std::vector<std::string> extra)
+    : env_(env), name_(std::move(name)), extra_(std::move(extra)) {
+  state_dir_ = env.dir + "/" + name_;
+  fs::create_directories(state_dir_);
+  token_file_ = env.dir + "/" + name_ + ".token";
+  std::string token = "tok-" + name_ + "-" + std::to_string(::getpid());
+  env.tokens.Add(name_, token);
+  std::ofstream(token_file_) << token << "\n";
+  address_ = "127.0.0.1:" + std::to_string(FreePort());
+  log_file_ = env.dir + "/" + name_ + ".log";
+}
+
+AgentProcess::~AgentProcess() {
+  // A failed test may leave pods: remove them so no container, mount or namespace outlives us.
+  if (pid_ > 0) {
+    auto stub = Stub();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::ListPodsResponse list;
+    if (stub->ListPods(&ctx, v1::ListPodsRequest(), &list).ok()) {
+      for (const auto& p : list.pods()) {
+        grpc::ClientContext dctx;
+        dctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        v1::DeletePodRequest del;
+        del.set_uid(p.pod().uid());
+        del.set_grace_seconds(1);
+        v1::DeletePodResponse resp;
+        (void)stub->DeletePod(&dctx, del, &resp);
+      }
+    }
+  }
+  Terminate();
+}
+
+::testing::AssertionResult AgentProcess::Start() {
+  std::vector<std::string> args = {HS_BINARY,
+                                   "runner-agent",
+                                   "--name",
+                                   name_,
+                                   "--state-dir",
+                                   state_dir_,
+                                   "--listen",
+                                   address_,
+                                   "--link-endpoint",
+                                   "127.0.0.1:" + std::to_string(env_.link->port()),
+                                   "--join-token-file",
+                                   token_file_,
+                                   "--link-ca-file",
+                                   env_.ca_file,
+                                   "--insecure-registry",
+                                   env_.registry->host(),
+                                   "--restart-backoff-ms",
+                                   "200",
+                                   "--capacity",
+                                   "cpu=4",
+                                   "--capacity",
+                                   "memory=8Gi"};
+  args.insert(args.end(), extra_.begin(), extra_.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_file_.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
+  int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return ::testing::AssertionFailure() << "cannot start " << HS_BINARY;
+  auto stub = Stub();
+  for (int i = 0; i < 150; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    v1::RunnerInfo info;
+    if (stub->Info(&ctx, v1::InfoRequest(), &info).ok()) return ::testing::AssertionSuccess();
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      std::ifstream in(log_file_);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      return ::testing::AssertionFailure() << "agent exited: " << ss.str();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return ::testing::AssertionFailure() << "agent did not serve; log " << log_file_;
+}
+
+void AgentProcess::Kill9() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+void AgentProcess::Terminate() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGTERM);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+std::unique_ptr<v1::RunnerAgent::Stub> AgentProcess::Stub(const net::pki::KeyPair& client) const {
+  return v1::RunnerAgent::NewStub(agent::DialAgent(address_, env_.ca.cert_pem, client));
+}
+
+v1::RunPodRequest Pod(const std::string& uid, const std::string& image,
+                      const std::vector<std::string>& args, const std::string& restart) {
+  v1::RunPodRequest r;
+  r.mutable_pod()->set_namespace_("default");
+  r.mutable_pod()->set_name("pod-" + uid);
+  r.mutable_pod()->set_uid(uid);
+  r.set_restart_policy(restart);
+  r.set_termination_grace_seconds(5);
+  auto* c = r.add_containers();
+  c->set_name("main");
+  c->set_image(image);
+  for (const auto& a : args) c->add_args(a);
+  return r;
+}
+
+std::optional<v1::PodStatus> WaitFor(v1::RunnerAgent::Stub& stub, const std::string& uid,
+                                     const std::function<bool(const v1::PodStatus&)>& pred,
+                                     std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::optional<v1::PodStatus> last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::ListPodsResponse resp;
+    if (stub.ListPods(&ctx, v1::ListPodsRequest(), &resp).ok()) {
+      for (const auto& p : resp.pods()) {
+        if (p.pod().uid() != uid) continue;
+        last = p;
+        if (pred(p)) return p;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (last) ADD_FAILURE() << "last status: " << last->DebugString();
+  return std::nullopt;
+}
+
+std::string Logs(v1::RunnerAgent::Stub& stub, const std::string& uid, const std::string& container,
+                 bool timestamps) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::LogsRequest req;
+  req.set_uid(uid);
+  req.set_container(container);
+  req.set_timestamps(timestamps);
+  req.set_tail_lines(-1);
+  auto reader = stub.Logs(&ctx, req);
+  std::string out;
+  v1::LogChunk chunk;
+  while (reader->Read(&chunk)) out += chunk.data();
+  reader->Finish();
+  return out;
+}
+
+std::vector<std::string> RuntimeList(const std::string& root) {
+  auto r = RunCommand({"runc", "--root", root, "list", "--format", "json"});
+  std::vector<std::string> ids;
+  boost::system::error_code ec;
+  auto v = boost::json::parse(r.output, ec);
+  if (ec || !v.is_array()) return ids;
+  for (const auto& c : v.as_array()) ids.emplace_back(c.as_object().at("id").as_string());
+  return ids;
+}
+
+}  // namespace hyperslice::runners::testing

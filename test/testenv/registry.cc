@@ -1,0 +1,176 @@
+#include "test/testenv/registry.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "src/base/command.h"
+
+extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX leaves it undeclared
+
+namespace hyperslice::testenv {
+namespace fs = std::filesystem;
+namespace {
+
+bool OnPath(const std::string& tool) {
+  return RunCommand({"sh", "-c", "command -v " + tool}).exit_code == 0;
+}
+
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+bool Answers(int port) {
+  auto r = RunCommand({"bash", "-c",
+                       "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port) +
+                           " && printf 'GET /v2/ HTTP/1.0\\r\\n\\r\\n' >&3 && head -c 12 <&3"});
+  return r.output.find("200") != std::string::npos;
+}
+
+Error Failed(const std::string& what, const CommandResult& r) {
+  return Error::Make(Error::Code::kInternal, what + " failed: " + r.errors + r.output);
+}
+
+}  // namespace
+
+std::string RunnerToolsMissing() {
+  if (::geteuid() != 0) return "needs root (runc, mounts, network namespaces)";
+  for (const char* tool : {"runc", "umoci", "skopeo", "docker-registry", "cc", "ip"}) {
+    if (!OnPath(tool)) return std::string(tool) + " is not installed (scripts/deps.sh)";
+  }
+  return "";
+}
+
+Result<std::unique_ptr<LocalRegistry>> LocalRegistry::Start() {
+  std::unique_ptr<LocalRegistry> reg(new LocalRegistry());
+  char tmpl[] = "/tmp/hs-registry-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) return Error::Make(Error::Code::kInternal, "mkdtemp");
+  reg->dir_ = tmpl;
+  // docker-registry cannot listen on port 0 and say which port it got: pick one, retry on a
+  // collision.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    reg->port_ = FreePort();
+    std::ofstream(reg->dir_ + "/config.yml")
+        << "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: "
+        << reg->dir_
+        << "/data\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:" << reg->port_ << "\n";
+    std::string cfg = reg->dir_ + "/config.yml", logf = reg->dir_ + "/registry.log";
+    std::vector<std::string> args = {"docker-registry", "serve", cfg};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, logf.c_str(),
+                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    int rc = posix_spawnp(&reg->pid_, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) return Error::Make(Error::Code::kInternal, "cannot start docker-registry");
+    for (int i = 0; i < 100; ++i) {
+      if (Answers(reg->port_)) return reg;
+      int status = 0;
+      if (::waitpid(reg->pid_, &status, WNOHANG) == reg->pid_) {
+        reg->pid_ = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (reg->pid_ > 0) {
+      ::kill(reg->pid_, SIGKILL);
+      ::waitpid(reg->pid_, nullptr, 0);
+      reg->pid_ = -1;
+    }
+  }
+  return Error::Make(Error::Code::kUnavailable, "docker-registry did not start; see " + reg->dir_);
+}
+
+LocalRegistry::~LocalRegistry() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  std::error_code ec;
+  if (!dir_.empty()) fs::remove_all(dir_, ec);
+}
+
+Result<std::string> LocalRegistry::PushTestImage(const std::string& repo, const std::string& tag,
+                                                 const std::string& marker) {
+  std::string work = dir_ + "/build-" + repo.substr(repo.rfind('/') + 1) + "-" + tag;
+  std::error_code ec;
+  fs::remove_all(work, ec);
+  fs::create_directories(work, ec);
+  std::string bin = dir_ + "/hstest";
+  if (!fs::exists(bin)) {
+    auto r = RunCommand({"cc", "-static", "-O2", "-o", bin, HS_TESTENV_IMAGES_DIR "/hstest.c"});
+    if (r.exit_code != 0) return Failed("compiling hstest", r);
+  }
+  std::string layout = work + "/oci";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"umoci", "init", "--layout", layout},
+           {"umoci", "new", "--image", layout + ":" + tag},
+           {"umoci", "unpack", "--image", layout + ":" + tag, work + "/bundle"}}) {
+    auto r = RunCommand(args);
+    if (r.exit_code != 0) return Failed(args[0] + " " + args[1], r);
+  }
+  fs::copy_file(bin, work + "/bundle/rootfs/hstest", fs::copy_options::overwrite_existing, ec);
+  fs::create_directories(work + "/bundle/rootfs/etc", ec);
+  fs::create_directories(work + "/bundle/rootfs/tmp", ec);
+  std::ofstream(work + "/bundle/rootfs/marker") << marker << "\n";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"umoci", "repack", "--image", layout + ":" + tag, work + "/bundle"},
+           {"umoci", "config", "--image", layout + ":" + tag, "--config.entrypoint", "/hstest",
+            "--config.cmd", "print:default", "--config.env", "GREETING=hello",
+            "--config.workingdir", "/"},
+           {"skopeo", "copy", "--dest-tls-verify=false", "oci:" + layout + ":" + tag,
+            "docker://" + host() + "/" + repo + ":" + tag}}) {
+    auto r = RunCommand(args);
+    if (r.exit_code != 0) return Failed(args[0] + " " + args[1], r);
+  }
+  auto r = RunCommand({"skopeo", "inspect", "--tls-verify=false", "--format", "{{.Digest}}",
+                       "docker://" + host() + "/" + repo + ":" + tag});
+  if (r.exit_code != 0) return Failed("skopeo inspect", r);
+  std::string digest = r.output;
+  while (!digest.empty() && (digest.back() == '\n' || digest.back() == ' ')) digest.pop_back();
+  return host() + "/" + repo + "@" + digest;
+}
+
+std::string LocalRegistry::BlobDataPath(const std::string& digest) const {
+  std::string hex = digest.substr(digest.find(':') + 1);
+  return dir_ + "/data/docker/registry/v2/blobs/sha256/" + hex.substr(0, 2) + "/" + hex + "/data";
+}
+
+Result<std::vector<std::string>> LocalRegistry::LayerDigests(const std::string& image_ref) const {
+  auto r = RunCommand({"skopeo", "inspect", "--tls-verify=false", "docker://" + image_ref});
+  if (r.exit_code != 0) return Failed("skopeo inspect", r);
+  boost::system::error_code ec;
+  auto v = boost::json::parse(r.output, ec);
+  std::vector<std::string> out;
+  if (ec || !v.is_object()) return out;
+  if (const auto* layers = v.as_object().if_contains("Layers"); layers && layers->is_array()) {
+    for (const auto& l : layers->as_array()) out.emplace_back(l.as_string());
+  }
+  return out;
+}
+
+}  // namespace hyperslice::testenv
