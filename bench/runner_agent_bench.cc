@@ -48,8 +48,8 @@ void Print(const char* what, std::vector<double> v) {
   std::sort(v.begin(), v.end());
   double sum = 0;
   for (double x : v) sum += x;
-  std::printf("  %-34s mean %7.1f ms  p50 %7.1f ms  max %7.1f ms\n", what, sum / v.size(),
-              v[v.size() / 2], v.back());
+  std::printf("  %-34s mean %7.1f ms  p50 %7.1f ms  max %7.1f ms\n", what,
+              sum / static_cast<double>(v.size()), v[v.size() / 2], v.back());
 }
 
 }  // namespace
@@ -93,7 +93,7 @@ int main() {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return 1;
     socklen_t len = sizeof(addr);
     ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
     port = ntohs(addr.sin_port);
@@ -118,6 +118,7 @@ int main() {
                                    "--insecure-registry",
                                    (*registry)->host()};
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   posix_spawn_file_actions_t actions;
@@ -163,6 +164,7 @@ int main() {
   // The first pod pulls and unpacks the image; the measured ones find it cached.
   double first = run_until_running("bench-warm");
   std::vector<double> total;
+  total.reserve(static_cast<size_t>(pods));
   for (int i = 0; i < pods; ++i) total.push_back(run_until_running("bench-" + std::to_string(i)));
   wctx.TryCancel();
 
@@ -179,6 +181,8 @@ int main() {
     runtime_ms[std::string(o.at("uid").as_string())] = o.at("runtime_ms").to_number<double>();
   }
   std::vector<double> runtime, agent_share;
+  runtime.reserve(static_cast<size_t>(pods));
+  agent_share.reserve(static_cast<size_t>(pods));
   for (int i = 0; i < pods; ++i) {
     double rt = runtime_ms["bench-" + std::to_string(i)];
     runtime.push_back(rt);

@@ -32,7 +32,10 @@ int FreePort() {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return 0;
+  }
   socklen_t len = sizeof(addr);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);
@@ -76,6 +79,7 @@ Result<std::unique_ptr<LocalRegistry>> LocalRegistry::Start() {
     std::string cfg = reg->dir_ + "/config.yml", logf = reg->dir_ + "/registry.log";
     std::vector<std::string> args = {"docker-registry", "serve", cfg};
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     posix_spawn_file_actions_t actions;
@@ -122,14 +126,21 @@ Result<std::string> LocalRegistry::PushTestImage(const std::string& repo, const 
   fs::create_directories(work, ec);
   std::string bin = dir_ + "/hstest";
   if (!fs::exists(bin)) {
-    auto r = RunCommand({"cc", "-static", "-O2", "-o", bin, HS_TESTENV_IMAGES_DIR "/hstest.c"});
+    auto r = RunCommand(
+        {"cc", "-static", "-O2", "-o", bin, std::string(HS_TESTENV_IMAGES_DIR) + "/hstest.c"});
     if (r.exit_code != 0) return Failed("compiling hstest", r);
   }
-  std::string layout = work + "/oci";
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"umoci", "init", "--layout", layout},
-           {"umoci", "new", "--image", layout + ":" + tag},
-           {"umoci", "unpack", "--image", layout + ":" + tag, work + "/bundle"}}) {
+  const std::string layout = work + "/oci";
+  std::string image = layout;  // oci:<layout>:<tag>
+  image += ":" + tag;
+  const std::string bundle = work + "/bundle";
+  std::string dest = "docker://" + host();
+  dest += "/" + repo;
+  dest += ":" + tag;
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"umoci", "init", "--layout", layout},
+                                             {"umoci", "new", "--image", image},
+                                             {"umoci", "unpack", "--image", image, bundle}}) {
     auto r = RunCommand(args);
     if (r.exit_code != 0) return Failed(args[0] + " " + args[1], r);
   }
@@ -138,17 +149,14 @@ Result<std::string> LocalRegistry::PushTestImage(const std::string& repo, const 
   fs::create_directories(work + "/bundle/rootfs/tmp", ec);
   std::ofstream(work + "/bundle/rootfs/marker") << marker << "\n";
   for (const auto& args : std::vector<std::vector<std::string>>{
-           {"umoci", "repack", "--image", layout + ":" + tag, work + "/bundle"},
-           {"umoci", "config", "--image", layout + ":" + tag, "--config.entrypoint", "/hstest",
-            "--config.cmd", "print:default", "--config.env", "GREETING=hello",
-            "--config.workingdir", "/"},
-           {"skopeo", "copy", "--dest-tls-verify=false", "oci:" + layout + ":" + tag,
-            "docker://" + host() + "/" + repo + ":" + tag}}) {
+           {"umoci", "repack", "--image", image, bundle},
+           {"umoci", "config", "--image", image, "--config.entrypoint", "/hstest", "--config.cmd",
+            "print:default", "--config.env", "GREETING=hello", "--config.workingdir", "/"},
+           {"skopeo", "copy", "--dest-tls-verify=false", "oci:" + image, dest}}) {
     auto r = RunCommand(args);
     if (r.exit_code != 0) return Failed(args[0] + " " + args[1], r);
   }
-  auto r = RunCommand({"skopeo", "inspect", "--tls-verify=false", "--format", "{{.Digest}}",
-                       "docker://" + host() + "/" + repo + ":" + tag});
+  auto r = RunCommand({"skopeo", "inspect", "--tls-verify=false", "--format", "{{.Digest}}", dest});
   if (r.exit_code != 0) return Failed("skopeo inspect", r);
   std::string digest = r.output;
   while (!digest.empty() && (digest.back() == '\n' || digest.back() == ' ')) digest.pop_back();

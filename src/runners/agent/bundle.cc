@@ -69,13 +69,17 @@ Result<std::string> RuntimeConfig(const BundleInput& in) {
   // Image env first, then the pod's; a later value of a name replaces the earlier one in place.
   std::vector<std::string> env;
   auto set_env = [&env](const std::string& name, const std::string& value) {
+    std::string entry = name;
+    entry += '=';
     for (auto& e : env) {
-      if (e.compare(0, name.size() + 1, name + "=") == 0) {
-        e = name + "=" + value;
+      if (e.compare(0, entry.size(), entry) == 0) {
+        e = entry;
+        e += value;
         return;
       }
     }
-    env.push_back(name + "=" + value);
+    entry += value;
+    env.push_back(std::move(entry));
   };
   bool has_path = false;
   for (const auto& e : in.image.env) {

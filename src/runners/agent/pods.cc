@@ -175,8 +175,11 @@ Status PodManager::Admit(const v1::RunPodRequest& r) {
     }
     for (const auto& [res, qty] : c.limits()) {
       if (!kube::Quantity::Parse(qty).ok()) {
-        return Invalid("container " + c.name() + ": limit " + res + "=" + qty +
-                       " is not a quantity");
+        std::string msg = "container " + c.name();
+        msg += ": limit " + res;
+        msg += "=" + qty;
+        msg += " is not a quantity";
+        return Invalid(msg);
       }
     }
     return OkStatus();

@@ -36,9 +36,7 @@ grpc::Status ToGrpc(const Error& e) {
     case Error::Code::kNotFound:
       code = grpc::StatusCode::NOT_FOUND;
       break;
-    case Error::Code::kForbidden:
-      code = grpc::StatusCode::FAILED_PRECONDITION;
-      break;
+    case Error::Code::kForbidden:  // policy refusals
     case Error::Code::kConflict:
       code = grpc::StatusCode::FAILED_PRECONDITION;
       break;
@@ -86,6 +84,7 @@ grpc::Status ServeExec(const Runtime& runtime, PodManager& pods, grpc::ServerCon
   std::vector<std::string> args =
       runtime.ExecArgv(*id, {start.command().begin(), start.command().end()});
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   posix_spawn_file_actions_t actions;

@@ -95,6 +95,7 @@ struct LogStream {
 pid_t Spawn(const std::vector<std::string>& args, int out_fd, int err_fd) {
   std::vector<std::string> copy = args;
   std::vector<char*> argv;
+  argv.reserve(copy.size() + 1);
   for (auto& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
   posix_spawn_file_actions_t actions;
