@@ -1,0 +1,180 @@
+#include "src/runners/controlnode/api.h"
+
+#include <boost/json.hpp>
+
+#include "src/base/json.h"
+#include "src/kube/quantity.h"
+#include "src/kube/store.h"
+
+namespace hyperslice::runners::controlnode {
+namespace {
+
+namespace json = boost::json;
+using jsonfield::ArrayField;
+using jsonfield::BoolField;
+using jsonfield::IntField;
+using jsonfield::ObjectField;
+using jsonfield::StringField;
+
+Error Invalid(const std::string& msg) { return Error::Make(Error::Code::kInvalidArgument, msg); }
+
+std::map<std::string, std::string> StringMap(const json::object* o) {
+  std::map<std::string, std::string> out;
+  if (o == nullptr) return out;
+  for (const auto& [k, v] : *o) {
+    if (v.is_string()) out[std::string(k)] = std::string(v.as_string());
+  }
+  return out;
+}
+
+bool ValidHostPort(const std::string& a) {
+  auto colon = a.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == a.size()) return false;
+  for (size_t i = colon + 1; i < a.size(); ++i) {
+    if (a[i] < '0' || a[i] > '9') return false;
+  }
+  int port = std::stoi(a.substr(colon + 1));
+  return port > 0 && port < 65536;
+}
+
+}  // namespace
+
+const kube::Resource& ControlNodes() {
+  static const kube::Resource r{kGroup, "v1alpha1", "controlnodes", "ControlNode", false};
+  return r;
+}
+const kube::Resource& Runners() {
+  static const kube::Resource r{kGroup, "v1alpha1", "runners", "Runner", false};
+  return r;
+}
+
+Result<ResourceList> ParseResources(const json::object* obj, const std::string& field) {
+  ResourceList out;
+  if (obj == nullptr) return out;
+  for (const auto& [k, v] : *obj) {
+    std::string text;
+    if (v.is_string()) {
+      text = std::string(v.as_string());
+    } else if (v.is_int64()) {
+      text = std::to_string(v.as_int64());
+    } else {
+      return Invalid(field + "." + std::string(k) + ": not a quantity");
+    }
+    auto q = kube::Quantity::Parse(text);
+    if (!q.ok()) return Invalid(field + "." + std::string(k) + ": " + q.error().message);
+    out[std::string(k)] = q->MilliValue();
+  }
+  return out;
+}
+
+std::string FormatQuantity(const std::string& /*resource*/, int64_t milli) {
+  if (milli % 1000 == 0) return std::to_string(milli / 1000);
+  return std::to_string(milli) + "m";
+}
+
+Result<ControlNodeSpec> ParseControlNode(const kube::Object& obj) {
+  ControlNodeSpec s;
+  s.name = std::string(kube::MetaString(obj, "name"));
+  if (const json::object* meta = ObjectField(obj, "metadata")) {
+    s.generation = IntField(*meta, "generation").value_or(0);
+  }
+  const json::object* spec = ObjectField(obj, "spec");
+  static const json::object kEmpty;
+  if (spec == nullptr) spec = &kEmpty;
+  s.node_name = std::string(StringField(*spec, "nodeName"));
+  if (s.node_name.empty()) s.node_name = s.name;
+  if (const json::object* sel = ObjectField(*spec, "runnerSelector")) {
+    s.match_labels = StringMap(ObjectField(*sel, "matchLabels"));
+    if (const json::array* exprs = ArrayField(*sel, "matchExpressions")) {
+      json::value v = *exprs;
+      auto reqs = kube::RequirementsFrom(&v);
+      if (!reqs.ok()) return Invalid("spec.runnerSelector: " + reqs.error().message);
+      s.match_expressions = *reqs;
+    }
+  }
+  if (auto a = StringField(*spec, "address"); !a.empty()) s.address = std::string(a);
+  if (auto p = IntField(*spec, "kubeletPort")) {
+    if (*p < 1 || *p > 65535) return Invalid("spec.kubeletPort: out of range");
+    s.kubelet_port = static_cast<int>(*p);
+  }
+  s.labels = StringMap(ObjectField(*spec, "labels"));
+  if (const json::array* t = ArrayField(*spec, "taints")) {
+    json::value v = *t;
+    s.taints = kube::TaintsFrom(&v);
+  }
+  if (const json::object* cp = ObjectField(*spec, "capacityPolicy")) {
+    HS_ASSIGN_OR_RETURN(s.reserved,
+                        ParseResources(ObjectField(*cp, "reserved"), "spec.capacityPolicy.reserved"));
+    if (auto m = IntField(*cp, "maxPodsPerRunner")) s.max_pods_per_runner = static_cast<int>(*m);
+  }
+  return s;
+}
+
+bool Selects(const ControlNodeSpec& cn, const std::map<std::string, std::string>& labels) {
+  for (const auto& [k, v] : cn.match_labels) {
+    auto it = labels.find(k);
+    if (it == labels.end() || it->second != v) return false;
+  }
+  kube::Labels l(labels.begin(), labels.end());
+  return kube::MatchesAll(cn.match_expressions, l);
+}
+
+Result<RunnerSpec> ParseRunner(const kube::Object& obj) {
+  RunnerSpec s;
+  s.name = std::string(kube::MetaString(obj, "name"));
+  if (const json::object* meta = ObjectField(obj, "metadata")) {
+    s.generation = IntField(*meta, "generation").value_or(0);
+    s.labels = StringMap(ObjectField(*meta, "labels"));
+  }
+  const json::object* spec = ObjectField(obj, "spec");
+  if (spec == nullptr) return Invalid("spec is required");
+  s.control_node = std::string(StringField(*spec, "controlNode"));
+  if (s.control_node.empty()) return Invalid("spec.controlNode is required");
+  const json::object* gce = ObjectField(*spec, "gce");
+  const json::object* host = ObjectField(*spec, "host");
+  const json::object* market = ObjectField(*spec, "marketplace");
+  int n = (gce != nullptr) + (host != nullptr) + (market != nullptr);
+  if (n != 1) return Invalid("exactly one of spec.gce, spec.host, spec.marketplace is required");
+  if (host != nullptr) {
+    s.placement = RunnerSpec::Placement::kHost;
+    s.host_address = std::string(StringField(*host, "address"));
+    if (!ValidHostPort(s.host_address)) {
+      return Invalid("spec.host.address: want host:port, got \"" + s.host_address + "\"");
+    }
+  } else if (gce != nullptr) {
+    s.placement = RunnerSpec::Placement::kGce;
+    for (const char* f : {"project", "zone", "machineType"}) {
+      if (StringField(*gce, f).empty()) return Invalid(std::string("spec.gce.") + f + " is required");
+    }
+    s.zone = std::string(StringField(*gce, "zone"));
+    s.region = std::string(StringField(*gce, "region"));
+    if (s.region.empty()) {
+      auto dash = s.zone.rfind('-');
+      if (dash != std::string::npos) s.region = s.zone.substr(0, dash);
+    }
+    auto count = IntField(*gce, "acceleratorCount").value_or(0);
+    if (count < 0) return Invalid("spec.gce.acceleratorCount: must not be negative");
+    if (count > 0 && StringField(*gce, "acceleratorType").empty()) {
+      return Invalid("spec.gce.acceleratorType is required with acceleratorCount");
+    }
+  } else {
+    s.placement = RunnerSpec::Placement::kMarketplace;
+    if (StringField(*market, "gpuNodeClass").empty() && StringField(*market, "claimName").empty()) {
+      return Invalid("spec.marketplace: one of gpuNodeClass or claimName is required");
+    }
+  }
+  if (auto r = StringField(*spec, "region"); !r.empty()) s.region = std::string(r);
+  if (auto z = StringField(*spec, "zone"); !z.empty()) s.zone = std::string(z);
+  if (const json::object* sl = ObjectField(*spec, "slice")) {
+    s.slice = std::string(StringField(*sl, "name"));
+    s.slice_index = static_cast<int>(IntField(*sl, "index").value_or(0));
+    if (s.slice.empty()) return Invalid("spec.slice.name is required with spec.slice");
+  }
+  if (const json::object* p = ObjectField(*spec, "policy")) {
+    s.allow_host_network = BoolField(*p, "allowHostNetwork").value_or(false);
+    s.require_digest = BoolField(*p, "requireDigest").value_or(true);
+  }
+  return s;
+}
+
+}  // namespace hyperslice::runners::controlnode

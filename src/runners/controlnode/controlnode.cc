@@ -1,0 +1,1440 @@
+#include "src/runners/controlnode/controlnode.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include <boost/json.hpp>
+
+#include "src/base/json.h"
+#include "src/base/log.h"
+#include "src/kube/client.h"
+#include "src/kube/controller.h"
+#include "src/kube/events.h"
+#include "src/kube/informer.h"
+#include "src/kube/manager.h"
+#include "src/kube/metrics.h"
+#include "src/kube/object_helpers.h"
+#include "src/kube/store.h"
+#include "src/runners/controlnode/api.h"
+#include "src/runners/controlnode/pod_request.h"
+
+namespace hyperslice::runners::controlnode {
+namespace {
+
+namespace json = boost::json;
+using jsonfield::ArrayField;
+using jsonfield::ObjectField;
+using jsonfield::StringField;
+using Ms = std::chrono::milliseconds;
+
+constexpr char kNodeLeaseNamespace[] = "kube-node-lease";
+constexpr char kFieldManager[] = "hyperslice-controlnode";
+
+std::string S(std::string_view v) { return std::string(v); }
+
+std::string Annotation(const kube::Object& obj, const char* key) {
+  const json::object* meta = ObjectField(obj, "metadata");
+  const json::object* ann = meta != nullptr ? ObjectField(*meta, "annotations") : nullptr;
+  return ann != nullptr ? S(StringField(*ann, key)) : std::string();
+}
+
+std::vector<std::string> SplitComma(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    if (!part.empty()) out.push_back(part);
+  }
+  return out;
+}
+
+std::string JoinComma(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+std::string PodPhase(const kube::Object& pod) {
+  const json::object* st = ObjectField(pod, "status");
+  return st != nullptr ? S(StringField(*st, "phase")) : std::string();
+}
+bool Terminal(const std::string& phase) { return phase == "Succeeded" || phase == "Failed"; }
+
+std::string Rfc3339(int64_t unix_seconds) {
+  return kube::FormatTime(std::chrono::system_clock::time_point(std::chrono::seconds(unix_seconds)));
+}
+
+// Pod conditions without their times, for comparing desired and current.
+json::array ConditionsSansTimes(const json::array* conds) {
+  json::array out;
+  if (conds == nullptr) return out;
+  for (const auto& c : *conds) {
+    if (!c.is_object()) continue;
+    json::object o = c.as_object();
+    o.erase("lastTransitionTime");
+    o.erase("lastProbeTime");
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+json::object ContainerStatusJson(const v1::ContainerStatus& c, const std::string& uid) {
+  json::object state;
+  bool running = false;
+  if (c.has_running()) {
+    running = true;
+    state["running"] = json::object{{"startedAt", Rfc3339(c.running().started_at_unix())}};
+  } else if (c.has_terminated()) {
+    const auto& t = c.terminated();
+    json::object term{{"exitCode", t.exit_code()},
+                      {"reason", t.reason().empty() ? (t.exit_code() == 0 ? "Completed" : "Error")
+                                                    : t.reason()},
+                      {"startedAt", Rfc3339(t.started_at_unix())},
+                      {"finishedAt", Rfc3339(t.finished_at_unix())},
+                      {"containerID", "hyperslice://" + uid + "/" + c.name()}};
+    if (t.signal() != 0) term["signal"] = t.signal();
+    if (!t.message().empty()) term["message"] = t.message();
+    state["terminated"] = std::move(term);
+  } else {
+    json::object w{{"reason", c.has_waiting() && !c.waiting().reason().empty()
+                                  ? c.waiting().reason()
+                                  : std::string("ContainerCreating")}};
+    if (c.has_waiting() && !c.waiting().message().empty()) w["message"] = c.waiting().message();
+    state["waiting"] = std::move(w);
+  }
+  json::object out{{"name", c.name()},
+                   {"image", c.image()},
+                   {"imageID", c.image_id()},
+                   {"ready", c.ready()},
+                   {"started", running},
+                   {"restartCount", c.restart_count()},
+                   {"state", std::move(state)}};
+  if (running || c.has_terminated()) out["containerID"] = "hyperslice://" + uid + "/" + c.name();
+  return out;
+}
+
+// The pod status a kubelet would write for what the agents report (one status per host).
+json::object DesiredStatus(const kube::Object& pod, const std::vector<v1::PodStatus>& hosts,
+                           const std::string& host_ip) {
+  bool any_failed = false, all_succeeded = true, any_running = false, all_running = true;
+  for (const auto& h : hosts) {
+    any_failed = any_failed || h.phase() == "Failed";
+    all_succeeded = all_succeeded && h.phase() == "Succeeded";
+    any_running = any_running || h.phase() == "Running";
+    all_running = all_running && (h.phase() == "Running" || h.phase() == "Succeeded");
+  }
+  std::string phase = any_failed      ? "Failed"
+                      : all_succeeded ? "Succeeded"
+                      : (any_running && all_running) ? "Running"
+                                                     : "Pending";
+  const v1::PodStatus& first = hosts.front();
+  json::object st{{"phase", phase}, {"hostIP", host_ip}};
+  st["hostIPs"] = json::array{json::object{{"ip", host_ip}}};
+  if (!first.pod_ip().empty()) {
+    st["podIP"] = first.pod_ip();
+    st["podIPs"] = json::array{json::object{{"ip", first.pod_ip()}}};
+  }
+  int64_t start = 0;
+  for (const auto& h : hosts) {
+    if (h.start_time_unix() > 0 && (start == 0 || h.start_time_unix() < start)) {
+      start = h.start_time_unix();
+    }
+  }
+  if (start > 0) st["startTime"] = Rfc3339(start);
+  for (const auto& h : hosts) {
+    if (h.phase() == phase && !h.reason().empty()) {
+      st["reason"] = h.reason();
+      if (!h.message().empty()) st["message"] = h.message();
+      break;
+    }
+  }
+  std::string uid = S(kube::MetaString(pod, "uid"));
+  json::array cs, ics;
+  bool all_ready = first.container_statuses_size() > 0;
+  for (const auto& c : first.container_statuses()) {
+    cs.push_back(ContainerStatusJson(c, uid));
+  }
+  for (const auto& h : hosts) {
+    for (const auto& c : h.container_statuses()) all_ready = all_ready && c.ready();
+  }
+  bool initialized = true;
+  for (const auto& c : first.init_container_statuses()) {
+    ics.push_back(ContainerStatusJson(c, uid));
+    initialized = initialized && c.has_terminated() && c.terminated().exit_code() == 0;
+  }
+  if (!cs.empty()) st["containerStatuses"] = std::move(cs);
+  if (!ics.empty()) st["initContainerStatuses"] = std::move(ics);
+
+  json::array conds;
+  if (const json::object* cur = ObjectField(pod, "status")) {
+    if (const json::array* cc = ArrayField(*cur, "conditions")) {
+      for (const auto& c : *cc) {
+        if (c.is_object() && StringField(c.as_object(), "type") == "PodScheduled") {
+          json::object o = c.as_object();
+          conds.push_back(std::move(o));
+        }
+      }
+    }
+  }
+  bool terminal = Terminal(phase);
+  bool started = any_running || terminal;
+  bool ready = !terminal && phase == "Running" && all_ready;
+  auto cond = [&](const char* type, bool ok, const char* reason) {
+    json::object c{{"type", type}, {"status", ok ? "True" : "False"}};
+    if (!ok && reason != nullptr) c["reason"] = reason;
+    conds.push_back(std::move(c));
+  };
+  cond("PodReadyToStartContainers", started || phase == "Pending", nullptr);
+  cond("Initialized", initialized || terminal, "ContainersNotInitialized");
+  cond("ContainersReady", ready, terminal ? "PodCompleted" : "ContainersNotReady");
+  cond("Ready", ready, terminal ? "PodCompleted" : "ContainersNotReady");
+  st["conditions"] = std::move(conds);
+  return st;
+}
+
+// The merge patch turning the pod's status into `want` (transition times kept where a condition
+// did not change); nullopt when nothing differs.
+std::optional<json::object> StatusPatch(const kube::Object& pod, json::object want) {
+  const json::object* cur = ObjectField(pod, "status");
+  static const json::object kEmpty;
+  if (cur == nullptr) cur = &kEmpty;
+  bool differs = false;
+  for (const auto& [k, v] : want) {
+    if (k == "conditions") {
+      if (ConditionsSansTimes(ArrayField(*cur, "conditions")) !=
+          ConditionsSansTimes(&v.as_array())) {
+        differs = true;
+      }
+      continue;
+    }
+    auto* have = cur->if_contains(k);
+    if (have == nullptr || *have != v) differs = true;
+  }
+  if (!differs) return std::nullopt;
+  std::string now = kube::FormatTime(std::chrono::system_clock::now());
+  std::map<std::string, json::object> old;
+  if (const json::array* cc = ArrayField(*cur, "conditions")) {
+    for (const auto& c : *cc) {
+      if (c.is_object()) old[S(StringField(c.as_object(), "type"))] = c.as_object();
+    }
+  }
+  for (auto& c : want["conditions"].as_array()) {
+    json::object& o = c.as_object();
+    if (o.contains("lastTransitionTime")) continue;
+    auto it = old.find(S(StringField(o, "type")));
+    bool same = it != old.end() && StringField(it->second, "status") == StringField(o, "status");
+    o["lastTransitionTime"] = same && !StringField(it->second, "lastTransitionTime").empty()
+                                  ? json::value(StringField(it->second, "lastTransitionTime"))
+                                  : json::value(now);
+    o["lastProbeTime"] = nullptr;
+  }
+  return json::object{{"status", std::move(want)}};
+}
+
+// The apiserver as PodInputs.
+class ApiInputs final : public PodInputs {
+ public:
+  explicit ApiInputs(std::shared_ptr<kube::Client> c) : client_(std::move(c)) {}
+  Result<kube::Object> Secret(const std::string& ns, const std::string& name) override {
+    return client_->Get(kube::resources::Secrets(), ns, name);
+  }
+  Result<kube::Object> ConfigMap(const std::string& ns, const std::string& name) override {
+    return client_->Get(kube::resources::ConfigMaps(), ns, name);
+  }
+  Result<std::string> ServiceAccountToken(const std::string& ns, const std::string& sa,
+                                          const std::string& audience, int64_t expiration,
+                                          const std::string& pod_name,
+                                          const std::string& pod_uid) override {
+    json::object spec{{"expirationSeconds", std::max<int64_t>(expiration, 600)},
+                      {"boundObjectRef", json::object{{"apiVersion", "v1"},
+                                                      {"kind", "Pod"},
+                                                      {"name", pod_name},
+                                                      {"uid", pod_uid}}}};
+    if (!audience.empty()) spec["audiences"] = json::array{json::value(audience)};
+    json::object body{{"apiVersion", "authentication.k8s.io/v1"},
+                      {"kind", "TokenRequest"},
+                      {"spec", spec}};
+    auto resp = client_->Raw("POST",
+                             "/api/v1/namespaces/" + ns + "/serviceaccounts/" + sa + "/token",
+                             json::serialize(body));
+    if (!resp.ok()) return resp.error();
+    if (resp->status / 100 != 2) return kube::ErrorFromResponse(*resp);
+    boost::system::error_code ec;
+    json::value v = json::parse(resp->body, ec);
+    if (ec || !v.is_object()) {
+      return Error::Make(Error::Code::kUnavailable, "TokenRequest: unreadable answer");
+    }
+    const json::object* st = ObjectField(v.as_object(), "status");
+    std::string token = st != nullptr ? S(StringField(*st, "token")) : "";
+    if (token.empty()) return Error::Make(Error::Code::kUnavailable, "TokenRequest: no token");
+    return token;
+  }
+
+ private:
+  std::shared_ptr<kube::Client> client_;
+};
+
+struct NodeRuntime {
+  ControlNodeSpec spec;
+  std::shared_ptr<kube::SharedInformer> pods;  // pods with spec.nodeName = spec.node_name
+  std::optional<kube::Object> lease;
+  std::chrono::steady_clock::time_point lease_renewed{};
+};
+
+struct RunnerEntry {
+  std::string control_node;
+  std::string address;
+  std::shared_ptr<AgentLink> link;
+};
+
+struct Assignment {
+  std::vector<std::string> runners;
+  ResourceList share;
+};
+
+class System final : public ControlNodeSet,
+                     public kube::Runnable,
+                     public std::enable_shared_from_this<System> {
+ public:
+  System(kube::Manager& mgr, OperatorOptions o)
+      : o_(std::move(o)),
+        client_(o_.client),
+        inputs_(client_),
+        tokens_(std::make_shared<SecretJoinTokens>(client_, o_.ns, o_.join_token_ttl)),
+        registry_(mgr.registry()) {
+    kube::EventRecorderOptions eo;
+    eo.component = "hyperslice-controlnode";
+    events_ = std::make_shared<kube::EventRecorder>(client_, eo);
+    cn_informer_ = mgr.informers()->For(ControlNodes());
+    runner_informer_ = mgr.informers()->For(Runners());
+  }
+
+  Status Register(kube::Manager& mgr) {
+    auto self = shared_from_this();
+    std::weak_ptr<System> weak = self;
+    kube::ControllerOptions co;
+    co.name = "runners-controlnode";
+    co.max_concurrent_reconciles = 1;
+    cn_ctrl_ = std::make_shared<kube::Controller>(std::move(co), [weak](const std::string& k) {
+      auto s = weak.lock();
+      return s ? s->ReconcileControlNode(k) : Result<kube::ReconcileResult>(kube::ReconcileResult{});
+    });
+    cn_ctrl_->Watch(*cn_informer_);
+    kube::ControllerOptions ro;
+    ro.name = "runners-runner";
+    ro.max_concurrent_reconciles = std::max(1, o_.workers);
+    runner_ctrl_ = std::make_shared<kube::Controller>(std::move(ro), [weak](const std::string& k) {
+      auto s = weak.lock();
+      return s ? s->ReconcileRunner(k) : Result<kube::ReconcileResult>(kube::ReconcileResult{});
+    });
+    runner_ctrl_->Watch(*runner_informer_);
+    // A ControlNode change (selector) re-evaluates its runners.
+    cn_informer_->AddEventHandler(kube::EventHandler{
+        .on_add = [this](const kube::ObjectPtr&) { EnqueueAllRunners(); },
+        .on_update = [this](const kube::ObjectPtr&, const kube::ObjectPtr&) { EnqueueAllRunners(); },
+        .on_delete = [this](const kube::ObjectPtr&, bool) { EnqueueAllRunners(); }});
+    // A Runner change re-evaluates its control node (capacity, labels).
+    runner_informer_->AddEventHandler(kube::EventHandler{
+        .on_add = [this](const kube::ObjectPtr& r) { EnqueueControlNodeOf(*r); },
+        .on_update = [this](const kube::ObjectPtr&,
+                            const kube::ObjectPtr& r) { EnqueueControlNodeOf(*r); },
+        .on_delete = [this](const kube::ObjectPtr& r, bool) { EnqueueControlNodeOf(*r); }});
+    kube::ControllerOptions po;
+    po.name = "runners-pods";
+    po.max_concurrent_reconciles = std::max(1, o_.workers);
+    pod_ctrl_ = std::make_shared<kube::Controller>(std::move(po), [weak](const std::string& k) {
+      auto s = weak.lock();
+      return s ? s->ReconcilePod(k) : Result<kube::ReconcileResult>(kube::ReconcileResult{});
+    });
+    mgr.Add(self);
+    mgr.Add(cn_ctrl_);
+    mgr.Add(runner_ctrl_);
+    mgr.Add(pod_ctrl_);
+    return OkStatus();
+  }
+
+  // --- Runnable: owns the links and the per-node pod informers --------------------------------
+  std::string Name() const override { return "runners-controlnode-links"; }
+  Status Start() override { return OkStatus(); }
+  void Stop(std::chrono::milliseconds /*grace*/) override {
+    std::map<std::string, RunnerEntry> links;
+    std::map<std::string, NodeRuntime> nodes;
+    {
+      std::lock_guard lock(mu_);
+      links.swap(runners_);
+      nodes.swap(nodes_);
+    }
+    for (auto& [_, e] : links) {
+      if (e.link) e.link->Stop();
+    }
+    for (auto& [_, n] : nodes) {
+      if (n.pods) n.pods->Stop();
+    }
+  }
+
+  // --- ControlNodeSet ---------------------------------------------------------------------------
+  Result<PodTarget> AgentForPod(const std::string& node, const std::string& ns,
+                                const std::string& name) override {
+    std::shared_ptr<kube::SharedInformer> inf;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [_, n] : nodes_) {
+        if (n.spec.node_name == node) inf = n.pods;
+      }
+    }
+    if (!inf) return Error::Make(Error::Code::kNotFound, "no control node " + node);
+    kube::ObjectPtr pod = inf->store().Get(kube::ObjectKey(ns, name));
+    if (!pod) return Error::Make(Error::Code::kNotFound, "pod " + ns + "/" + name + " not on " + node);
+    auto runners = SplitComma(Annotation(*pod, kRunnerAnnotation));
+    if (runners.empty()) return Error::Make(Error::Code::kNotFound, "pod not placed on a runner yet");
+    auto link = Link(runners.front());
+    if (!link || !link->Snapshot(false).healthy) {
+      return Error::Make(Error::Code::kUnavailable, "runner " + runners.front() + " is not linked");
+    }
+    return PodTarget{runners.front(), S(kube::MetaString(*pod, "uid")), link->stub()};
+  }
+  std::shared_ptr<SecretJoinTokens> join_tokens() override { return tokens_; }
+  std::vector<std::string> NodeNames() override {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> out;
+    for (auto& [_, n] : nodes_) out.push_back(n.spec.node_name);
+    return out;
+  }
+
+ private:
+  // --- helpers --------------------------------------------------------------------------------
+  std::shared_ptr<AgentLink> Link(const std::string& runner) {
+    std::lock_guard lock(mu_);
+    auto it = runners_.find(runner);
+    return it == runners_.end() ? nullptr : it->second.link;
+  }
+
+  void EnqueueAllRunners() {
+    if (!runner_ctrl_) return;
+    for (const auto& k : runner_informer_->store().ListKeys()) runner_ctrl_->Enqueue(k);
+  }
+  void EnqueueControlNodeOf(const kube::Object& runner) {
+    const json::object* spec = ObjectField(runner, "spec");
+    if (spec != nullptr && cn_ctrl_) {
+      auto cn = StringField(*spec, "controlNode");
+      if (!cn.empty()) cn_ctrl_->Enqueue(S(cn));
+    }
+  }
+  void EnqueuePodsOfRunner(const std::string& control_node, const std::string& runner) {
+    std::shared_ptr<kube::SharedInformer> inf;
+    {
+      std::lock_guard lock(mu_);
+      auto it = nodes_.find(control_node);
+      if (it != nodes_.end()) inf = it->second.pods;
+    }
+    if (!inf) return;
+    for (const auto& p : inf->store().List()) {
+      auto rs = SplitComma(Annotation(*p, kRunnerAnnotation));
+      if (rs.empty() || std::find(rs.begin(), rs.end(), runner) != rs.end()) {
+        pod_ctrl_->EnqueueObject(*p);
+      }
+    }
+  }
+
+  // The runners a control node links: named by spec.controlNode and selected.
+  std::vector<RunnerSpec> RunnersOf(const ControlNodeSpec& cn) {
+    std::vector<RunnerSpec> out;
+    for (const auto& r : runner_informer_->store().List()) {
+      auto spec = ParseRunner(*r);
+      if (spec.ok() && spec->control_node == cn.name && Selects(cn, spec->labels)) {
+        out.push_back(*spec);
+      }
+    }
+    return out;
+  }
+
+  Status PatchStatus(const kube::Resource& res, const std::string& ns, const std::string& name,
+                     const json::object& status) {
+    kube::PatchOptions po;
+    po.subresource = "status";
+    auto r = client_->Patch(res, ns, name, kube::PatchType::kMerge,
+                            json::serialize(json::object{{"status", status}}), po);
+    if (!r.ok() && r.error().code != Error::Code::kNotFound) return r.error();
+    return OkStatus();
+  }
+
+  // --- ControlNode: Node, Lease, status -------------------------------------------------------
+  Result<kube::ReconcileResult> ReconcileControlNode(const std::string& name) {
+    kube::ObjectPtr obj = cn_informer_->store().Get(name);
+    if (!obj) {
+      StopNode(name);
+      return kube::ReconcileResult{};
+    }
+    if (kube::IsDeleting(*obj)) return Finalize(*obj);
+    if (!kube::HasFinalizer(*obj, kNodeFinalizer)) {
+      json::array fins;
+      if (const json::object* meta = ObjectField(*obj, "metadata")) {
+        if (const json::array* f = ArrayField(*meta, "finalizers")) fins = *f;
+      }
+      fins.push_back(json::value(kNodeFinalizer));
+      json::object patch{{"metadata", json::object{{"finalizers", fins},
+                                                   {"resourceVersion",
+                                                    S(kube::ResourceVersionOf(*obj))}}}};
+      auto r = client_->Patch(ControlNodes(), "", name, kube::PatchType::kMerge,
+                              json::serialize(patch));
+      if (!r.ok()) return r.error();
+    }
+    auto spec = ParseControlNode(*obj);
+    if (!spec.ok()) {
+      kube::Object copy = kube::DeepCopy(*obj);
+      bool changed = kube::SetCondition(copy, {.type = "Ready",
+                                               .status = "False",
+                                               .reason = "InvalidSpec",
+                                               .message = spec.error().message,
+                                               .observed_generation = kube::Generation(*obj)});
+      if (changed) HS_RETURN_IF_ERROR(PatchStatus(ControlNodes(), "", name, *ObjectField(copy, "status")));
+      return kube::ReconcileResult{};
+    }
+    EnsureNodeRuntime(*spec);
+
+    // What its healthy runners add up to.
+    ResourceList capacity;
+    int linked = 0, healthy = 0;
+    std::set<std::string> regions, zones;
+    json::array runner_names;
+    for (const auto& r : RunnersOf(*spec)) {
+      runner_names.push_back(json::value(r.name));
+      auto link = Link(r.name);
+      if (!link) continue;
+      AgentSnapshot snap = link->Snapshot(false);
+      if (!snap.answered || !snap.info) continue;
+      ++linked;
+      std::string region = snap.info->region().empty() ? r.region : snap.info->region();
+      std::string zone = snap.info->zone().empty() ? r.zone : snap.info->zone();
+      regions.insert(region);
+      zones.insert(zone);
+      if (!snap.healthy) continue;
+      ++healthy;
+      ResourceList caps = RunnerCapacity(*snap.info, *spec);
+      for (const auto& [k, v] : caps) capacity[k] += v;
+    }
+    for (const char* k : {"cpu", "memory", "pods"}) capacity.emplace(k, 0);
+    ResourceList allocatable = capacity;
+    for (const auto& [k, v] : spec->reserved) {
+      if (allocatable.count(k)) allocatable[k] = std::max<int64_t>(0, allocatable[k] - v);
+    }
+    std::map<std::string, std::string> labels = spec->labels;
+    labels[kControlNodeLabel] = name;
+    labels["type"] = "virtual-kubelet";
+    labels["kubernetes.io/role"] = "agent";
+    labels["kubernetes.io/hostname"] = spec->node_name;
+    labels["kubernetes.io/os"] = "linux";
+    labels["kubernetes.io/arch"] = "amd64";
+    labels["node.kubernetes.io/instance-type"] = "hyperslice-control-node";
+    if (regions.size() == 1 && !regions.begin()->empty()) {
+      labels["topology.kubernetes.io/region"] = *regions.begin();
+    }
+    if (zones.size() == 1 && !zones.begin()->empty()) {
+      labels["topology.kubernetes.io/zone"] = *zones.begin();
+    }
+    HS_ASSIGN_OR_RETURN(kube::Object node, EnsureNode(*obj, *spec, labels));
+    HS_RETURN_IF_ERROR(SyncNodeStatus(node, *spec, capacity, allocatable));
+    HS_RETURN_IF_ERROR(RenewLease(*spec, node));
+
+    // The ControlNode's own status.
+    kube::Object copy = kube::DeepCopy(*obj);
+    kube::SetCondition(copy, {.type = "Ready",
+                              .status = "True",
+                              .reason = healthy > 0 ? "NodeRegistered" : "NoHealthyRunner",
+                              .message = "Node " + spec->node_name + " registered; " +
+                                         std::to_string(healthy) + " of " +
+                                         std::to_string(runner_names.size()) +
+                                         " runners healthy",
+                              .observed_generation = spec->generation});
+    json::object& st = copy["status"].as_object();
+    auto to_json = [&](const ResourceList& l) {
+      json::object o;
+      for (const auto& [k, v] : l) o[k] = FormatQuantity(k, v);
+      return o;
+    };
+    st["nodeName"] = spec->node_name;
+    st["runners"] = runner_names;
+    st["linkedRunners"] = linked;
+    st["healthyRunners"] = healthy;
+    st["capacity"] = to_json(capacity);
+    st["allocatable"] = to_json(allocatable);
+    st["observedGeneration"] = spec->generation;
+    const json::object* old = ObjectField(*obj, "status");
+    if (old == nullptr || *old != st) HS_RETURN_IF_ERROR(PatchStatus(ControlNodes(), "", name, st));
+    registry_.GetGauge("hyperslice_runners_control_node_healthy_runners",
+                       "Healthy linked runners per control node", {{"control_node", name}})
+        .Set(healthy);
+    kube::ReconcileResult rr;
+    rr.requeue_after = o_.lease_renew_interval;
+    return rr;
+  }
+
+  ResourceList RunnerCapacity(const v1::RunnerInfo& info, const ControlNodeSpec& cn) {
+    ResourceList out;
+    for (const auto& [k, v] : info.capacity()) {
+      auto q = kube::Quantity::Parse(v);
+      if (q.ok()) out[k] = q->MilliValue();
+    }
+    if (!out.count("pods")) out["pods"] = int64_t{cn.max_pods_per_runner} * 1000;
+    return out;
+  }
+
+  void EnsureNodeRuntime(const ControlNodeSpec& spec) {
+    std::shared_ptr<kube::SharedInformer> stale;
+    std::shared_ptr<kube::SharedInformer> fresh;
+    {
+      std::lock_guard lock(mu_);
+      auto& n = nodes_[spec.name];
+      bool new_node = !n.pods || n.spec.node_name != spec.node_name;
+      n.spec = spec;
+      if (!new_node) return;
+      stale = n.pods;
+      kube::InformerOptions io;
+      io.field_selector = "spec.nodeName=" + spec.node_name;
+      n.pods = std::make_shared<kube::SharedInformer>(client_, kube::resources::Pods(), io);
+      n.lease.reset();
+      fresh = n.pods;
+    }
+    if (stale) stale->Stop();
+    auto ctrl = pod_ctrl_;
+    fresh->AddEventHandler(kube::EventHandler{
+        .on_add = [ctrl](const kube::ObjectPtr& p) { ctrl->EnqueueObject(*p); },
+        .on_update = [ctrl](const kube::ObjectPtr&,
+                            const kube::ObjectPtr& p) { ctrl->EnqueueObject(*p); },
+        .on_delete = [ctrl](const kube::ObjectPtr& p, bool) { ctrl->EnqueueObject(*p); }});
+    fresh->Start();
+    log::Info("control node started", {{"control_node", spec.name}, {"node", spec.node_name}});
+  }
+
+  void StopNode(const std::string& name) {
+    std::shared_ptr<kube::SharedInformer> inf;
+    {
+      std::lock_guard lock(mu_);
+      auto it = nodes_.find(name);
+      if (it == nodes_.end()) return;
+      inf = it->second.pods;
+      nodes_.erase(it);
+    }
+    if (inf) inf->Stop();
+  }
+
+  Result<kube::ReconcileResult> Finalize(const kube::Object& obj) {
+    std::string name = S(kube::MetaString(obj, "name"));
+    auto spec = ParseControlNode(obj);
+    std::string node = spec.ok() ? spec->node_name : name;
+    StopNode(name);
+    Status del = client_->Delete(kube::resources::Nodes(), "", node);
+    if (!del.ok() && del.error().code != Error::Code::kNotFound) return del.error();
+    del = client_->Delete(kube::resources::Leases(), kNodeLeaseNamespace, node);
+    if (!del.ok() && del.error().code != Error::Code::kNotFound) return del.error();
+    std::string patch = kube::RemoveFinalizerPatch(obj, kNodeFinalizer);
+    if (!patch.empty()) {
+      auto r = client_->Patch(ControlNodes(), "", name, kube::PatchType::kJson, patch);
+      if (!r.ok() && r.error().code != Error::Code::kNotFound) return r.error();
+    }
+    events_->Event(obj, kube::EventType::kNormal, "NodeDeleted", "Node " + node + " deleted");
+    return kube::ReconcileResult{};
+  }
+
+  Result<kube::Object> EnsureNode(const kube::Object& cn, const ControlNodeSpec& spec,
+                                  const std::map<std::string, std::string>& labels) {
+    json::array taints{json::object{{"key", kControlNodeLabel}, {"effect", "NoSchedule"}}};
+    for (const auto& t : spec.taints) {
+      json::object o{{"key", t.key}, {"effect", t.effect}};
+      if (!t.value.empty()) o["value"] = t.value;
+      taints.push_back(std::move(o));
+    }
+    json::object lab;
+    for (const auto& [k, v] : labels) lab[k] = v;
+    auto got = client_->Get(kube::resources::Nodes(), "", spec.node_name);
+    if (!got.ok() && got.error().code != Error::Code::kNotFound) return got.error();
+    if (!got.ok()) {
+      kube::Object node{{"apiVersion", "v1"},
+                        {"kind", "Node"},
+                        {"metadata", json::object{{"name", spec.node_name}, {"labels", lab}}},
+                        {"spec", json::object{{"taints", taints}}}};
+      HS_RETURN_IF_ERROR(kube::SetControllerReference(cn, node).ok()
+                             ? OkStatus()
+                             : Status(Error::Make(Error::Code::kInternal, "owner reference")));
+      auto created = client_->Create(kube::resources::Nodes(), "", node);
+      if (!created.ok()) return created.error();
+      events_->Event(cn, kube::EventType::kNormal, "NodeRegistered",
+                     "Node " + spec.node_name + " registered");
+      log::Info("control node registered its Node", {{"node", spec.node_name}});
+      return *created;
+    }
+    // Labels and taints we own; taints others added (node lifecycle, cordons) are kept.
+    const json::object* meta = ObjectField(*got, "metadata");
+    const json::object* have_labels = meta ? ObjectField(*meta, "labels") : nullptr;
+    bool labels_ok = true;
+    for (const auto& [k, v] : lab) {
+      if (have_labels == nullptr || have_labels->if_contains(k) == nullptr ||
+          have_labels->at(k) != v) {
+        labels_ok = false;
+      }
+    }
+    const json::object* nspec = ObjectField(*got, "spec");
+    const json::array* have_taints = nspec ? ArrayField(*nspec, "taints") : nullptr;
+    std::set<std::string> ours;
+    for (const auto& t : taints) ours.insert(S(StringField(t.as_object(), "key")));
+    json::array want_taints = taints;
+    bool taints_ok = true;
+    for (const auto& t : taints) {
+      bool found = false;
+      if (have_taints != nullptr) {
+        for (const auto& h : *have_taints) found = found || h == t;
+      }
+      taints_ok = taints_ok && found;
+    }
+    if (have_taints != nullptr) {
+      for (const auto& h : *have_taints) {
+        if (h.is_object() && !ours.count(S(StringField(h.as_object(), "key")))) {
+          want_taints.push_back(h);
+        }
+      }
+    }
+    if (labels_ok && taints_ok) return *got;
+    json::object patch{{"metadata", json::object{{"labels", lab}}},
+                       {"spec", json::object{{"taints", want_taints}}}};
+    return client_->Patch(kube::resources::Nodes(), "", spec.node_name, kube::PatchType::kMerge,
+                          json::serialize(patch));
+  }
+
+  Status SyncNodeStatus(const kube::Object& node, const ControlNodeSpec& spec,
+                        const ResourceList& capacity, const ResourceList& allocatable) {
+    struct Cond {
+      const char *type, *status, *reason, *message;
+    };
+    static const Cond kConds[] = {
+        {"MemoryPressure", "False", "KubeletHasSufficientMemory",
+         "control node has sufficient memory available"},
+        {"DiskPressure", "False", "KubeletHasNoDiskPressure", "control node has no disk pressure"},
+        {"PIDPressure", "False", "KubeletHasSufficientPID",
+         "control node has sufficient PID available"},
+        {"Ready", "True", "KubeletReady", "control node is posting ready status"},
+    };
+    auto to_json = [](const ResourceList& l) {
+      json::object o;
+      for (const auto& [k, v] : l) o[k] = FormatQuantity(k, v);
+      return o;
+    };
+    json::object want_cap = to_json(capacity), want_alloc = to_json(allocatable);
+    const json::object* status = ObjectField(node, "status");
+    std::map<std::string, json::object> server;
+    if (status != nullptr) {
+      if (const json::array* cs = ArrayField(*status, "conditions")) {
+        for (const auto& c : *cs) {
+          if (c.is_object()) server[S(StringField(c.as_object(), "type"))] = c.as_object();
+        }
+      }
+    }
+    auto now = std::chrono::system_clock::now();
+    std::string now_s = kube::FormatTime(now);
+    bool changed = status == nullptr || ObjectField(*status, "capacity") == nullptr ||
+                   *ObjectField(*status, "capacity") != want_cap ||
+                   ObjectField(*status, "allocatable") == nullptr ||
+                   *ObjectField(*status, "allocatable") != want_alloc;
+    json::array conds;
+    for (const auto& c : kConds) {
+      auto it = server.find(c.type);
+      bool same = it != server.end() && StringField(it->second, "status") == c.status &&
+                  StringField(it->second, "reason") == c.reason;
+      changed = changed || !same;
+      if (same && std::string(c.type) == "Ready") {
+        auto hb = kube::ParseTime(StringField(it->second, "lastHeartbeatTime"));
+        if (!hb || now - *hb >= o_.node_status_interval) changed = true;
+      }
+      conds.push_back(json::object{
+          {"type", c.type},
+          {"status", c.status},
+          {"reason", c.reason},
+          {"message", c.message},
+          {"lastHeartbeatTime", now_s},
+          {"lastTransitionTime", same ? S(StringField(it->second, "lastTransitionTime")) : now_s}});
+    }
+    if (!changed) return OkStatus();
+    json::object patch{
+        {"status",
+         json::object{
+             {"capacity", want_cap},
+             {"allocatable", want_alloc},
+             {"conditions", conds},
+             {"addresses",
+              json::array{json::object{{"type", "InternalIP"}, {"address", spec.address}},
+                          json::object{{"type", "Hostname"}, {"address", spec.node_name}}}},
+             {"daemonEndpoints",
+              json::object{{"kubeletEndpoint", json::object{{"Port", spec.kubelet_port}}}}},
+             {"nodeInfo", json::object{{"machineID", spec.name},
+                                       {"systemUUID", spec.name},
+                                       {"bootID", boot_id_},
+                                       {"kernelVersion", ""},
+                                       {"osImage", "hyperslice control node"},
+                                       {"containerRuntimeVersion", "hyperslice-runner://v1"},
+                                       {"kubeletVersion", o_.kubelet_version},
+                                       {"kubeProxyVersion", ""},
+                                       {"operatingSystem", "linux"},
+                                       {"architecture", "amd64"}}}}}};
+    kube::PatchOptions po;
+    po.subresource = "status";
+    auto r = client_->Patch(kube::resources::Nodes(), "", spec.node_name,
+                            kube::PatchType::kStrategicMerge, json::serialize(patch), po);
+    if (!r.ok()) return r.error();
+    return OkStatus();
+  }
+
+  Status RenewLease(const ControlNodeSpec& spec, const kube::Object& node) {
+    const auto& leases = kube::resources::Leases();
+    std::optional<kube::Object> lease;
+    {
+      std::lock_guard lock(mu_);
+      auto& n = nodes_[spec.name];
+      if (n.lease && std::chrono::steady_clock::now() - n.lease_renewed <
+                         o_.lease_renew_interval * 8 / 10) {
+        return OkStatus();
+      }
+      lease = n.lease;
+    }
+    std::string now = kube::FormatMicroTime(std::chrono::system_clock::now());
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (!lease) {
+        auto got = client_->Get(leases, kNodeLeaseNamespace, spec.node_name);
+        if (got.ok()) {
+          lease = *got;
+        } else if (got.error().code == Error::Code::kNotFound) {
+          kube::Object l{
+              {"apiVersion", "coordination.k8s.io/v1"},
+              {"kind", "Lease"},
+              {"metadata",
+               json::object{{"name", spec.node_name},
+                            {"namespace", kNodeLeaseNamespace},
+                            {"ownerReferences",
+                             json::array{json::object{{"apiVersion", "v1"},
+                                                      {"kind", "Node"},
+                                                      {"name", spec.node_name},
+                                                      {"uid", S(kube::MetaString(node, "uid"))}}}}}},
+              {"spec", json::object{{"holderIdentity", spec.node_name},
+                                    {"leaseDurationSeconds", o_.lease_duration_seconds},
+                                    {"renewTime", now}}}};
+          auto created = client_->Create(leases, kNodeLeaseNamespace, l);
+          if (created.ok()) {
+            Renewed(spec.name, *created);
+            return OkStatus();
+          }
+          if (created.error().code != Error::Code::kAlreadyExists) return created.error();
+          continue;
+        } else {
+          return got.error();
+        }
+      }
+      kube::Object updated = *lease;
+      json::object& ls = updated["spec"].as_object();
+      ls["renewTime"] = now;
+      ls["holderIdentity"] = spec.node_name;
+      ls["leaseDurationSeconds"] = o_.lease_duration_seconds;
+      auto put = client_->Update(leases, kNodeLeaseNamespace, updated);
+      if (put.ok()) {
+        Renewed(spec.name, *put);
+        return OkStatus();
+      }
+      lease.reset();
+      if (put.error().code != Error::Code::kConflict && put.error().code != Error::Code::kNotFound) {
+        return put.error();
+      }
+    }
+    return Error::Make(Error::Code::kConflict, "node lease renewal kept conflicting");
+  }
+
+  void Renewed(const std::string& cn, kube::Object lease) {
+    std::lock_guard lock(mu_);
+    auto it = nodes_.find(cn);
+    if (it == nodes_.end()) return;
+    it->second.lease = std::move(lease);
+    it->second.lease_renewed = std::chrono::steady_clock::now();
+  }
+
+  // --- Runner: validation, join token, link, status -------------------------------------------
+  void StopLink(const std::string& runner) {
+    std::shared_ptr<AgentLink> link;
+    {
+      std::lock_guard lock(mu_);
+      auto it = runners_.find(runner);
+      if (it == runners_.end()) return;
+      link = it->second.link;
+      runners_.erase(it);
+    }
+    if (link) link->Stop();
+  }
+
+  Result<std::shared_ptr<AgentLink>> EnsureLink(const RunnerSpec& r, const std::string& address) {
+    std::shared_ptr<AgentLink> old;
+    {
+      std::lock_guard lock(mu_);
+      auto it = runners_.find(r.name);
+      if (it != runners_.end() && it->second.address == address &&
+          it->second.control_node == r.control_node) {
+        return it->second.link;
+      }
+      if (it != runners_.end()) {
+        old = it->second.link;
+        runners_.erase(it);
+      }
+    }
+    if (old) old->Stop();
+    AgentLinkOptions lo;
+    lo.runner = r.name;
+    lo.address = address;
+    lo.credentials = o_.agent_credentials;
+    lo.verify_runner_name = o_.verify_runner_name;
+    lo.probe_interval = o_.probe_interval;
+    lo.unhealthy_after = o_.unhealthy_after;
+    auto ctrl = runner_ctrl_;
+    auto pods = pod_ctrl_;
+    std::string name = r.name;
+    lo.on_change = [ctrl, name] { ctrl->Enqueue(name); };
+    lo.on_pod = [pods](const v1::PodStatus& p) {
+      pods->Enqueue(kube::ObjectKey(p.pod().namespace_(), p.pod().name()));
+    };
+    auto link = std::make_shared<AgentLink>(std::move(lo));
+    HS_RETURN_IF_ERROR(link->Start());
+    std::lock_guard lock(mu_);
+    runners_[r.name] = RunnerEntry{r.control_node, address, link};
+    return link;
+  }
+
+  Result<kube::ReconcileResult> ReconcileRunner(const std::string& name) {
+    kube::ObjectPtr obj = runner_informer_->store().Get(name);
+    if (!obj) {
+      StopLink(name);
+      return kube::ReconcileResult{};
+    }
+    kube::Object copy = kube::DeepCopy(*obj);
+    if (!copy.contains("status") || !copy["status"].is_object()) copy["status"] = json::object{};
+    json::object& st = copy["status"].as_object();
+    const json::object* old_status = ObjectField(*obj, "status");
+    int64_t gen = kube::Generation(*obj);
+    auto set = [&](const char* type, bool ok, const std::string& reason, const std::string& msg) {
+      kube::SetCondition(copy, {.type = type,
+                                .status = ok ? "True" : "False",
+                                .reason = reason,
+                                .message = msg,
+                                .observed_generation = gen});
+    };
+    auto write = [&]() -> Result<kube::ReconcileResult> {
+      json::object& s = copy["status"].as_object();
+      s["observedGeneration"] = gen;
+      if (old_status == nullptr || *old_status != s) {
+        HS_RETURN_IF_ERROR(PatchStatus(Runners(), "", name, s));
+      }
+      kube::ReconcileResult rr;
+      rr.requeue_after = std::max<Ms>(o_.unhealthy_after / 2, Ms(1000));
+      return rr;
+    };
+    if (kube::IsDeleting(*obj)) {
+      StopLink(name);
+      return kube::ReconcileResult{};
+    }
+    auto spec = ParseRunner(*obj);
+    if (!spec.ok()) {
+      StopLink(name);
+      st["phase"] = "Pending";
+      set("Ready", false, "InvalidSpec", spec.error().message);
+      set("Linked", false, "InvalidSpec", spec.error().message);
+      return write();
+    }
+    kube::ObjectPtr cn_obj = cn_informer_->store().Get(spec->control_node);
+    std::optional<ControlNodeSpec> cn;
+    if (cn_obj) {
+      auto parsed = ParseControlNode(*cn_obj);
+      if (parsed.ok()) cn = *parsed;
+    }
+    if (!cn || !Selects(*cn, spec->labels)) {
+      StopLink(name);
+      std::string why = !cn ? "ControlNodeNotFound" : "NotSelected";
+      std::string msg = !cn ? "ControlNode " + spec->control_node + " does not exist"
+                            : "ControlNode " + spec->control_node +
+                                  "'s runnerSelector does not select this runner";
+      st["phase"] = "Pending";
+      set("Linked", false, why, msg);
+      set("Ready", false, why, msg);
+      return write();
+    }
+    std::string address = spec->placement == RunnerSpec::Placement::kHost
+                              ? spec->host_address
+                              : S(old_status ? StringField(*old_status, "address") : "");
+    bool ever_linked = old_status != nullptr && ObjectField(*old_status, "identity") != nullptr;
+    ever_linked = ever_linked || (old_status && !StringField(*old_status, "lastSeen").empty());
+    // A join token for a runner that never linked (what the admin hands to the host).
+    if (!ever_linked && Annotation(*obj, kJoinTokenConsumedAnnotation).empty()) {
+      auto created = tokens_->Ensure(*obj);
+      if (!created.ok()) return created.error();
+      if (*created) {
+        events_->Event(*obj, kube::EventType::kNormal, "JoinTokenCreated",
+                       "join token Secret " + o_.ns + "/" + JoinTokenSecretName(name) +
+                           " created for the runner's host");
+      }
+      st["joinTokenSecret"] = o_.ns + "/" + JoinTokenSecretName(name);
+    }
+    if (address.empty()) {
+      StopLink(name);
+      st["phase"] = "Pending";
+      std::string msg = spec->placement == RunnerSpec::Placement::kGce
+                            ? "waiting for the instance's agent to link (GCE creation is not "
+                              "implemented yet: create the instance and give it the join token)"
+                            : "waiting for the agent to link with its join token";
+      set("Linked", false, "WaitingForAgent", msg);
+      set("Ready", false, "WaitingForAgent", msg);
+      return write();
+    }
+    auto link = EnsureLink(*spec, address);
+    if (!link.ok()) {
+      st["phase"] = "Pending";
+      set("Linked", false, "CredentialsUnavailable", link.error().message);
+      set("Ready", false, "CredentialsUnavailable", link.error().message);
+      (void)write();
+      return link.error();
+    }
+    AgentSnapshot snap = (*link)->Snapshot(false);
+    st["address"] = address;
+    std::string was_phase = S(old_status ? StringField(*old_status, "phase") : "");
+    std::string phase = snap.healthy ? "Linked"
+                        : (snap.answered || was_phase == "Linked" || was_phase == "Unhealthy")
+                            ? "Unhealthy"
+                            : "Linking";
+    st["phase"] = phase;
+    if (snap.info) {
+      json::object caps;
+      for (const auto& [k, v] : snap.info->capacity()) caps[k] = v;
+      st["capacity"] = caps;
+      st["bootID"] = snap.info->boot_id();
+      st["agentVersion"] = snap.info->agent_version();
+      if (!snap.info->region().empty()) st["region"] = snap.info->region();
+      if (!snap.info->zone().empty()) st["zone"] = snap.info->zone();
+    }
+    if (!snap.identity.fingerprint.empty()) {
+      st["identity"] = json::object{{"serial", snap.identity.serial},
+                                    {"notAfter", snap.identity.not_after},
+                                    {"fingerprint", snap.identity.fingerprint}};
+    }
+    std::string health_msg = snap.healthy ? "answering"
+                             : snap.info && !snap.info->healthy()
+                                 ? "agent reports unhealthy: " + snap.info->health_message()
+                                 : "no answer: " + snap.last_error;
+    st["health"] = json::object{{"healthy", snap.healthy}, {"message", health_msg}};
+    if (snap.answered && snap.last_seen.time_since_epoch().count() > 0) {
+      // lastSeen is refreshed at most every unhealthy_after/2 (not every probe).
+      auto prev = kube::ParseTime(old_status ? StringField(*old_status, "lastSeen") : "");
+      if (!prev || snap.last_seen - *prev >= o_.unhealthy_after / 2 || phase != was_phase) {
+        st["lastSeen"] = kube::FormatTime(snap.last_seen);
+      }
+    }
+    set("Linked", snap.answered, snap.answered ? "AgentAnswered" : "Linking",
+        snap.answered ? "the agent answered over the runner link" : "dialing " + address);
+    set("Healthy", snap.healthy, snap.healthy ? "AgentHealthy" : "AgentUnreachable", health_msg);
+    set("Ready", snap.healthy, snap.healthy ? "Linked" : phase, health_msg);
+    if (snap.healthy) {
+      Status rm = tokens_->Remove(name);  // linked: the token, if any, is spent
+      if (!rm.ok()) log::Warn("join token cleanup", {{"runner", name}, {"error", rm.error().message}});
+      st.erase("joinTokenSecret");
+    }
+    if (phase != was_phase) {
+      events_->Event(*obj, phase == "Unhealthy" ? kube::EventType::kWarning : kube::EventType::kNormal,
+                     phase == "Linked" ? "RunnerLinked" : "Runner" + phase, health_msg);
+      registry_.GetCounter("hyperslice_runners_runner_transitions_total",
+                           "Runner phase transitions", {{"phase", phase}})
+          .Inc();
+    }
+    registry_.GetGauge("hyperslice_runners_runner_healthy", "1 when the runner is healthy",
+                       {{"runner", name}})
+        .Set(snap.healthy ? 1 : 0);
+    cn_ctrl_->Enqueue(spec->control_node);
+    EnqueuePodsOfRunner(spec->control_node, name);
+    return write();
+  }
+
+  // --- Pods -----------------------------------------------------------------------------------
+  struct PodLookup {
+    kube::ObjectPtr pod;
+    std::string control_node;
+    ControlNodeSpec spec;
+    bool all_synced = true;
+  };
+  PodLookup FindPod(const std::string& key) {
+    PodLookup out;
+    std::vector<std::pair<std::string, NodeRuntime>> nodes;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& [k, v] : nodes_) nodes.emplace_back(k, v);
+    }
+    for (auto& [name, n] : nodes) {
+      if (!n.pods) continue;
+      if (!n.pods->HasSynced()) out.all_synced = false;
+      if (auto p = n.pods->store().Get(key)) {
+        out.pod = p;
+        out.control_node = name;
+        out.spec = n.spec;
+      }
+    }
+    return out;
+  }
+
+  std::vector<std::pair<std::string, std::shared_ptr<AgentLink>>> AllLinks() {
+    std::lock_guard lock(mu_);
+    std::vector<std::pair<std::string, std::shared_ptr<AgentLink>>> out;
+    for (const auto& [k, v] : runners_) out.emplace_back(k, v.link);
+    return out;
+  }
+
+  void Refuse(const kube::Object& pod, const std::string& reason, const std::string& message) {
+    std::string now = kube::FormatTime(std::chrono::system_clock::now());
+    json::array conds;
+    if (const json::object* st = ObjectField(pod, "status")) {
+      if (const json::array* cc = ArrayField(*st, "conditions")) {
+        for (const auto& c : *cc) {
+          if (c.is_object() && StringField(c.as_object(), "type") == "PodScheduled") conds.push_back(c);
+        }
+      }
+    }
+    conds.push_back(json::object{{"type", kRefusedCondition},
+                                 {"status", "True"},
+                                 {"reason", reason},
+                                 {"message", message},
+                                 {"lastTransitionTime", now},
+                                 {"lastProbeTime", nullptr}});
+    json::object status{{"phase", "Failed"},
+                        {"reason", reason},
+                        {"message", "Pod was refused by the control node: " + message},
+                        {"conditions", conds}};
+    Status st = PatchStatus(kube::resources::Pods(), S(kube::MetaString(pod, "namespace")),
+                            S(kube::MetaString(pod, "name")), status);
+    if (!st.ok()) {
+      log::Warn("pod refusal not written", {{"pod", kube::ObjectKey(pod)}, {"error", st.error().message}});
+    }
+    events_->Event(pod, kube::EventType::kWarning, reason, message);
+    registry_.GetCounter("hyperslice_runners_pods_refused_total",
+                         "Pods the control node refused", {{"reason", reason}})
+        .Inc();
+    log::Info("pod refused", {{"pod", kube::ObjectKey(pod)}, {"reason", reason}});
+  }
+
+  // Requests already placed on each runner (non-terminal pods of the node, plus placements not
+  // yet visible in the cache).
+  std::map<std::string, ResourceList> UsedByRunner(const std::string& control_node) {
+    std::shared_ptr<kube::SharedInformer> inf;
+    {
+      std::lock_guard lock(mu_);
+      auto it = nodes_.find(control_node);
+      if (it != nodes_.end()) inf = it->second.pods;
+    }
+    std::map<std::string, ResourceList> used;
+    std::set<std::string> seen_uids;
+    if (inf) {
+      for (const auto& p : inf->store().List()) {
+        auto runners = SplitComma(Annotation(*p, kRunnerAnnotation));
+        if (runners.empty() || Terminal(PodPhase(*p))) continue;
+        seen_uids.insert(S(kube::MetaString(*p, "uid")));
+        auto needs = NeedsOf(*p);
+        if (!needs.ok()) continue;
+        ResourceList share = PerHostShare(needs->requests, needs->hosts);
+        share["pods"] += 1000;
+        for (const auto& r : runners) {
+          for (const auto& [k, v] : share) used[r][k] += v;
+        }
+      }
+    }
+    std::lock_guard lock(mu_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (seen_uids.count(it->first)) {
+        it = pending_.erase(it);
+        continue;
+      }
+      for (const auto& r : it->second.runners) {
+        for (const auto& [k, v] : it->second.share) used[r][k] += v;
+      }
+      ++it;
+    }
+    return used;
+  }
+
+  Result<kube::ReconcileResult> ReconcilePod(const std::string& key) {
+    auto [ns, name] = kube::Controller::SplitKey(key);
+    PodLookup found = FindPod(key);
+    auto links = AllLinks();
+    std::string uid = found.pod ? S(kube::MetaString(*found.pod, "uid")) : "";
+    // Whatever an agent holds under this name that is not this pod: a deleted pod, or an
+    // earlier pod of the same name. Only once every cache is complete.
+    if (found.all_synced) {
+      for (const auto& [runner, link] : links) {
+        for (const auto& other : link->UidsNamed(ns, name)) {
+          if (other == uid) continue;
+          Status st = link->DeletePod(other, 0);
+          if (!st.ok()) return st.error();
+          log::Info("deleted a pod the API no longer has from its runner",
+                    {{"pod", key}, {"runner", runner}});
+        }
+      }
+    }
+    if (!found.pod) return kube::ReconcileResult{};
+    const kube::Object& pod = *found.pod;
+    std::vector<std::string> runners = SplitComma(Annotation(pod, kRunnerAnnotation));
+    if (runners.empty()) {
+      std::lock_guard lock(mu_);
+      if (auto it = pending_.find(uid); it != pending_.end()) runners = it->second.runners;
+    }
+
+    if (kube::IsDeleting(pod)) {
+      const json::object* spec = ObjectField(pod, "spec");
+      int64_t grace = spec ? jsonfield::IntField(*spec, "terminationGracePeriodSeconds").value_or(30) : 30;
+      for (const auto& r : runners) {
+        auto link = Link(r);
+        if (!link) continue;
+        Status st = link->DeletePod(uid, grace);
+        // An unreachable runner's copy is removed when it relinks (the API no longer has it).
+        if (!st.ok() && link->Snapshot(false).healthy) return st.error();
+      }
+      kube::DeleteOptions d;
+      d.grace_period_seconds = 0;
+      d.precondition_uid = uid;
+      Status del = client_->Delete(kube::resources::Pods(), ns, name, d);
+      if (!del.ok() && del.error().code != Error::Code::kNotFound &&
+          del.error().code != Error::Code::kConflict) {
+        return del.error();
+      }
+      std::lock_guard lock(mu_);
+      pending_.erase(uid);
+      return kube::ReconcileResult{};
+    }
+
+    std::string phase = PodPhase(pod);
+    if (Terminal(phase)) {
+      // A pod failed as RunnerLost whose runner came back: its copy there must not run on.
+      const json::object* st = ObjectField(pod, "status");
+      if (st != nullptr && StringField(*st, "reason") == kRunnerLostReason) {
+        for (const auto& r : runners) {
+          auto link = Link(r);
+          if (link && link->Pod(uid)) HS_RETURN_IF_ERROR(link->DeletePod(uid, 0));
+        }
+      }
+      return kube::ReconcileResult{};
+    }
+
+    std::optional<v1::RunPodRequest> req;
+    auto build = [&]() -> Status {
+      auto r = BuildRunPod(pod, inputs_, found.spec.node_name, found.spec.address);
+      if (!r.ok()) return r.error();
+      req = std::move(*r);
+      return OkStatus();
+    };
+
+    if (runners.empty()) {
+      auto needs = NeedsOf(pod);
+      if (!needs.ok()) {
+        Refuse(pod, needs.error().reason, needs.error().message);
+        return kube::ReconcileResult{};
+      }
+      Status built = build();
+      if (!built.ok()) {
+        if (built.error().code == Error::Code::kInvalidArgument) {
+          Refuse(pod, built.error().reason, built.error().message);
+          return kube::ReconcileResult{};
+        }
+        events_->Event(pod, kube::EventType::kWarning, "FailedToResolveInputs",
+                       built.error().message);
+        return built.error();
+      }
+      PlacementDecision d;
+      {
+        std::lock_guard place(place_mu_);
+        auto used = UsedByRunner(found.control_node);
+        std::vector<RunnerCandidate> cands;
+        for (const auto& r : RunnersOf(found.spec)) {
+          auto link = Link(r.name);
+          if (!link) continue;
+          AgentSnapshot s = link->Snapshot(false);
+          RunnerCandidate c;
+          c.name = r.name;
+          c.healthy = s.healthy;
+          c.slice = s.info && !s.info->slice().empty() ? s.info->slice() : r.slice;
+          c.slice_index = s.info && !s.info->slice().empty() ? s.info->slice_index() : r.slice_index;
+          if (s.info) c.capacity = RunnerCapacity(*s.info, found.spec);
+          c.used = used[r.name];
+          // The stricter of the Runner's policy and what its agent says.
+          c.allow_host_network = r.allow_host_network &&
+                                 (!s.info || !s.info->has_policy() || s.info->policy().allow_host_network());
+          c.require_digest = r.require_digest || (s.info && s.info->policy().require_digest());
+          cands.push_back(std::move(c));
+        }
+        PodNeeds n = *needs;
+        n.requests["pods"] = int64_t{1000} * n.hosts;  // one pod slot on each host
+        d = Place(n, cands);
+        if (!d.runners.empty()) {
+          ResourceList share = PerHostShare(needs->requests, needs->hosts);
+          share["pods"] += 1000;
+          std::lock_guard lock(mu_);
+          pending_[uid] = Assignment{d.runners, share};
+        }
+      }
+      if (d.runners.empty()) {
+        if (d.permanent) {
+          Refuse(pod, d.reason, d.message);
+          return kube::ReconcileResult{};
+        }
+        events_->Event(pod, kube::EventType::kNormal, d.reason, d.message);
+        kube::ReconcileResult rr;
+        rr.requeue_after = std::max<Ms>(o_.probe_interval, Ms(1000));
+        return rr;
+      }
+      json::object patch{
+          {"metadata",
+           json::object{{"annotations", json::object{{kRunnerAnnotation, JoinComma(d.runners)}}}}}};
+      auto patched = client_->Patch(kube::resources::Pods(), ns, name, kube::PatchType::kMerge,
+                                    json::serialize(patch));
+      if (!patched.ok()) {
+        std::lock_guard lock(mu_);
+        pending_.erase(uid);
+        if (patched.error().code == Error::Code::kNotFound) return kube::ReconcileResult{};
+        return patched.error();
+      }
+      runners = d.runners;
+      events_->Event(pod, kube::EventType::kNormal, "RunnerAssigned",
+                     "placed on runner " + JoinComma(d.runners));
+    }
+
+    // Every host runs the pod (RunPod is idempotent by uid); a runner lost past the bound fails
+    // it.
+    std::vector<v1::PodStatus> statuses;
+    for (const auto& r : runners) {
+      auto link = Link(r);
+      AgentSnapshot s = link ? link->Snapshot(false) : AgentSnapshot{};
+      if (!link || !s.healthy) {
+        bool lost = !link || s.answered ||
+                    (std::chrono::system_clock::now() - s.last_seen > o_.unhealthy_after &&
+                     s.last_seen.time_since_epoch().count() > 0);
+        if (lost) {
+          RunnerLost(pod, r, !link ? "runner " + r + " is no longer linked to this control node"
+                                   : "runner " + r + " stopped answering: " + s.last_error);
+          return kube::ReconcileResult{};
+        }
+        return kube::ReconcileResult{};  // not linked yet: its link change re-enqueues this pod
+      }
+      if (!s.pods_synced) return kube::ReconcileResult{};  // re-enqueued once listed
+      std::optional<v1::PodStatus> have = link->Pod(uid);
+      if (!have) {
+        if (!req) {
+          Status built = build();
+          if (!built.ok()) {
+            if (built.error().code == Error::Code::kInvalidArgument) {
+              Refuse(pod, built.error().reason, built.error().message);
+              return kube::ReconcileResult{};
+            }
+            return built.error();
+          }
+        }
+        auto start = std::chrono::steady_clock::now();
+        auto ran = link->RunPod(*req);
+        if (!ran.ok()) {
+          if (ran.error().code == Error::Code::kInvalidArgument) {
+            Refuse(pod, "RefusedByRunner", ran.error().message);
+            return kube::ReconcileResult{};
+          }
+          events_->Event(pod, kube::EventType::kWarning, "RunPodFailed", ran.error().message);
+          return ran.error();
+        }
+        registry_.GetHistogram("hyperslice_runners_run_pod_seconds",
+                               "RunPod latency as the control node sees it", {},
+                               kube::metrics::DefaultBuckets())
+            .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        registry_.GetCounter("hyperslice_runners_pods_started_total",
+                             "RunPod calls that succeeded", {{"control_node", found.control_node}})
+            .Inc();
+        have = *ran;
+      }
+      statuses.push_back(*have);
+    }
+    if (statuses.empty()) return kube::ReconcileResult{};
+    auto patch = StatusPatch(pod, DesiredStatus(pod, statuses, found.spec.address));
+    if (patch) {
+      kube::PatchOptions po;
+      po.subresource = "status";
+      auto r = client_->Patch(kube::resources::Pods(), ns, name, kube::PatchType::kMerge,
+                              json::serialize(*patch), po);
+      if (!r.ok() && r.error().code != Error::Code::kNotFound) return r.error();
+    }
+    return kube::ReconcileResult{};
+  }
+
+  void RunnerLost(const kube::Object& pod, const std::string& runner, const std::string& msg) {
+    std::string now = kube::FormatTime(std::chrono::system_clock::now());
+    json::array cs;
+    if (const json::object* st = ObjectField(pod, "status")) {
+      if (const json::array* have = ArrayField(*st, "containerStatuses")) {
+        for (const auto& c : *have) {
+          if (!c.is_object()) continue;
+          json::object o = c.as_object();
+          if (o.contains("state") && ObjectField(o, "state") &&
+              ObjectField(*ObjectField(o, "state"), "terminated")) {
+            cs.push_back(std::move(o));
+            continue;
+          }
+          o["ready"] = false;
+          o["started"] = false;
+          o["state"] = json::object{{"terminated", json::object{{"exitCode", 137},
+                                                                {"reason", kRunnerLostReason},
+                                                                {"message", msg},
+                                                                {"finishedAt", now}}}};
+          cs.push_back(std::move(o));
+        }
+      }
+    }
+    json::object status{{"phase", "Failed"},
+                        {"reason", kRunnerLostReason},
+                        {"message", msg}};
+    if (!cs.empty()) status["containerStatuses"] = cs;
+    Status st = PatchStatus(kube::resources::Pods(), S(kube::MetaString(pod, "namespace")),
+                            S(kube::MetaString(pod, "name")), status);
+    if (!st.ok()) {
+      log::Warn("RunnerLost not written", {{"pod", kube::ObjectKey(pod)}, {"error", st.error().message}});
+      return;
+    }
+    events_->Event(pod, kube::EventType::kWarning, kRunnerLostReason, msg);
+    registry_.GetCounter("hyperslice_runners_pods_lost_total", "Pods failed because their runner was lost",
+                         {{"runner", runner}})
+        .Inc();
+  }
+
+  OperatorOptions o_;
+  std::shared_ptr<kube::Client> client_;
+  ApiInputs inputs_;
+  std::shared_ptr<SecretJoinTokens> tokens_;
+  kube::metrics::Registry& registry_;
+  std::shared_ptr<kube::EventRecorder> events_;
+  std::shared_ptr<kube::SharedInformer> cn_informer_, runner_informer_;
+  std::shared_ptr<kube::Controller> cn_ctrl_, runner_ctrl_, pod_ctrl_;
+  std::string boot_id_ = kube::FormatMicroTime(std::chrono::system_clock::now());
+
+  std::mutex place_mu_;  // one placement at a time (capacity accounting)
+  std::mutex mu_;        // nodes_, runners_, pending_
+  std::map<std::string, NodeRuntime> nodes_;     // by ControlNode name
+  std::map<std::string, RunnerEntry> runners_;   // by Runner name
+  std::map<std::string, Assignment> pending_;    // by pod uid, until the cache has the annotation
+};
+
+}  // namespace
+
+Result<std::shared_ptr<ControlNodeSet>> RegisterOperator(kube::Manager& mgr, OperatorOptions o) {
+  if (!o.client) return Error::Make(Error::Code::kInvalidArgument, "runners: client is required");
+  if (o.ns.empty()) return Error::Make(Error::Code::kInvalidArgument, "runners: namespace is required");
+  if (!o.agent_credentials) {
+    return Error::Make(Error::Code::kInvalidArgument, "runners: agent credentials are required");
+  }
+  if (mgr.informers() == nullptr) {
+    return Error::Make(Error::Code::kInvalidArgument, "runners: the manager has no client");
+  }
+  auto sys = std::make_shared<System>(mgr, std::move(o));
+  HS_RETURN_IF_ERROR(sys->Register(mgr));
+  return std::shared_ptr<ControlNodeSet>(sys);
+}
+
+}  // namespace hyperslice::runners::controlnode
