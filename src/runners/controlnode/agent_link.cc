@@ -40,8 +40,8 @@ AgentIdentity IdentityOf(const std::string& pem) {
   struct tm t {};
   if (ASN1_TIME_to_tm(X509_get0_notAfter(cert), &t) == 1) {
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ", t.tm_year + 1900,
-                  t.tm_mon + 1, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec);
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02dZ", t.tm_year + 1900, t.tm_mon + 1,
+                  t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec);
     id.not_after = buf;
   }
   X509_free(cert);
@@ -151,7 +151,8 @@ std::optional<v1::PodStatus> AgentLink::Pod(const std::string& uid) const {
   return it->second;
 }
 
-std::vector<std::string> AgentLink::UidsNamed(const std::string& ns, const std::string& name) const {
+std::vector<std::string> AgentLink::UidsNamed(const std::string& ns,
+                                              const std::string& name) const {
   std::lock_guard lock(mu_);
   std::vector<std::string> out;
   for (const auto& [uid, p] : snap_.pods) {
@@ -176,8 +177,8 @@ void AgentLink::Notify() {
 }
 
 void AgentLink::ProbeLoop() {
-  auto timeout = std::min<std::chrono::milliseconds>(options_.probe_interval,
-                                                     std::chrono::milliseconds(5000));
+  auto timeout =
+      std::min<std::chrono::milliseconds>(options_.probe_interval, std::chrono::milliseconds(5000));
   while (true) {
     {
       std::lock_guard lock(mu_);
@@ -232,8 +233,8 @@ void AgentLink::ProbeLoop() {
 }
 
 void AgentLink::WatchLoop() {
-  auto backoff = std::min<std::chrono::milliseconds>(options_.probe_interval,
-                                                     std::chrono::milliseconds(1000));
+  auto backoff =
+      std::min<std::chrono::milliseconds>(options_.probe_interval, std::chrono::milliseconds(1000));
   while (true) {
     grpc::ClientContext ctx;
     {

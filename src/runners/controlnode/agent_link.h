@@ -54,7 +54,7 @@ struct AgentSnapshot {
   std::chrono::system_clock::time_point last_seen{};
   std::string last_error;
   std::optional<v1::RunnerInfo> info;
-  bool pods_synced = false;                  // `pods` is the agent's full set (listed + watched)
+  bool pods_synced = false;                   // `pods` is the agent's full set (listed + watched)
   std::map<std::string, v1::PodStatus> pods;  // by uid
   AgentIdentity identity;
 };

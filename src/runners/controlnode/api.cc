@@ -103,8 +103,8 @@ Result<ControlNodeSpec> ParseControlNode(const kube::Object& obj) {
     s.taints = kube::TaintsFrom(&v);
   }
   if (const json::object* cp = ObjectField(*spec, "capacityPolicy")) {
-    HS_ASSIGN_OR_RETURN(s.reserved,
-                        ParseResources(ObjectField(*cp, "reserved"), "spec.capacityPolicy.reserved"));
+    HS_ASSIGN_OR_RETURN(
+        s.reserved, ParseResources(ObjectField(*cp, "reserved"), "spec.capacityPolicy.reserved"));
     if (auto m = IntField(*cp, "maxPodsPerRunner")) s.max_pods_per_runner = static_cast<int>(*m);
   }
   return s;
@@ -144,7 +144,8 @@ Result<RunnerSpec> ParseRunner(const kube::Object& obj) {
   } else if (gce != nullptr) {
     s.placement = RunnerSpec::Placement::kGce;
     for (const char* f : {"project", "zone", "machineType"}) {
-      if (StringField(*gce, f).empty()) return Invalid(std::string("spec.gce.") + f + " is required");
+      if (StringField(*gce, f).empty())
+        return Invalid(std::string("spec.gce.") + f + " is required");
     }
     s.zone = std::string(StringField(*gce, "zone"));
     s.region = std::string(StringField(*gce, "region"));

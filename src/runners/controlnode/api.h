@@ -36,8 +36,8 @@ inline constexpr char kJoinTokenConsumedAnnotation[] = "runners.hyperslice.dev/j
 inline constexpr char kRunnerLostReason[] = "RunnerLost";
 
 struct ControlNodeSpec {
-  std::string name;       // the ControlNode's name
-  std::string node_name;  // spec.nodeName, default name
+  std::string name;                                  // the ControlNode's name
+  std::string node_name;                             // spec.nodeName, default name
   std::map<std::string, std::string> match_labels;   // runnerSelector.matchLabels
   std::vector<kube::Requirement> match_expressions;  // runnerSelector.matchExpressions
   std::string address = "127.0.0.1";                 // InternalIP the apiserver dials

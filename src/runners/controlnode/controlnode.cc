@@ -64,7 +64,8 @@ std::string PodPhase(const kube::Object& pod) {
 bool Terminal(const std::string& phase) { return phase == "Succeeded" || phase == "Failed"; }
 
 std::string Rfc3339(int64_t unix_seconds) {
-  return kube::FormatTime(std::chrono::system_clock::time_point(std::chrono::seconds(unix_seconds)));
+  return kube::FormatTime(
+      std::chrono::system_clock::time_point(std::chrono::seconds(unix_seconds)));
 }
 
 // Pod conditions without their times, for comparing desired and current.
@@ -89,12 +90,12 @@ json::object ContainerStatusJson(const v1::ContainerStatus& c, const std::string
     state["running"] = json::object{{"startedAt", Rfc3339(c.running().started_at_unix())}};
   } else if (c.has_terminated()) {
     const auto& t = c.terminated();
-    json::object term{{"exitCode", t.exit_code()},
-                      {"reason", t.reason().empty() ? (t.exit_code() == 0 ? "Completed" : "Error")
-                                                    : t.reason()},
-                      {"startedAt", Rfc3339(t.started_at_unix())},
-                      {"finishedAt", Rfc3339(t.finished_at_unix())},
-                      {"containerID", "hyperslice://" + uid + "/" + c.name()}};
+    json::object term{
+        {"exitCode", t.exit_code()},
+        {"reason", t.reason().empty() ? (t.exit_code() == 0 ? "Completed" : "Error") : t.reason()},
+        {"startedAt", Rfc3339(t.started_at_unix())},
+        {"finishedAt", Rfc3339(t.finished_at_unix())},
+        {"containerID", "hyperslice://" + uid + "/" + c.name()}};
     if (t.signal() != 0) term["signal"] = t.signal();
     if (!t.message().empty()) term["message"] = t.message();
     state["terminated"] = std::move(term);
@@ -105,12 +106,9 @@ json::object ContainerStatusJson(const v1::ContainerStatus& c, const std::string
     if (c.has_waiting() && !c.waiting().message().empty()) w["message"] = c.waiting().message();
     state["waiting"] = std::move(w);
   }
-  json::object out{{"name", c.name()},
-                   {"image", c.image()},
-                   {"imageID", c.image_id()},
-                   {"ready", c.ready()},
-                   {"started", running},
-                   {"restartCount", c.restart_count()},
+  json::object out{{"name", c.name()},         {"image", c.image()},
+                   {"imageID", c.image_id()},  {"ready", c.ready()},
+                   {"started", running},       {"restartCount", c.restart_count()},
                    {"state", std::move(state)}};
   if (running || c.has_terminated()) out["containerID"] = "hyperslice://" + uid + "/" + c.name();
   return out;
@@ -126,8 +124,8 @@ json::object DesiredStatus(const kube::Object& pod, const std::vector<v1::PodSta
     any_running = any_running || h.phase() == "Running";
     all_running = all_running && (h.phase() == "Running" || h.phase() == "Succeeded");
   }
-  std::string phase = any_failed      ? "Failed"
-                      : all_succeeded ? "Succeeded"
+  std::string phase = any_failed                     ? "Failed"
+                      : all_succeeded                ? "Succeeded"
                       : (any_running && all_running) ? "Running"
                                                      : "Pending";
   const v1::PodStatus& first = hosts.front();
@@ -248,18 +246,17 @@ class ApiInputs final : public PodInputs {
                                           const std::string& audience, int64_t expiration,
                                           const std::string& pod_name,
                                           const std::string& pod_uid) override {
-    json::object spec{{"expirationSeconds", std::max<int64_t>(expiration, 600)},
-                      {"boundObjectRef", json::object{{"apiVersion", "v1"},
-                                                      {"kind", "Pod"},
-                                                      {"name", pod_name},
-                                                      {"uid", pod_uid}}}};
+    json::object spec{
+        {"expirationSeconds", std::max<int64_t>(expiration, 600)},
+        {"boundObjectRef",
+         json::object{
+             {"apiVersion", "v1"}, {"kind", "Pod"}, {"name", pod_name}, {"uid", pod_uid}}}};
     if (!audience.empty()) spec["audiences"] = json::array{json::value(audience)};
-    json::object body{{"apiVersion", "authentication.k8s.io/v1"},
-                      {"kind", "TokenRequest"},
-                      {"spec", spec}};
-    auto resp = client_->Raw("POST",
-                             "/api/v1/namespaces/" + ns + "/serviceaccounts/" + sa + "/token",
-                             json::serialize(body));
+    json::object body{
+        {"apiVersion", "authentication.k8s.io/v1"}, {"kind", "TokenRequest"}, {"spec", spec}};
+    auto resp =
+        client_->Raw("POST", "/api/v1/namespaces/" + ns + "/serviceaccounts/" + sa + "/token",
+                     json::serialize(body));
     if (!resp.ok()) return resp.error();
     if (resp->status / 100 != 2) return kube::ErrorFromResponse(*resp);
     boost::system::error_code ec;
@@ -320,7 +317,8 @@ class System final : public ControlNodeSet,
     co.max_concurrent_reconciles = 1;
     cn_ctrl_ = std::make_shared<kube::Controller>(std::move(co), [weak](const std::string& k) {
       auto s = weak.lock();
-      return s ? s->ReconcileControlNode(k) : Result<kube::ReconcileResult>(kube::ReconcileResult{});
+      return s ? s->ReconcileControlNode(k)
+               : Result<kube::ReconcileResult>(kube::ReconcileResult{});
     });
     cn_ctrl_->Watch(*cn_informer_);
     kube::ControllerOptions ro;
@@ -334,7 +332,8 @@ class System final : public ControlNodeSet,
     // A ControlNode change (selector) re-evaluates its runners.
     cn_informer_->AddEventHandler(kube::EventHandler{
         .on_add = [this](const kube::ObjectPtr&) { EnqueueAllRunners(); },
-        .on_update = [this](const kube::ObjectPtr&, const kube::ObjectPtr&) { EnqueueAllRunners(); },
+        .on_update = [this](const kube::ObjectPtr&,
+                            const kube::ObjectPtr&) { EnqueueAllRunners(); },
         .on_delete = [this](const kube::ObjectPtr&, bool) { EnqueueAllRunners(); }});
     // A Runner change re-evaluates its control node (capacity, labels).
     runner_informer_->AddEventHandler(kube::EventHandler{
@@ -387,9 +386,11 @@ class System final : public ControlNodeSet,
     }
     if (!inf) return Error::Make(Error::Code::kNotFound, "no control node " + node);
     kube::ObjectPtr pod = inf->store().Get(kube::ObjectKey(ns, name));
-    if (!pod) return Error::Make(Error::Code::kNotFound, "pod " + ns + "/" + name + " not on " + node);
+    if (!pod)
+      return Error::Make(Error::Code::kNotFound, "pod " + ns + "/" + name + " not on " + node);
     auto runners = SplitComma(Annotation(*pod, kRunnerAnnotation));
-    if (runners.empty()) return Error::Make(Error::Code::kNotFound, "pod not placed on a runner yet");
+    if (runners.empty())
+      return Error::Make(Error::Code::kNotFound, "pod not placed on a runner yet");
     auto link = Link(runners.front());
     if (!link || !link->Snapshot(false).healthy) {
       return Error::Make(Error::Code::kUnavailable, "runner " + runners.front() + " is not linked");
@@ -475,11 +476,11 @@ class System final : public ControlNodeSet,
         if (const json::array* f = ArrayField(*meta, "finalizers")) fins = *f;
       }
       fins.push_back(json::value(kNodeFinalizer));
-      json::object patch{{"metadata", json::object{{"finalizers", fins},
-                                                   {"resourceVersion",
-                                                    S(kube::ResourceVersionOf(*obj))}}}};
-      auto r = client_->Patch(ControlNodes(), "", name, kube::PatchType::kMerge,
-                              json::serialize(patch));
+      json::object patch{
+          {"metadata", json::object{{"finalizers", fins},
+                                    {"resourceVersion", S(kube::ResourceVersionOf(*obj))}}}};
+      auto r =
+          client_->Patch(ControlNodes(), "", name, kube::PatchType::kMerge, json::serialize(patch));
       if (!r.ok()) return r.error();
     }
     auto spec = ParseControlNode(*obj);
@@ -490,7 +491,8 @@ class System final : public ControlNodeSet,
                                                .reason = "InvalidSpec",
                                                .message = spec.error().message,
                                                .observed_generation = kube::Generation(*obj)});
-      if (changed) HS_RETURN_IF_ERROR(PatchStatus(ControlNodes(), "", name, *ObjectField(copy, "status")));
+      if (changed)
+        HS_RETURN_IF_ERROR(PatchStatus(ControlNodes(), "", name, *ObjectField(copy, "status")));
       return kube::ReconcileResult{};
     }
     EnsureNodeRuntime(*spec);
@@ -541,14 +543,13 @@ class System final : public ControlNodeSet,
 
     // The ControlNode's own status.
     kube::Object copy = kube::DeepCopy(*obj);
-    kube::SetCondition(copy, {.type = "Ready",
-                              .status = "True",
-                              .reason = healthy > 0 ? "NodeRegistered" : "NoHealthyRunner",
-                              .message = "Node " + spec->node_name + " registered; " +
-                                         std::to_string(healthy) + " of " +
-                                         std::to_string(runner_names.size()) +
-                                         " runners healthy",
-                              .observed_generation = spec->generation});
+    kube::SetCondition(
+        copy, {.type = "Ready",
+               .status = "True",
+               .reason = healthy > 0 ? "NodeRegistered" : "NoHealthyRunner",
+               .message = "Node " + spec->node_name + " registered; " + std::to_string(healthy) +
+                          " of " + std::to_string(runner_names.size()) + " runners healthy",
+               .observed_generation = spec->generation});
     json::object& st = copy["status"].as_object();
     auto to_json = [&](const ResourceList& l) {
       json::object o;
@@ -564,8 +565,9 @@ class System final : public ControlNodeSet,
     st["observedGeneration"] = spec->generation;
     const json::object* old = ObjectField(*obj, "status");
     if (old == nullptr || *old != st) HS_RETURN_IF_ERROR(PatchStatus(ControlNodes(), "", name, st));
-    registry_.GetGauge("hyperslice_runners_control_node_healthy_runners",
-                       "Healthy linked runners per control node", {{"control_node", name}})
+    registry_
+        .GetGauge("hyperslice_runners_control_node_healthy_runners",
+                  "Healthy linked runners per control node", {{"control_node", name}})
         .Set(healthy);
     kube::ReconcileResult rr;
     rr.requeue_after = o_.lease_renew_interval;
@@ -791,8 +793,8 @@ class System final : public ControlNodeSet,
     {
       std::lock_guard lock(mu_);
       auto& n = nodes_[spec.name];
-      if (n.lease && std::chrono::steady_clock::now() - n.lease_renewed <
-                         o_.lease_renew_interval * 8 / 10) {
+      if (n.lease &&
+          std::chrono::steady_clock::now() - n.lease_renewed < o_.lease_renew_interval * 8 / 10) {
         return OkStatus();
       }
       lease = n.lease;
@@ -810,11 +812,11 @@ class System final : public ControlNodeSet,
               {"metadata",
                json::object{{"name", spec.node_name},
                             {"namespace", kNodeLeaseNamespace},
-                            {"ownerReferences",
-                             json::array{json::object{{"apiVersion", "v1"},
-                                                      {"kind", "Node"},
-                                                      {"name", spec.node_name},
-                                                      {"uid", S(kube::MetaString(node, "uid"))}}}}}},
+                            {"ownerReferences", json::array{json::object{
+                                                    {"apiVersion", "v1"},
+                                                    {"kind", "Node"},
+                                                    {"name", spec.node_name},
+                                                    {"uid", S(kube::MetaString(node, "uid"))}}}}}},
               {"spec", json::object{{"holderIdentity", spec.node_name},
                                     {"leaseDurationSeconds", o_.lease_duration_seconds},
                                     {"renewTime", now}}}};
@@ -840,7 +842,8 @@ class System final : public ControlNodeSet,
         return OkStatus();
       }
       lease.reset();
-      if (put.error().code != Error::Code::kConflict && put.error().code != Error::Code::kNotFound) {
+      if (put.error().code != Error::Code::kConflict &&
+          put.error().code != Error::Code::kNotFound) {
         return put.error();
       }
     }
@@ -1036,18 +1039,22 @@ class System final : public ControlNodeSet,
     set("Ready", snap.healthy, snap.healthy ? "Linked" : phase, health_msg);
     if (snap.healthy) {
       Status rm = tokens_->Remove(name);  // linked: the token, if any, is spent
-      if (!rm.ok()) log::Warn("join token cleanup", {{"runner", name}, {"error", rm.error().message}});
+      if (!rm.ok())
+        log::Warn("join token cleanup", {{"runner", name}, {"error", rm.error().message}});
       st.erase("joinTokenSecret");
     }
     if (phase != was_phase) {
-      events_->Event(*obj, phase == "Unhealthy" ? kube::EventType::kWarning : kube::EventType::kNormal,
+      events_->Event(*obj,
+                     phase == "Unhealthy" ? kube::EventType::kWarning : kube::EventType::kNormal,
                      phase == "Linked" ? "RunnerLinked" : "Runner" + phase, health_msg);
-      registry_.GetCounter("hyperslice_runners_runner_transitions_total",
-                           "Runner phase transitions", {{"phase", phase}})
+      registry_
+          .GetCounter("hyperslice_runners_runner_transitions_total", "Runner phase transitions",
+                      {{"phase", phase}})
           .Inc();
     }
-    registry_.GetGauge("hyperslice_runners_runner_healthy", "1 when the runner is healthy",
-                       {{"runner", name}})
+    registry_
+        .GetGauge("hyperslice_runners_runner_healthy", "1 when the runner is healthy",
+                  {{"runner", name}})
         .Set(snap.healthy ? 1 : 0);
     cn_ctrl_->Enqueue(spec->control_node);
     EnqueuePodsOfRunner(spec->control_node, name);
@@ -1093,7 +1100,8 @@ class System final : public ControlNodeSet,
     if (const json::object* st = ObjectField(pod, "status")) {
       if (const json::array* cc = ArrayField(*st, "conditions")) {
         for (const auto& c : *cc) {
-          if (c.is_object() && StringField(c.as_object(), "type") == "PodScheduled") conds.push_back(c);
+          if (c.is_object() && StringField(c.as_object(), "type") == "PodScheduled")
+            conds.push_back(c);
         }
       }
     }
@@ -1110,11 +1118,13 @@ class System final : public ControlNodeSet,
     Status st = PatchStatus(kube::resources::Pods(), S(kube::MetaString(pod, "namespace")),
                             S(kube::MetaString(pod, "name")), status);
     if (!st.ok()) {
-      log::Warn("pod refusal not written", {{"pod", kube::ObjectKey(pod)}, {"error", st.error().message}});
+      log::Warn("pod refusal not written",
+                {{"pod", kube::ObjectKey(pod)}, {"error", st.error().message}});
     }
     events_->Event(pod, kube::EventType::kWarning, reason, message);
-    registry_.GetCounter("hyperslice_runners_pods_refused_total",
-                         "Pods the control node refused", {{"reason", reason}})
+    registry_
+        .GetCounter("hyperslice_runners_pods_refused_total", "Pods the control node refused",
+                    {{"reason", reason}})
         .Inc();
     log::Info("pod refused", {{"pod", kube::ObjectKey(pod)}, {"reason", reason}});
   }
@@ -1186,7 +1196,8 @@ class System final : public ControlNodeSet,
 
     if (kube::IsDeleting(pod)) {
       const json::object* spec = ObjectField(pod, "spec");
-      int64_t grace = spec ? jsonfield::IntField(*spec, "terminationGracePeriodSeconds").value_or(30) : 30;
+      int64_t grace =
+          spec ? jsonfield::IntField(*spec, "terminationGracePeriodSeconds").value_or(30) : 30;
       for (const auto& r : runners) {
         auto link = Link(r);
         if (!link) continue;
@@ -1257,12 +1268,13 @@ class System final : public ControlNodeSet,
           c.name = r.name;
           c.healthy = s.healthy;
           c.slice = s.info && !s.info->slice().empty() ? s.info->slice() : r.slice;
-          c.slice_index = s.info && !s.info->slice().empty() ? s.info->slice_index() : r.slice_index;
+          c.slice_index =
+              s.info && !s.info->slice().empty() ? s.info->slice_index() : r.slice_index;
           if (s.info) c.capacity = RunnerCapacity(*s.info, found.spec);
           c.used = used[r.name];
           // The stricter of the Runner's policy and what its agent says.
-          c.allow_host_network = r.allow_host_network &&
-                                 (!s.info || !s.info->has_policy() || s.info->policy().allow_host_network());
+          c.allow_host_network = r.allow_host_network && (!s.info || !s.info->has_policy() ||
+                                                          s.info->policy().allow_host_network());
           c.require_digest = r.require_digest || (s.info && s.info->policy().require_digest());
           cands.push_back(std::move(c));
         }
@@ -1313,8 +1325,9 @@ class System final : public ControlNodeSet,
                     (std::chrono::system_clock::now() - s.last_seen > o_.unhealthy_after &&
                      s.last_seen.time_since_epoch().count() > 0);
         if (lost) {
-          RunnerLost(pod, r, !link ? "runner " + r + " is no longer linked to this control node"
-                                   : "runner " + r + " stopped answering: " + s.last_error);
+          RunnerLost(pod, r,
+                     !link ? "runner " + r + " is no longer linked to this control node"
+                           : "runner " + r + " stopped answering: " + s.last_error);
           return kube::ReconcileResult{};
         }
         return kube::ReconcileResult{};  // not linked yet: its link change re-enqueues this pod
@@ -1342,12 +1355,15 @@ class System final : public ControlNodeSet,
           events_->Event(pod, kube::EventType::kWarning, "RunPodFailed", ran.error().message);
           return ran.error();
         }
-        registry_.GetHistogram("hyperslice_runners_run_pod_seconds",
-                               "RunPod latency as the control node sees it", {},
-                               kube::metrics::DefaultBuckets())
-            .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-        registry_.GetCounter("hyperslice_runners_pods_started_total",
-                             "RunPod calls that succeeded", {{"control_node", found.control_node}})
+        registry_
+            .GetHistogram("hyperslice_runners_run_pod_seconds",
+                          "RunPod latency as the control node sees it", {},
+                          kube::metrics::DefaultBuckets())
+            .Observe(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        registry_
+            .GetCounter("hyperslice_runners_pods_started_total", "RunPod calls that succeeded",
+                        {{"control_node", found.control_node}})
             .Inc();
         have = *ran;
       }
@@ -1388,19 +1404,19 @@ class System final : public ControlNodeSet,
         }
       }
     }
-    json::object status{{"phase", "Failed"},
-                        {"reason", kRunnerLostReason},
-                        {"message", msg}};
+    json::object status{{"phase", "Failed"}, {"reason", kRunnerLostReason}, {"message", msg}};
     if (!cs.empty()) status["containerStatuses"] = cs;
     Status st = PatchStatus(kube::resources::Pods(), S(kube::MetaString(pod, "namespace")),
                             S(kube::MetaString(pod, "name")), status);
     if (!st.ok()) {
-      log::Warn("RunnerLost not written", {{"pod", kube::ObjectKey(pod)}, {"error", st.error().message}});
+      log::Warn("RunnerLost not written",
+                {{"pod", kube::ObjectKey(pod)}, {"error", st.error().message}});
       return;
     }
     events_->Event(pod, kube::EventType::kWarning, kRunnerLostReason, msg);
-    registry_.GetCounter("hyperslice_runners_pods_lost_total", "Pods failed because their runner was lost",
-                         {{"runner", runner}})
+    registry_
+        .GetCounter("hyperslice_runners_pods_lost_total",
+                    "Pods failed because their runner was lost", {{"runner", runner}})
         .Inc();
   }
 
@@ -1414,18 +1430,19 @@ class System final : public ControlNodeSet,
   std::shared_ptr<kube::Controller> cn_ctrl_, runner_ctrl_, pod_ctrl_;
   std::string boot_id_ = kube::FormatMicroTime(std::chrono::system_clock::now());
 
-  std::mutex place_mu_;  // one placement at a time (capacity accounting)
-  std::mutex mu_;        // nodes_, runners_, pending_
-  std::map<std::string, NodeRuntime> nodes_;     // by ControlNode name
-  std::map<std::string, RunnerEntry> runners_;   // by Runner name
-  std::map<std::string, Assignment> pending_;    // by pod uid, until the cache has the annotation
+  std::mutex place_mu_;                         // one placement at a time (capacity accounting)
+  std::mutex mu_;                               // nodes_, runners_, pending_
+  std::map<std::string, NodeRuntime> nodes_;    // by ControlNode name
+  std::map<std::string, RunnerEntry> runners_;  // by Runner name
+  std::map<std::string, Assignment> pending_;   // by pod uid, until the cache has the annotation
 };
 
 }  // namespace
 
 Result<std::shared_ptr<ControlNodeSet>> RegisterOperator(kube::Manager& mgr, OperatorOptions o) {
   if (!o.client) return Error::Make(Error::Code::kInvalidArgument, "runners: client is required");
-  if (o.ns.empty()) return Error::Make(Error::Code::kInvalidArgument, "runners: namespace is required");
+  if (o.ns.empty())
+    return Error::Make(Error::Code::kInvalidArgument, "runners: namespace is required");
   if (!o.agent_credentials) {
     return Error::Make(Error::Code::kInvalidArgument, "runners: agent credentials are required");
   }

@@ -78,6 +78,7 @@ class ControlNodeSet {
 };
 
 // Errors: kInvalidArgument for missing options.
-Result<std::shared_ptr<ControlNodeSet>> RegisterOperator(kube::Manager& mgr, OperatorOptions options);
+Result<std::shared_ptr<ControlNodeSet>> RegisterOperator(kube::Manager& mgr,
+                                                         OperatorOptions options);
 
 }  // namespace hyperslice::runners::controlnode

@@ -67,10 +67,9 @@ Result<bool> SecretJoinTokens::Ensure(const kube::Object& runner) {
   kube::Object secret{
       {"apiVersion", "v1"},
       {"kind", "Secret"},
-      {"metadata",
-       json::object{{"name", JoinTokenSecretName(name)},
-                    {"namespace", ns_},
-                    {"labels", json::object{{"runners.hyperslice.dev/runner", name}}}}},
+      {"metadata", json::object{{"name", JoinTokenSecretName(name)},
+                                {"namespace", ns_},
+                                {"labels", json::object{{"runners.hyperslice.dev/runner", name}}}}},
       {"type", kJoinTokenSecretType},
       {"data", json::object{{"token", Base64Encode(token)},
                             {"runner", Base64Encode(name)},
@@ -118,11 +117,11 @@ Status SecretJoinTokens::Consume(const std::string& runner, const std::string& t
   // Recorded after the delete won, so no new token is minted for a runner about to link.
   json::object patch{
       {"metadata",
-       json::object{{"annotations",
-                     json::object{{kJoinTokenConsumedAnnotation,
-                                   kube::FormatTime(std::chrono::system_clock::now())}}}}}};
-  auto patched = client_->Patch(Runners(), "", runner, kube::PatchType::kMerge,
-                                json::serialize(patch));
+       json::object{
+           {"annotations", json::object{{kJoinTokenConsumedAnnotation,
+                                         kube::FormatTime(std::chrono::system_clock::now())}}}}}};
+  auto patched =
+      client_->Patch(Runners(), "", runner, kube::PatchType::kMerge, json::serialize(patch));
   if (!patched.ok() && patched.error().code != Error::Code::kNotFound) return patched.error();
   return OkStatus();
 }

@@ -7,7 +7,8 @@
 // host (`hyperslice runner-agent --join-token ...`); the link controller checks it through
 // Consume(), which is one-time: it deletes the Secret with a uid + resourceVersion precondition
 // (of two concurrent consumers exactly one wins), then records kJoinTokenConsumedAnnotation on the
-// Runner so no new token is minted for a runner about to link. Token values are never logged, nor written to Events or statuses.
+// Runner so no new token is minted for a runner about to link. Token values are never logged, nor
+// written to Events or statuses.
 //
 // JoinTokenStore is the seam the link protocol (src/runners/link) calls; this is its Secrets
 // implementation. Thread-safe.

@@ -120,8 +120,8 @@ class Resolver {
   // metadata.name, metadata.labels['k'], spec.nodeName, status.hostIP, ...
   Result<std::string> FieldRef(const json::object& ref) {
     std::string path = S(StringField(ref, "fieldPath"));
-    const json::object& meta = ObjectField(pod_, "metadata") ? *ObjectField(pod_, "metadata")
-                                                             : Empty();
+    const json::object& meta =
+        ObjectField(pod_, "metadata") ? *ObjectField(pod_, "metadata") : Empty();
     const json::object& spec = ObjectField(pod_, "spec") ? *ObjectField(pod_, "spec") : Empty();
     auto bracket = [&](const char* prefix, const char* field) -> std::optional<std::string> {
       std::string p = prefix;
@@ -140,7 +140,8 @@ class Resolver {
     if (auto v = bracket("metadata.labels[", "labels")) return *v;
     if (auto v = bracket("metadata.annotations[", "annotations")) return *v;
     if (path == "metadata.labels" || path == "metadata.annotations") {
-      const json::object* m = ObjectField(meta, path == "metadata.labels" ? "labels" : "annotations");
+      const json::object* m =
+          ObjectField(meta, path == "metadata.labels" ? "labels" : "annotations");
       std::string out;
       if (m != nullptr) {
         for (const auto& [k, v] : *m) {
@@ -169,7 +170,8 @@ class Resolver {
           }
         }
       }
-      if (target == nullptr) return Refuse("UnsupportedField", "resourceFieldRef: no container " + c);
+      if (target == nullptr)
+        return Refuse("UnsupportedField", "resourceFieldRef: no container " + c);
     }
     if (auto d = StringField(ref, "divisor"); !d.empty() && d != "1" && d != "0") {
       return Refuse("UnsupportedField", "resourceFieldRef divisor " + S(d) + " is not supported");
@@ -267,8 +269,8 @@ class Resolver {
           return Missing("couldn't find key " + key + " in " + (secret ? "Secret " : "ConfigMap ") +
                          ns_ + "/" + name);
         }
-        HS_RETURN_IF_ERROR(AddFile(files, S(StringField(it, "path")), d->second,
-                                   Mode(it, default_mode)));
+        HS_RETURN_IF_ERROR(
+            AddFile(files, S(StringField(it, "path")), d->second, Mode(it, default_mode)));
       }
       return OkStatus();
     }
@@ -297,9 +299,11 @@ class Resolver {
         if (const json::object* fr = ObjectField(it, "fieldRef")) {
           HS_ASSIGN_OR_RETURN(value, FieldRef(*fr));
         } else {
-          return Refuse("UnsupportedField", "downwardAPI resourceFieldRef in volumes is not supported");
+          return Refuse("UnsupportedField",
+                        "downwardAPI resourceFieldRef in volumes is not supported");
         }
-        HS_RETURN_IF_ERROR(AddFile(files, S(StringField(it, "path")), value, Mode(it, default_mode)));
+        HS_RETURN_IF_ERROR(
+            AddFile(files, S(StringField(it, "path")), value, Mode(it, default_mode)));
       }
     }
     return OkStatus();
@@ -352,8 +356,9 @@ class Resolver {
                                             S(kube::MetaString(pod_, "uid"))));
             HS_RETURN_IF_ERROR(AddFile(*files, S(StringField(*sat, "path")), token, mode));
           } else {
-            return Refuse("UnsupportedVolume",
-                          "volume " + name + ": a projected source the control node cannot resolve");
+            return Refuse(
+                "UnsupportedVolume",
+                "volume " + name + ": a projected source the control node cannot resolve");
           }
         }
       }
@@ -392,10 +397,12 @@ class Resolver {
         const json::object& m = mv.as_object();
         std::string vol = S(StringField(m, "name"));
         if (!volumes.count(vol)) {
-          return Refuse("UnsupportedField", "container " + out.name() + " mounts unknown volume " + vol);
+          return Refuse("UnsupportedField",
+                        "container " + out.name() + " mounts unknown volume " + vol);
         }
         if (!StringField(m, "subPathExpr").empty()) {
-          return Refuse("UnsupportedField", "container " + out.name() + ": subPathExpr is not supported");
+          return Refuse("UnsupportedField",
+                        "container " + out.name() + ": subPathExpr is not supported");
         }
         v1::Mount* o = out.add_mounts();
         o->set_volume(vol);
@@ -405,13 +412,14 @@ class Resolver {
       }
     }
     if (ArrayField(c, "volumeDevices") != nullptr && !ArrayField(c, "volumeDevices")->empty()) {
-      return Refuse("UnsupportedVolume", "container " + out.name() + ": volumeDevices (block PVCs)");
+      return Refuse("UnsupportedVolume",
+                    "container " + out.name() + ": volumeDevices (block PVCs)");
     }
     if (const json::object* r = ObjectField(c, "resources")) {
       for (const char* which : {"limits", "requests"}) {
         if (const json::object* m = ObjectField(*r, which)) {
           for (const auto& [k, v] : *m) {
-            std::string q = v.is_string() ? S(v.as_string())
+            std::string q = v.is_string()  ? S(v.as_string())
                             : v.is_int64() ? std::to_string(v.as_int64())
                                            : "";
             (std::string(which) == "limits" ? *out.mutable_limits()
@@ -441,8 +449,8 @@ Result<PodNeeds> NeedsOf(const kube::Object& pod) {
     if (const json::object* ann = ObjectField(*meta, "annotations")) {
       std::string hosts = S(StringField(*ann, kSliceHostsAnnotation));
       if (!hosts.empty()) {
-        bool digits = std::all_of(hosts.begin(), hosts.end(),
-                                  [](char c) { return c >= '0' && c <= '9'; });
+        bool digits =
+            std::all_of(hosts.begin(), hosts.end(), [](char c) { return c >= '0' && c <= '9'; });
         if (!digits || hosts.size() > 4 || std::stoi(hosts) < 1) {
           return Refuse("InvalidSliceHosts", std::string(kSliceHostsAnnotation) + ": \"" + hosts +
                                                  "\" is not a host count (an integer >= 1)");
@@ -489,12 +497,14 @@ Result<v1::RunPodRequest> BuildRunPod(const kube::Object& pod, PodInputs& inputs
   }
   if (const json::array* cs = ArrayField(*spec, "initContainers")) {
     for (const auto& c : *cs) {
-      if (c.is_object()) HS_RETURN_IF_ERROR(r.ContainerOf(c.as_object(), volumes, *req.add_init_containers()));
+      if (c.is_object())
+        HS_RETURN_IF_ERROR(r.ContainerOf(c.as_object(), volumes, *req.add_init_containers()));
     }
   }
   if (const json::array* cs = ArrayField(*spec, "containers")) {
     for (const auto& c : *cs) {
-      if (c.is_object()) HS_RETURN_IF_ERROR(r.ContainerOf(c.as_object(), volumes, *req.add_containers()));
+      if (c.is_object())
+        HS_RETURN_IF_ERROR(r.ContainerOf(c.as_object(), volumes, *req.add_containers()));
     }
   }
   if (req.containers_size() == 0) return Refuse("UnsupportedField", "pod has no containers");

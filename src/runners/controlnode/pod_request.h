@@ -30,12 +30,9 @@ class PodInputs {
   virtual Result<kube::Object> Secret(const std::string& ns, const std::string& name) = 0;
   virtual Result<kube::Object> ConfigMap(const std::string& ns, const std::string& name) = 0;
   // A bound service-account token (TokenRequest) for a projected serviceAccountToken source.
-  virtual Result<std::string> ServiceAccountToken(const std::string& ns,
-                                                  const std::string& service_account,
-                                                  const std::string& audience,
-                                                  int64_t expiration_seconds,
-                                                  const std::string& pod_name,
-                                                  const std::string& pod_uid) = 0;
+  virtual Result<std::string> ServiceAccountToken(
+      const std::string& ns, const std::string& service_account, const std::string& audience,
+      int64_t expiration_seconds, const std::string& pod_name, const std::string& pod_uid) = 0;
 };
 
 // What placement needs of the pod (requests, slice hosts, hostNetwork, digests).
