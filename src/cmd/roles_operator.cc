@@ -12,7 +12,10 @@
 #include <string>
 #include <vector>
 
+#include <grpcpp/grpcpp.h>
 #include <CLI/CLI.hpp>
+
+#include "src/base/base64.h"
 
 #include "src/base/log.h"
 #include "src/cmd/roles.h"
@@ -25,6 +28,7 @@
 #include "src/kube/events.h"
 #include "src/kube/manager.h"
 #include "src/kube/store.h"
+#include "src/runners/controlnode/controlnode.h"
 #include "src/tpu/operator.h"
 
 namespace hyperslice::cmd {
@@ -69,6 +73,15 @@ struct OperatorFlags {
   // operator's own client trusts).
   std::string gpu_control_plane_endpoint;
   std::string gpu_cluster_ca_file;
+  // Linked runners (src/runners/controlnode): off unless asked, since its informers need the
+  // runners.hyperslice.dev CRDs.
+  bool runners = false;
+  std::string runners_namespace;  // default: the leader-election namespace
+  std::string runners_ca_secret = "hyperslice-runners-ca";
+  std::string runners_link_address = "0.0.0.0:10251";
+  std::string runners_kubelet_address = "0.0.0.0:10250";
+  std::string runners_probe_interval = "10s";
+  std::string runners_unhealthy_after = "40s";
 };
 
 OperatorFlags& Flags() {
@@ -233,6 +246,61 @@ Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& clie
   return gpu::RegisterOperator(mgr, std::move(o));
 }
 
+// The control nodes of linked runners. The control node presents the certificate in the
+// runners CA Secret (tls.crt/tls.key, verifying agents with ca.crt) to every runner agent; the
+// link controller (src/runners/link) and the kubelet API (src/runners/kubeletapi) listen on
+// --runners-link-address and --runners-kubelet-address once they are wired here.
+Status RegisterRunners(kube::Manager& mgr, const std::shared_ptr<kube::Client>& client,
+                       const OperatorFlags& f) {
+  auto probe = ParseDuration(f.runners_probe_interval);
+  auto unhealthy = ParseDuration(f.runners_unhealthy_after);
+  if (!probe.ok() || !unhealthy.ok()) {
+    return Error::Make(Error::Code::kInvalidArgument,
+                       "--runners-probe-interval / --runners-unhealthy-after: bad duration");
+  }
+  runners::controlnode::OperatorOptions o;
+  o.client = client;
+  o.ns = f.runners_namespace.empty() ? f.leader_election_namespace : f.runners_namespace;
+  o.probe_interval = std::chrono::duration_cast<std::chrono::milliseconds>(*probe);
+  o.unhealthy_after = std::chrono::duration_cast<std::chrono::milliseconds>(*unhealthy);
+  o.workers = f.workers;
+  std::string ns = o.ns, secret = f.runners_ca_secret;
+  o.agent_credentials =
+      [client, ns,
+       secret](const std::string&) -> Result<std::shared_ptr<grpc::ChannelCredentials>> {
+    auto s = client->Get(kube::resources::Secrets(), ns, secret);
+    if (!s.ok()) {
+      return Error::Make(s.error().code,
+                         "runners CA Secret " + ns + "/" + secret + ": " + s.error().message);
+    }
+    auto field = [&](const char* key) -> std::string {
+      const auto* data = s->if_contains("data");
+      if (data == nullptr || !data->is_object()) return {};
+      const auto* v = data->as_object().if_contains(key);
+      if (v == nullptr || !v->is_string()) return {};
+      auto d = Base64Decode(std::string_view(v->as_string().data(), v->as_string().size()), key);
+      return d.ok() ? *d : std::string();
+    };
+    grpc::SslCredentialsOptions so;
+    so.pem_root_certs = field("ca.crt");
+    so.pem_cert_chain = field("tls.crt");
+    so.pem_private_key = field("tls.key");
+    if (so.pem_root_certs.empty() || so.pem_cert_chain.empty() || so.pem_private_key.empty()) {
+      return Error::Make(Error::Code::kInvalidArgument,
+                         "runners CA Secret " + ns + "/" + secret +
+                             " needs ca.crt, tls.crt and tls.key (the control node's client "
+                             "certificate)");
+    }
+    return grpc::SslCredentials(so);
+  };
+  auto set = runners::controlnode::RegisterOperator(mgr, std::move(o));
+  if (!set.ok()) return set.error();
+  log::Info("runners: control nodes registered", {{"namespace", ns},
+                                                  {"link_address", f.runners_link_address},
+                                                  {"kubelet_address", f.runners_kubelet_address}});
+  return OkStatus();
+}
+
 }  // namespace
 
 void SetupOperator(CLI::App& app) {
@@ -339,6 +407,29 @@ void SetupOperator(CLI::App& app) {
   app.add_option("--gpu-control-plane-endpoint", f.gpu_control_plane_endpoint,
                  "https://host:port rented GPU machines dial to join (required for them to join: "
                  "the in-cluster address is not reachable from a provider's machine)");
+  app.add_flag("--runners", f.runners,
+               "run the linked-runner control nodes (runners.hyperslice.dev ControlNode/Runner; "
+               "needs their CRDs)");
+  app.add_option("--runners-namespace", f.runners_namespace,
+                 "namespace of the runners CA Secret and the join-token Secrets (default: the "
+                 "leader-election namespace)");
+  app.add_option("--runners-ca-secret", f.runners_ca_secret,
+                 "Secret with the runners CA (ca.crt) and the control node's client certificate "
+                 "(tls.crt, tls.key) presented to runner agents")
+      ->capture_default_str();
+  app.add_option("--runners-link-address", f.runners_link_address,
+                 "where the runner link service (join tokens, certificate renewal) listens")
+      ->capture_default_str();
+  app.add_option("--runners-kubelet-address", f.runners_kubelet_address,
+                 "where the control nodes' kubelet API (logs, exec) listens")
+      ->capture_default_str();
+  app.add_option("--runners-probe-interval", f.runners_probe_interval,
+                 "how often each runner agent is asked for its Info")
+      ->capture_default_str();
+  app.add_option("--runners-unhealthy-after", f.runners_unhealthy_after,
+                 "silence after which a runner is Unhealthy, leaves its Node's allocatable and its "
+                 "pods fail (RunnerLost)")
+      ->capture_default_str();
   app.add_option("--gpu-cluster-ca-file", f.gpu_cluster_ca_file,
                  "PEM file of the cluster CA rented machines verify the apiserver with (default: "
                  "the CA this operator trusts)");
@@ -430,6 +521,12 @@ int RunOperator(CLI::App&) {
   if (f.gpu) {
     if (Status s = RegisterGpu(**mgr, *client, f); !s.ok()) {
       log::Error("gpu controllers", {{"error", s.error().message}});
+      return 1;
+    }
+  }
+  if (f.runners) {
+    if (Status s = RegisterRunners(**mgr, *client, f); !s.ok()) {
+      log::Error("runners controllers", {{"error", s.error().message}});
       return 1;
     }
   }
