@@ -711,28 +711,33 @@ TEST_F(DeployOnApiserver, OperatorServiceAccountMayDoWhatItNeeds) {
 TEST_F(DeployOnApiserver, OperatorServiceAccountMayDoNothingElse) {
   ASSERT_NO_FATAL_FAILURE(ApplyTopLevelOnce());
   const std::string& sa = kOperatorSa;
-  // Secrets only in kube-system (bootstrap tokens), never elsewhere or cluster-wide.
-  EXPECT_FALSE(CanI(sa, {"get", "secrets", "-n", "default"}));
-  EXPECT_FALSE(CanI(sa, {"get", "secrets", "-n", "tpu-node-group"}));
+  // Secrets: written only in kube-system (bootstrap tokens) and tpu-node-group (runner join
+  // tokens); read one at a time elsewhere only to resolve the env and volumes of pods on control
+  // nodes (as a kubelet does), never listed cluster-wide.
+  EXPECT_TRUE(CanI(sa, {"get", "secrets", "-n", "default"}));
+  EXPECT_FALSE(CanI(sa, {"create", "secrets", "-n", "default"}));
   EXPECT_FALSE(CanI(sa, {"list", "secrets", "--all-namespaces"}));
   EXPECT_FALSE(CanI(sa, {"update", "secrets", "-n", "kube-system"}));
   // Provider keys: one Secret read at a time, never listed or written.
   EXPECT_FALSE(CanI(sa, {"list", "secrets", "-n", "tgp-system"}));
   EXPECT_FALSE(CanI(sa, {"update", "secrets", "-n", "tgp-system"}));
-  // Pods are never created or written (only evicted, or deleted with their machine gone).
+  // Pods are never created or updated (only evicted, deleted with their machine gone, or, on a
+  // control node, annotated with their runner and given their status as a kubelet does).
   EXPECT_FALSE(CanI(sa, {"update", "pods", "-n", "default"}));
-  EXPECT_FALSE(CanI(sa, {"patch", "pods", "--subresource=status", "-n", "default"}));
+  EXPECT_TRUE(CanI(sa, {"patch", "pods", "--subresource=status", "-n", "default"}));
   EXPECT_FALSE(CanI(sa, {"create", "gpunodeclasses.tgp.io"}));
-  // Only the cluster-info ConfigMap, only read.
-  EXPECT_FALSE(CanI(sa, {"get", "configmaps/other", "-n", "kube-public"}));
+  // ConfigMaps only read (one at a time: cluster-info, and those pods on control nodes use).
+  EXPECT_FALSE(CanI(sa, {"list", "configmaps", "-n", "kube-public"}));
   EXPECT_FALSE(CanI(sa, {"update", "configmaps/cluster-info", "-n", "kube-public"}));
-  EXPECT_FALSE(CanI(sa, {"get", "configmaps", "-n", "kube-system"}));
+  EXPECT_FALSE(CanI(sa, {"list", "configmaps", "-n", "kube-system"}));
   // DaemonSets and Leases only in its own namespace.
   EXPECT_FALSE(CanI(sa, {"create", "daemonsets.apps", "-n", "kube-system"}));
   EXPECT_FALSE(CanI(sa, {"update", "daemonsets.apps", "-n", "tpu-node-group"}));
   EXPECT_FALSE(CanI(sa, {"create", "leases.coordination.k8s.io", "-n", "kube-system"}));
-  // Nodes are the kubelet's to create; namespaces other than kube-system are not read.
-  EXPECT_FALSE(CanI(sa, {"create", "nodes"}));
+  // Node Leases only in kube-node-lease (control nodes); namespaces other than kube-system are
+  // not read.
+  EXPECT_TRUE(CanI(sa, {"update", "leases.coordination.k8s.io", "-n", "kube-node-lease"}));
+  EXPECT_FALSE(CanI(sa, {"update", "leases.coordination.k8s.io", "-n", "default"}));
   EXPECT_FALSE(CanI(sa, {"get", "namespaces/default"}));
   EXPECT_FALSE(CanI(sa, {"list", "namespaces"}));
   EXPECT_FALSE(CanI(sa, {"create", "pods", "-n", "default"}));
