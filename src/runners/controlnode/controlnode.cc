@@ -31,7 +31,6 @@ using jsonfield::StringField;
 using Ms = std::chrono::milliseconds;
 
 constexpr char kNodeLeaseNamespace[] = "kube-node-lease";
-constexpr char kFieldManager[] = "hyperslice-controlnode";
 
 std::string S(std::string_view v) { return std::string(v); }
 

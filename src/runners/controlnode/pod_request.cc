@@ -266,8 +266,10 @@ class Resolver {
         auto d = data->find(key);
         if (d == data->end()) {
           if (optional) continue;
-          return Missing("couldn't find key " + key + " in " + (secret ? "Secret " : "ConfigMap ") +
-                         ns_ + "/" + name);
+          std::string msg = "couldn't find key " + key;
+          msg += secret ? " in Secret " : " in ConfigMap ";
+          msg += ns_ + "/" + name;
+          return Missing(msg);
         }
         HS_RETURN_IF_ERROR(
             AddFile(files, S(StringField(it, "path")), d->second, Mode(it, default_mode)));
