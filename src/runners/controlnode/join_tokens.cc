@@ -17,7 +17,9 @@ namespace {
 namespace json = boost::json;
 
 Error Refused() {
-  return Error::Make(Error::Code::kUnauthorized, "join token refused", "InvalidJoinToken");
+  return Error::Make(Error::Code::kUnauthorized,
+                     "join token refused (unknown, wrong, expired or already used)",
+                     link::kReasonJoinTokenRefused);
 }
 
 std::string Field(const kube::Object& secret, const char* key) {

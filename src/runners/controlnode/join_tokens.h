@@ -10,8 +10,8 @@
 // Runner so no new token is minted for a runner about to link. Token values are never logged, nor
 // written to Events or statuses.
 //
-// JoinTokenStore is the seam the link protocol (src/runners/link) calls; this is its Secrets
-// implementation. Thread-safe.
+// link::JoinTokenStore is the seam the link protocol (src/runners/link) calls; this is its
+// Secrets implementation (refusals carry reason link::kReasonJoinTokenRefused). Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -20,19 +20,15 @@
 
 #include "src/base/result.h"
 #include "src/kube/client.h"
+#include "src/runners/link/link.h"
 
 namespace hyperslice::runners::controlnode {
 
 inline constexpr char kJoinTokenSecretType[] = "runners.hyperslice.dev/join-token";
 std::string JoinTokenSecretName(const std::string& runner);
 
-class JoinTokenStore {
- public:
-  virtual ~JoinTokenStore() = default;
-  // OK exactly once per minted token; kUnauthorized (reason "InvalidJoinToken") when the token
-  // is unknown, wrong, expired or already used.
-  virtual Status Consume(const std::string& runner, const std::string& token) = 0;
-};
+// The link protocol's seam (src/runners/link/link.h).
+using JoinTokenStore = link::JoinTokenStore;
 
 class SecretJoinTokens final : public JoinTokenStore {
  public:
@@ -44,6 +40,8 @@ class SecretJoinTokens final : public JoinTokenStore {
   Result<bool> Ensure(const kube::Object& runner);
   // Deletes the Runner's token Secret if present (the runner linked).
   Status Remove(const std::string& runner);
+  // OK exactly once per minted token; kUnauthorized (reason link::kReasonJoinTokenRefused) when
+  // the token is unknown, wrong, expired or already used.
   Status Consume(const std::string& runner, const std::string& token) override;
 
   const std::string& ns() const { return ns_; }

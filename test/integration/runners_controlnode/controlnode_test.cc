@@ -25,6 +25,7 @@
 #include "src/kube/store.h"
 #include "src/runners/controlnode/api.h"
 #include "src/runners/controlnode/controlnode.h"
+#include "src/runners/link/link.h"
 #include "test/integration/runners_controlnode/agent_double.h"
 #include "test/testenv/crds.h"
 #include "test/testenv/eventually.h"
@@ -476,7 +477,7 @@ TEST_F(ControlNodeTest, UnlinkedRunnerGetsAOneTimeJoinToken) {
   EXPECT_TRUE(tokens->Consume("join-gce", *token).ok());
   Status twice = tokens->Consume("join-gce", *token);
   ASSERT_FALSE(twice.ok());
-  EXPECT_EQ(twice.error().reason, "InvalidJoinToken");
+  EXPECT_EQ(twice.error().reason, runners::link::kReasonJoinTokenRefused);
   EXPECT_FALSE(Get(kube::resources::Secrets(), ns_, secret));
   // No new token once consumed.
   std::this_thread::sleep_for(1500ms);  // a runner resync period: nothing must appear
