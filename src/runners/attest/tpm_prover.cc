@@ -108,9 +108,7 @@ class TpmProver final : public Prover {
  public:
   ~TpmProver() override {
     if (esys_) {
-      for (ESYS_TR h : {ak_, ek_}) {
-        if (h != ESYS_TR_NONE) Esys_FlushContext(esys_, h);
-      }
+      if (ak_ != ESYS_TR_NONE) Esys_FlushContext(esys_, ak_);
       Esys_Finalize(&esys_);
     }
     if (tcti_) Tss2_TctiLdr_Finalize(&tcti_);
@@ -128,8 +126,11 @@ class TpmProver final : public Prover {
         rc != TSS2_RC_SUCCESS && (rc & 0xfff) != TPM2_RC_INITIALIZE) {
       return TpmError("TPM2_Startup", rc);
     }
+    // The EK is loaded only while a credential is activated: a TPM has few transient slots
+    // (three on swtpm) and several provers may share it.
     TPM2B_PUBLIC ek_public{};
-    HS_ASSIGN_OR_RETURN(ek_, CreatePrimary(EkTemplate(), &ek_public));
+    HS_ASSIGN_OR_RETURN(ESYS_TR ek, CreatePrimary(EkTemplate(), &ek_public));
+    Esys_FlushContext(esys_, ek);
     HS_ASSIGN_OR_RETURN(ek_pem_, RsaPublicPem(ek_public.publicArea.unique.rsa,
                                               ek_public.publicArea.parameters.rsaDetail.exponent));
     TPM2B_PUBLIC ak_public{};
@@ -202,6 +203,8 @@ class TpmProver final : public Prover {
     secret.size = static_cast<uint16_t>(encrypted_secret.size());
     std::memcpy(secret.secret, encrypted_secret.data(), encrypted_secret.size());
 
+    TPM2B_PUBLIC ek_public{};
+    HS_ASSIGN_OR_RETURN(ESYS_TR ek, CreatePrimary(EkTemplate(), &ek_public));
     // The EK's policy is PolicySecret(endorsement hierarchy).
     ESYS_TR session = ESYS_TR_NONE;
     TPMT_SYM_DEF sym{};
@@ -210,6 +213,7 @@ class TpmProver final : public Prover {
                                            ESYS_TR_NONE, ESYS_TR_NONE, nullptr, TPM2_SE_POLICY,
                                            &sym, TPM2_ALG_SHA256, &session);
         rc != TSS2_RC_SUCCESS) {
+      Esys_FlushContext(esys_, ek);
       return TpmError("starting the EK policy session", rc);
     }
     TPM2B_NONCE nonce_tpm{};
@@ -220,12 +224,14 @@ class TpmProver final : public Prover {
                           ESYS_TR_NONE, &nonce_tpm, &cp_hash, &policy_ref, 0, nullptr, nullptr);
     if (rc != TSS2_RC_SUCCESS) {
       Esys_FlushContext(esys_, session);
+      Esys_FlushContext(esys_, ek);
       return TpmError("PolicySecret(endorsement)", rc);
     }
     EsysPtr<TPM2B_DIGEST> cert_info;
-    rc = Esys_ActivateCredential(esys_, ak_, ek_, ESYS_TR_PASSWORD, session, ESYS_TR_NONE, &cred,
+    rc = Esys_ActivateCredential(esys_, ak_, ek, ESYS_TR_PASSWORD, session, ESYS_TR_NONE, &cred,
                                  &secret, cert_info.out());
     Esys_FlushContext(esys_, session);  // may already be gone; nothing to do if so
+    Esys_FlushContext(esys_, ek);
     if (rc != TSS2_RC_SUCCESS) {
       return Error::Make(Error::Code::kUnauthorized,
                          std::string("TPM2_ActivateCredential refused the challenge (not made for "
@@ -343,7 +349,6 @@ class TpmProver final : public Prover {
 
   TSS2_TCTI_CONTEXT* tcti_ = nullptr;
   ESYS_CONTEXT* esys_ = nullptr;
-  ESYS_TR ek_ = ESYS_TR_NONE;
   ESYS_TR ak_ = ESYS_TR_NONE;
   AkPublic ak_public_;
   std::string ek_pem_;

@@ -136,7 +136,7 @@ Result<Appraisal> AppraiseQuote(const EnrolledAk& ak, const Evidence& evidence,
                                 const ReferenceValues& reference) {
   auto quote = internal::ParseQuote(evidence.attest);
   if (!quote.ok()) return Refused("QuoteInvalid", quote.error().message);
-  if (quote->qualified_signer != internal::ObjectName(ak.ak.tpmt_public)) {
+  if (quote->qualified_signer != internal::EndorsementQualifiedName(ak.ak.tpmt_public)) {
     return Refused("QuoteInvalid", "the quote was made by another key than the enrolled AK");
   }
   HS_ASSIGN_OR_RETURN(auto pub, internal::ParseEccPublic(ak.ak.tpmt_public));

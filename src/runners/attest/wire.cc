@@ -163,6 +163,17 @@ std::string ObjectName(std::string_view tpmt_public) {
   return name;
 }
 
+std::string EndorsementQualifiedName(std::string_view tpmt_public) {
+  std::string input;
+  PutU32(input, 0x4000000b);  // TPM_RH_ENDORSEMENT: a hierarchy's qualified name is its handle
+  input += ObjectName(tpmt_public);
+  std::string qn;
+  PutU16(qn, kAlgSha256);
+  auto h = Sha256(input);
+  qn.append(reinterpret_cast<const char*>(h.data()), h.size());
+  return qn;
+}
+
 Result<Pkey> EcP256PublicKey(std::string_view x, std::string_view y) {
   if (x.size() != 32 || y.size() != 32) return Invalid("a P-256 coordinate is not 32 bytes");
   std::string point = "\x04";

@@ -55,6 +55,9 @@ struct EccPublic {
 Result<EccPublic> ParseEccPublic(std::string_view tpmt_public);
 // TPM name of an object: nameAlg (SHA-256) || SHA-256(TPMT_PUBLIC).
 std::string ObjectName(std::string_view tpmt_public);
+// Qualified name of a primary key of the endorsement hierarchy (what a quote's qualifiedSigner
+// holds): nameAlg || SHA-256(TPM_RH_ENDORSEMENT || name).
+std::string EndorsementQualifiedName(std::string_view tpmt_public);
 
 struct PkeyFree {
   void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
