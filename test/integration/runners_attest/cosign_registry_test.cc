@@ -119,7 +119,7 @@ class CosignRegistryTest : public ::testing::Test {
     std::string config = R"({"architecture":"amd64","os":"linux","rootfs":{"type":"layers",)"
                          R"("diff_ids":[]},"config":{"Cmd":[")" +
                          content + R"("]}})";
-    std::string layer = content;
+    const std::string& layer = content;
     std::string config_digest = PushBlob(config);
     std::string layer_digest = PushBlob(layer);
     std::string manifest =

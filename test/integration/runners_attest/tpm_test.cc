@@ -108,9 +108,11 @@ TEST_F(SealedRunnerTest, QuoteOverExpectedMeasurementsVerifies) {
   }
   auto total = std::chrono::steady_clock::now() - start;
   using us = std::chrono::microseconds;
-  std::printf("quote+verify: %.2f ms per round (quote on swtpm %.2f ms), %d rounds\n",
-              std::chrono::duration_cast<us>(total).count() / 1000.0 / kRounds,
-              std::chrono::duration_cast<us>(quote_time).count() / 1000.0 / kRounds, kRounds);
+  std::printf(
+      "quote+verify: %.2f ms per round (quote on swtpm %.2f ms), %d rounds\n",
+      static_cast<double>(std::chrono::duration_cast<us>(total).count()) / 1000.0 / kRounds,
+      static_cast<double>(std::chrono::duration_cast<us>(quote_time).count()) / 1000.0 / kRounds,
+      kRounds);
 }
 
 TEST_F(SealedRunnerTest, ChangedAgentBinaryIsNamedWithExpectedAndGot) {

@@ -46,8 +46,9 @@ TEST(AppraiseQuoteTest, HostileQuoteBytesAreRefusedNotTrusted) {
   EnrolledAk ak;
   Evidence e;
   ReferenceValues ref;
-  for (std::string attest : {std::string(), std::string("\xff\x54\x43\x47\x80\x18", 6),
-                             std::string(200, '\xff'), std::string("\xff\x54\x43\x47\x80\x17")}) {
+  for (const std::string& attest :
+       {std::string(), std::string("\xff\x54\x43\x47\x80\x18", 6), std::string(200, '\xff'),
+        std::string("\xff\x54\x43\x47\x80\x17")}) {
     e.attest = attest;
     auto r = AppraiseQuote(ak, e, std::string(32, 'n'), "", ref);
     ASSERT_FALSE(r.ok());
