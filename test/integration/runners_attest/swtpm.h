@@ -16,6 +16,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <random>
@@ -23,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/base/command.h"
 #include "src/base/result.h"
 
 extern char** environ;
@@ -112,7 +115,9 @@ class Swtpm {
  public:
   // Skip reason when swtpm is not installed.
   static std::optional<std::string> Missing() {
-    if (!OnPath("swtpm")) return "swtpm is not installed (Debian swtpm; scripts/deps.sh)";
+    if (!OnPath("swtpm") || !OnPath("swtpm_setup")) {
+      return "swtpm is not installed (Debian swtpm, swtpm-tools; scripts/deps.sh)";
+    }
 #if !HS_ATTEST_HAVE_TSS
     return "built without libtss2 (Debian libtss2-dev; scripts/deps.sh)";
 #endif
@@ -121,11 +126,16 @@ class Swtpm {
 
   // The TCTI for swtpm needs the control port at port+1; a free pair is picked and swtpm started
   // on it, retrying on a lost race for the ports.
-  static Result<std::unique_ptr<Swtpm>> Start() {
+  //
+  // `with_ek_certificate`: manufacture the TPM first with swtpm_setup --create-ek-cert, its EK
+  // certificates issued by swtpm_localca with a CA of its own in the test's folder (as a vendor
+  // provisions a real TPM); ek_ca_pem() then holds that CA's root and intermediate.
+  static Result<std::unique_ptr<Swtpm>> Start(bool with_ek_certificate = false) {
     auto t = std::make_unique<Swtpm>();
     t->dir_ = std::filesystem::temp_directory_path() /
               ("hs-swtpm-" + std::to_string(::getpid()) + "-" + std::to_string(Counter()++));
-    std::filesystem::create_directories(t->dir_);
+    std::filesystem::create_directories(t->dir_ / "state");
+    if (with_ek_certificate) HS_RETURN_IF_ERROR(t->Manufacture());
     std::mt19937 rng(std::random_device{}());
     for (int attempt = 0; attempt < 20; ++attempt) {
       int port = 20000 + static_cast<int>(rng() % 40000);
@@ -134,7 +144,7 @@ class Swtpm {
           {"swtpm", "socket", "--tpm2", "--server",
            "type=tcp,port=" + std::to_string(port) + ",bindaddr=127.0.0.1", "--ctrl",
            "type=tcp,port=" + std::to_string(port + 1) + ",bindaddr=127.0.0.1", "--flags",
-           "not-need-init,startup-clear", "--tpmstate", "dir=" + t->dir_.string()});
+           "not-need-init,startup-clear", "--tpmstate", "dir=" + (t->dir_ / "state").string()});
       if (!t->child_) return Error::Make(Error::Code::kInternal, "could not start swtpm");
       bool up =
           WaitFor([&] { return t->child_->Exited() || (Connects(port) && Connects(port + 1)); });
@@ -148,6 +158,7 @@ class Swtpm {
   }
 
   std::string Tcti() const { return "swtpm:host=127.0.0.1,port=" + std::to_string(port_); }
+  const std::string& ek_ca_pem() const { return ek_ca_pem_; }
 
   ~Swtpm() {
     child_.reset();
@@ -156,6 +167,29 @@ class Swtpm {
   }
 
  private:
+  Status Manufacture() {
+    auto ca = dir_ / "ca";
+    std::filesystem::create_directories(ca);
+    std::ofstream(dir_ / "localca.conf")
+        << "statedir = " << ca.string() << "\nsigningkey = " << (ca / "signkey.pem").string()
+        << "\nissuercert = " << (ca / "issuercert.pem").string()
+        << "\ncertserial = " << (ca / "certserial").string() << "\n";
+    std::ofstream(dir_ / "setup.conf")
+        << "create_certs_tool = swtpm_localca\n"
+        << "create_certs_tool_config = " << (dir_ / "localca.conf").string() << "\n";
+    auto r =
+        RunCommand({"swtpm_setup", "--tpm2", "--tpmstate", (dir_ / "state").string(),
+                    "--create-ek-cert", "--config", (dir_ / "setup.conf").string(), "--overwrite"});
+    if (r.exit_code != 0) {
+      return Error::Make(Error::Code::kInternal, "swtpm_setup failed: " + r.errors + r.output);
+    }
+    for (const char* f : {"swtpm-localca-rootca-cert.pem", "issuercert.pem"}) {
+      std::ifstream in(ca / f);
+      ek_ca_pem_.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    return OkStatus();
+  }
+
   static int& Counter() {
     static int n = 0;
     return n;
@@ -163,6 +197,7 @@ class Swtpm {
   std::filesystem::path dir_;
   std::unique_ptr<Child> child_;
   int port_ = 0;
+  std::string ek_ca_pem_;
 };
 
 // An EK certificate over `ek_public_pem`, issued by the CA (cert + key PEM) as a TPM

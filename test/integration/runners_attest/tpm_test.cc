@@ -235,6 +235,37 @@ TEST_F(SealedRunnerTest, EkCertificateFromAnotherCaIsRefused) {
   EXPECT_EQ(enrollment.error().reason, "EkUntrusted");
 }
 
+// A TPM provisioned like a vendor's: the EK certificate is read from the TPM's NV and chains to
+// the provisioning CA (swtpm_localca's, made by swtpm_setup), and enrolment works from it.
+TEST(ManufacturedTpmTest, EkCertificateFromNvEnrolsAndQuotes) {
+  if (auto why = Swtpm::Missing()) GTEST_SKIP() << *why;
+  setenv("TSS2_LOG", "all+none", 0);
+  auto tpm = Swtpm::Start(/*with_ek_certificate=*/true);
+  ASSERT_TRUE(tpm.ok()) << tpm.error().ToString();
+  auto prover = Prover::Open({.tcti = (*tpm)->Tcti()});
+  ASSERT_TRUE(prover.ok()) << prover.error().ToString();
+  auto cert = (*prover)->ReadEkCertificate();
+  ASSERT_TRUE(cert.ok()) << cert.error().ToString();
+  auto enrollment = Enrollment::Begin(*cert, (*prover)->Ak(), (*tpm)->ek_ca_pem());
+  ASSERT_TRUE(enrollment.ok()) << enrollment.error().ToString();
+  auto secret = (*prover)->ActivateCredential(enrollment->challenge().credential_blob,
+                                              enrollment->challenge().encrypted_secret);
+  ASSERT_TRUE(secret.ok()) << secret.error().ToString();
+  auto enrolled = enrollment->Finish(*secret);
+  ASSERT_TRUE(enrolled.ok()) << enrolled.error().ToString();
+  ASSERT_TRUE((*prover)->ResetPcr(kAgentPcr).ok());
+  ASSERT_TRUE((*prover)->Extend(Measure(kAgentPcr, "agent/binary", kAgentBinary)).ok());
+  NonceRegistry nonces;
+  std::string nonce = nonces.Issue();
+  auto evidence = (*prover)->Quote(nonce, "", {kAgentPcr});
+  ASSERT_TRUE(evidence.ok()) << evidence.error().ToString();
+  ReferenceValues ref;
+  ref.allowed["agent/binary"] = {Hex(Sha256(kAgentBinary))};
+  auto appraisal = AppraiseQuote(*enrolled, *evidence, nonce, "", ref);
+  ASSERT_TRUE(appraisal.ok()) << appraisal.error().ToString();
+  EXPECT_TRUE(appraisal->ok());
+}
+
 TEST_F(SealedRunnerTest, SwtpmWithoutEkCertificateSaysNotFound) {
   auto cert = prover_->ReadEkCertificate();
   ASSERT_FALSE(cert.ok());
