@@ -68,7 +68,8 @@ class CosignRegistryTest : public ::testing::Test {
       int port = 20000 + static_cast<int>(::random() % 40000);
       if (!PortFree(port)) continue;
       std::ofstream(dir_ / "config.yml")
-          << "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: "
+          << "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  "
+             "filesystem:\n    rootdirectory: "
           << (dir_ / "storage").string() << "\nhttp:\n  addr: 127.0.0.1:" << port << "\n";
       registry_ = Child::Spawn({"docker-registry", "serve", (dir_ / "config.yml").string()});
       ASSERT_TRUE(registry_);
@@ -99,7 +100,10 @@ class CosignRegistryTest : public ::testing::Test {
   std::string PushBlob(const std::string& bytes) {
     std::string digest = "sha256:" + Hex(Sha256(bytes));
     auto start = http_->Do({.method = "POST", .target = "/v2/models/serve/blobs/uploads/"});
-    EXPECT_TRUE(start.ok());
+    if (!start.ok()) {
+      ADD_FAILURE() << start.error().ToString();
+      return "";
+    }
     EXPECT_EQ(start->status, 202);
     std::string location = start->Header("location");
     if (auto p = location.find("/v2/"); p != std::string::npos) location = location.substr(p);
@@ -109,7 +113,10 @@ class CosignRegistryTest : public ::testing::Test {
                           .target = location,
                           .headers = {{"Content-Type", "application/octet-stream"}},
                           .body = bytes});
-    EXPECT_TRUE(put.ok());
+    if (!put.ok()) {
+      ADD_FAILURE() << put.error().ToString();
+      return "";
+    }
     EXPECT_EQ(put->status, 201) << put->body;
     return digest;
   }
@@ -133,7 +140,10 @@ class CosignRegistryTest : public ::testing::Test {
                    .target = "/v2/models/serve/manifests/" + tag,
                    .headers = {{"Content-Type", "application/vnd.oci.image.manifest.v1+json"}},
                    .body = manifest});
-    EXPECT_TRUE(put.ok());
+    if (!put.ok()) {
+      ADD_FAILURE() << put.error().ToString();
+      return "";
+    }
     EXPECT_EQ(put->status, 201) << put->body;
     return "sha256:" + Hex(Sha256(manifest));
   }

@@ -83,7 +83,8 @@ class Child {
   }
   bool Exited() {
     int status = 0;
-    return ::waitpid(pid_, &status, WNOHANG) == pid_ && (reaped_ = true);
+    if (!reaped_ && ::waitpid(pid_, &status, WNOHANG) == pid_) reaped_ = true;
+    return reaped_;
   }
   ~Child() {
     if (pid_ > 0 && !reaped_) {
