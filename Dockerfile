@@ -27,7 +27,7 @@ FROM debian:bookworm-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       ca-certificates libssl3 libyaml-cpp0.7 libfmt9 libprotobuf32 libgrpc++1.51 libgrpc29 \
-      libabsl20220623 libprometheus-cpp-core1.0 zlib1g \
+      libabsl20220623 libprometheus-cpp-core1.0 zlib1g libarchive13 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --gid 65532 hyperslice \
  && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \

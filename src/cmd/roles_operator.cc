@@ -29,6 +29,7 @@
 #include "src/kube/manager.h"
 #include "src/kube/store.h"
 #include "src/runners/controlnode/controlnode.h"
+#include "src/runners/controlnode/servers.h"
 #include "src/tpu/operator.h"
 
 namespace hyperslice::cmd {
@@ -80,6 +81,8 @@ struct OperatorFlags {
   std::string runners_ca_secret = "hyperslice-runners-ca";
   std::string runners_link_address = "0.0.0.0:10251";
   std::string runners_kubelet_address = "0.0.0.0:10250";
+  std::vector<std::string> runners_serving_names;  // extra SANs of the serving certificates
+  std::string runners_state_dir = "/var/lib/hyperslice/runners";
   std::string runners_probe_interval = "10s";
   std::string runners_unhealthy_after = "40s";
 };
@@ -246,12 +249,12 @@ Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& clie
   return gpu::RegisterOperator(mgr, std::move(o));
 }
 
-// The control nodes of linked runners. The control node presents the certificate in the
-// runners CA Secret (tls.crt/tls.key, verifying agents with ca.crt) to every runner agent; the
-// link controller (src/runners/link) and the kubelet API (src/runners/kubeletapi) listen on
-// --runners-link-address and --runners-kubelet-address once they are wired here.
-Status RegisterRunners(kube::Manager& mgr, const std::shared_ptr<kube::Client>& client,
-                       const OperatorFlags& f) {
+// The control nodes of linked runners, and what they serve (src/runners/controlnode/servers.h):
+// the runners CA Secret (created when missing; its tls.crt/tls.key is the client certificate the
+// control nodes present to agents), the link server on --runners-link-address and the kubelet API
+// on --runners-kubelet-address. The servers live as long as the process.
+Result<std::unique_ptr<runners::controlnode::RunnerServers>> RegisterRunners(
+    kube::Manager& mgr, const std::shared_ptr<kube::Client>& client, const OperatorFlags& f) {
   auto probe = ParseDuration(f.runners_probe_interval);
   auto unhealthy = ParseDuration(f.runners_unhealthy_after);
   if (!probe.ok() || !unhealthy.ok()) {
@@ -264,41 +267,32 @@ Status RegisterRunners(kube::Manager& mgr, const std::shared_ptr<kube::Client>& 
   o.probe_interval = std::chrono::duration_cast<std::chrono::milliseconds>(*probe);
   o.unhealthy_after = std::chrono::duration_cast<std::chrono::milliseconds>(*unhealthy);
   o.workers = f.workers;
-  std::string ns = o.ns, secret = f.runners_ca_secret;
+  HS_ASSIGN_OR_RETURN(runners::controlnode::RunnersCa ca,
+                      runners::controlnode::EnsureRunnersCa(*client, o.ns, f.runners_ca_secret));
+  grpc::SslCredentialsOptions so;
+  so.pem_root_certs = ca.ca.cert_pem;
+  so.pem_cert_chain = ca.control_node.cert_pem;
+  so.pem_private_key = ca.control_node.key_pem;
+  auto credentials = grpc::SslCredentials(so);
   o.agent_credentials =
-      [client, ns,
-       secret](const std::string&) -> Result<std::shared_ptr<grpc::ChannelCredentials>> {
-    auto s = client->Get(kube::resources::Secrets(), ns, secret);
-    if (!s.ok()) {
-      return Error::Make(s.error().code,
-                         "runners CA Secret " + ns + "/" + secret + ": " + s.error().message);
-    }
-    auto field = [&](const char* key) -> std::string {
-      const auto* data = s->if_contains("data");
-      if (data == nullptr || !data->is_object()) return {};
-      const auto* v = data->as_object().if_contains(key);
-      if (v == nullptr || !v->is_string()) return {};
-      auto d = Base64Decode(std::string_view(v->as_string().data(), v->as_string().size()), key);
-      return d.ok() ? *d : std::string();
-    };
-    grpc::SslCredentialsOptions so;
-    so.pem_root_certs = field("ca.crt");
-    so.pem_cert_chain = field("tls.crt");
-    so.pem_private_key = field("tls.key");
-    if (so.pem_root_certs.empty() || so.pem_cert_chain.empty() || so.pem_private_key.empty()) {
-      return Error::Make(Error::Code::kInvalidArgument,
-                         "runners CA Secret " + ns + "/" + secret +
-                             " needs ca.crt, tls.crt and tls.key (the control node's client "
-                             "certificate)");
-    }
-    return grpc::SslCredentials(so);
+      [credentials](const std::string&) -> Result<std::shared_ptr<grpc::ChannelCredentials>> {
+    return credentials;
   };
-  auto set = runners::controlnode::RegisterOperator(mgr, std::move(o));
-  if (!set.ok()) return set.error();
-  log::Info("runners: control nodes registered", {{"namespace", ns},
-                                                  {"link_address", f.runners_link_address},
-                                                  {"kubelet_address", f.runners_kubelet_address}});
-  return OkStatus();
+  const std::string ns = o.ns;
+  HS_ASSIGN_OR_RETURN(auto set, runners::controlnode::RegisterOperator(mgr, std::move(o)));
+  runners::controlnode::ServersOptions so2;
+  so2.client = client;
+  so2.link_address = f.runners_link_address;
+  so2.kubelet_address = f.runners_kubelet_address;
+  so2.serving_names = f.runners_serving_names;
+  so2.state_dir = f.runners_state_dir;
+  HS_ASSIGN_OR_RETURN(auto servers,
+                      runners::controlnode::RunnerServers::Start(std::move(so2), ca, set));
+  log::Info("runners: control nodes registered",
+            {{"namespace", ns},
+             {"link_port", static_cast<int64_t>(servers->link_port())},
+             {"kubelet_port", static_cast<int64_t>(servers->kubelet_port())}});
+  return servers;
 }
 
 }  // namespace
@@ -423,6 +417,12 @@ void SetupOperator(CLI::App& app) {
   app.add_option("--runners-kubelet-address", f.runners_kubelet_address,
                  "where the control nodes' kubelet API (logs, exec) listens")
       ->capture_default_str();
+  app.add_option("--runners-serving-name", f.runners_serving_names,
+                 "an IP or DNS name to put in the link and kubelet API serving certificates "
+                 "(repeatable; the control nodes' addresses)");
+  app.add_option("--runners-state-dir", f.runners_state_dir,
+                 "where the kubelet API's serving certificate files are kept")
+      ->capture_default_str();
   app.add_option("--runners-probe-interval", f.runners_probe_interval,
                  "how often each runner agent is asked for its Info")
       ->capture_default_str();
@@ -524,11 +524,14 @@ int RunOperator(CLI::App&) {
       return 1;
     }
   }
+  std::unique_ptr<runners::controlnode::RunnerServers> runner_servers;
   if (f.runners) {
-    if (Status s = RegisterRunners(**mgr, *client, f); !s.ok()) {
-      log::Error("runners controllers", {{"error", s.error().message}});
+    auto servers = RegisterRunners(**mgr, *client, f);
+    if (!servers.ok()) {
+      log::Error("runners controllers", {{"error", servers.error().message}});
       return 1;
     }
+    runner_servers = std::move(*servers);
   }
   log::Info("operator starting", {{"gce_endpoint", f.gce_endpoint},
                                   {"gce_credentials", (*tokens)->Describe()},

@@ -191,13 +191,35 @@ Result<KeyPair> Issue(const KeyPair& ca, const CertRequest& req) {
 }
 
 Result<CsrAndKey> MakeCsr(const std::string& common_name) {
+  CertRequest subject;
+  subject.common_name = common_name;
+  return MakeCsr(subject);
+}
+
+Result<CsrAndKey> MakeCsr(const CertRequest& subject) {
   HS_ASSIGN_OR_RETURN(auto key, NewKey());
   std::unique_ptr<X509_REQ, FreeReq> req(X509_REQ_new());
   X509_REQ_set_version(req.get(), 0);
   X509_NAME* name = X509_REQ_get_subject_name(req.get());
+  for (const auto& o : subject.organizations) {
+    X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8,
+                               reinterpret_cast<const unsigned char*>(o.c_str()), -1, -1, 0);
+  }
   X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
-                             reinterpret_cast<const unsigned char*>(common_name.c_str()), -1, -1,
-                             0);
+                             reinterpret_cast<const unsigned char*>(subject.common_name.c_str()),
+                             -1, -1, 0);
+  std::string sans;
+  for (const auto& d : subject.dns_names) sans += (sans.empty() ? "DNS:" : ",DNS:") + d;
+  for (const auto& ip : subject.ip_addresses) sans += (sans.empty() ? "IP:" : ",IP:") + ip;
+  if (!sans.empty()) {
+    X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, nullptr, NID_subject_alt_name, sans.c_str());
+    if (ext == nullptr) return SslError("CSR subjectAltName " + sans);
+    STACK_OF(X509_EXTENSION)* exts = sk_X509_EXTENSION_new_null();
+    sk_X509_EXTENSION_push(exts, ext);
+    const int added = X509_REQ_add_extensions(req.get(), exts);
+    sk_X509_EXTENSION_pop_free(exts, X509_EXTENSION_free);
+    if (added != 1) return SslError("CSR extensions");
+  }
   X509_REQ_set_pubkey(req.get(), key.get());
   if (X509_REQ_sign(req.get(), key.get(), EVP_sha256()) == 0) return SslError("signing CSR");
   Bio bio(BIO_new(BIO_s_mem()));

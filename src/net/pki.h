@@ -38,6 +38,10 @@ struct CsrAndKey {
   std::string key_pem;
 };
 Result<CsrAndKey> MakeCsr(const std::string& common_name);
+// The same with the subject's organizations and subjectAltName entries requested (what a kubelet
+// puts in its serving CSR: O=system:nodes, CN=system:node:<name>, its addresses as SANs). Only
+// `common_name`, `organizations`, `dns_names` and `ip_addresses` of `subject` are used.
+Result<CsrAndKey> MakeCsr(const CertRequest& subject);
 // Signs the public key of `csr_pem` (whose self-signature must verify) with `ca`. The subject,
 // SANs, usages and validity are the signer's (`req`), never the requester's: a CSR only proves
 // possession of the key. Errors: kInvalidArgument for a malformed CSR or a bad self-signature.

@@ -87,6 +87,9 @@ Result<std::string> SignRunnerCsr(const net::pki::KeyPair& ca, const std::string
   } else {
     req.dns_names = {host};
   }
+  // The Runner's name as well (a DNS-1123 name): control nodes verify an agent by the Runner it
+  // must be, whatever address it answers on.
+  if (host != runner) req.dns_names.push_back(runner);
   req.server = true;
   req.client = true;
   req.validity = validity;

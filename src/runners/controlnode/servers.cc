@@ -1,0 +1,344 @@
+#include "src/runners/controlnode/servers.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include <boost/json.hpp>
+
+#include "src/base/base64.h"
+#include "src/base/json.h"
+#include "src/base/log.h"
+#include "src/kube/client.h"
+#include "src/kube/resource.h"
+#include "src/runners/controlnode/kubelet_backend.h"
+#include "src/runners/kubeletapi/kubeletapi.h"
+#include "src/runners/link/link.h"
+
+namespace hyperslice::runners::controlnode {
+namespace {
+
+namespace json = boost::json;
+
+constexpr char kControlNodesCn[] = "hyperslice-control-nodes";
+
+std::string DataField(const kube::Object& o, const char* key) {
+  const auto* data = jsonfield::ObjectField(o, "data");
+  if (data == nullptr) return {};
+  auto decoded = Base64Decode(jsonfield::StringField(*data, key), key);
+  return decoded.ok() ? *decoded : std::string();
+}
+
+// host of "host:port" ("0.0.0.0" and "" mean every address: no name to certify).
+std::string Host(const std::string& address) {
+  auto host = link::HostOf(address);
+  return host.ok() ? *host : std::string();
+}
+
+Result<uint16_t> Port(const std::string& address) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos) {
+    return Error::Make(Error::Code::kInvalidArgument, "address " + address + " needs host:port");
+  }
+  try {
+    int p = std::stoi(address.substr(colon + 1));
+    if (p < 0 || p > 65535) throw std::out_of_range("port");
+    return static_cast<uint16_t>(p);
+  } catch (const std::exception&) {
+    return Error::Make(Error::Code::kInvalidArgument, "address " + address + ": bad port");
+  }
+}
+
+bool IsIp(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789.:abcdefABCDEF") == std::string::npos &&
+         (s.find('.') != std::string::npos || s.find(':') != std::string::npos);
+}
+
+Status WriteFile(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return Error::Make(Error::Code::kInternal, "cannot write " + tmp);
+    out << content;
+  }
+  ::chmod(tmp.c_str(), 0600);
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Error::Make(Error::Code::kInternal, "rename " + tmp + ": " + ec.message());
+  return OkStatus();
+}
+
+class Servers final : public RunnerServers {
+ public:
+  Servers(ServersOptions options, RunnersCa ca, std::shared_ptr<ControlNodeSet> set)
+      : options_(std::move(options)), ca_(std::move(ca)), set_(std::move(set)) {}
+  ~Servers() override { Stop(); }
+
+  Status Init() {
+    std::error_code ec;
+    std::filesystem::create_directories(options_.state_dir, ec);
+    ::chmod(options_.state_dir.c_str(), 0700);
+    cert_file_ = options_.state_dir + "/kubelet-serving.crt";
+    key_file_ = options_.state_dir + "/kubelet-serving.key";
+
+    // Link server: agents present one-time join tokens (the Runners' Secrets).
+    net::pki::KeyPair link_serving;
+    {
+      std::string host = Host(options_.link_address);
+      if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+      HS_ASSIGN_OR_RETURN(link_serving, link::IssueLinkServerCert(ca_.ca, host));
+    }
+    link::LinkServer::Options lo;
+    lo.listen = options_.link_address;
+    lo.ca = ca_.ca;
+    lo.serving = link_serving;
+    lo.tokens = set_->join_tokens().get();
+    lo.on_linked = [](const link::LinkedRunner& r) {
+      log::Info("runners: agent linked",
+                {{"runner", r.runner_name}, {"agent_address", r.agent_address}});
+    };
+    HS_ASSIGN_OR_RETURN(link_, link::LinkServer::Start(std::move(lo)));
+
+    // Kubelet API: a certificate from the runners CA until the CSR's is issued.
+    net::pki::CertRequest fallback;
+    fallback.common_name = "hyperslice-control-node-kubelet-api";
+    fallback.server = true;
+    fallback.validity = std::chrono::hours(24 * 30);
+    AddNames(fallback);
+    HS_ASSIGN_OR_RETURN(net::pki::KeyPair kp, net::pki::Issue(ca_.ca, fallback));
+    HS_RETURN_IF_ERROR(WriteFile(key_file_, kp.key_pem));
+    HS_RETURN_IF_ERROR(WriteFile(cert_file_, kp.cert_pem));
+
+    HS_ASSIGN_OR_RETURN(std::string client_ca, ClusterClientCa());
+    kubeletapi::ServerOptions ko;
+    ko.address = Host(options_.kubelet_address);
+    if (ko.address.empty()) ko.address = "0.0.0.0";
+    HS_ASSIGN_OR_RETURN(ko.port, Port(options_.kubelet_address));
+    ko.cert_file = cert_file_;
+    ko.key_file = key_file_;
+    ko.client_ca_pem = client_ca;
+    ko.threads = 2;
+    HS_ASSIGN_OR_RETURN(kubelet_, kubeletapi::Server::Start(
+                                      std::move(ko), MakeKubeletBackend(options_.client, set_)));
+    csr_thread_ = std::thread([this] { CsrLoop(); });
+    return OkStatus();
+  }
+
+  uint16_t link_port() const override { return link_ ? static_cast<uint16_t>(link_->port()) : 0; }
+  uint16_t kubelet_port() const override { return kubelet_ ? kubelet_->port() : 0; }
+  bool serving_from_csr() const override { return from_csr_.load(); }
+
+  void Stop() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (csr_thread_.joinable()) csr_thread_.join();
+    if (kubelet_) kubelet_->Stop();
+    if (link_) link_->Stop();
+  }
+
+ private:
+  void AddNames(net::pki::CertRequest& req) {
+    for (const auto& n : options_.serving_names) {
+      (IsIp(n) ? req.ip_addresses : req.dns_names).push_back(n);
+    }
+    const std::string host = Host(options_.kubelet_address);
+    if (!host.empty() && host != "0.0.0.0" && IsIp(host)) req.ip_addresses.push_back(host);
+    if (req.ip_addresses.empty() && req.dns_names.empty()) req.ip_addresses.push_back("127.0.0.1");
+  }
+
+  // The CA the apiserver's kubelet client certificate verifies against, as a kubelet's
+  // --client-ca-file: the cluster's client CA.
+  Result<std::string> ClusterClientCa() {
+    auto cm = options_.client->Get(kube::resources::ConfigMaps(), "kube-system",
+                                   "extension-apiserver-authentication");
+    if (!cm.ok()) {
+      return Error::Make(cm.error().code,
+                         "kube-system/extension-apiserver-authentication: " + cm.error().message);
+    }
+    const auto* data = jsonfield::ObjectField(*cm, "data");
+    std::string ca(data != nullptr ? jsonfield::StringField(*data, "client-ca-file") : "");
+    if (ca.empty()) {
+      return Error::Make(Error::Code::kInvalidArgument,
+                         "extension-apiserver-authentication has no client-ca-file");
+    }
+    return ca;
+  }
+
+  bool SleepFor(std::chrono::milliseconds d) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait_for(l, d, [this] { return stopping_; });
+    return !stopping_;
+  }
+
+  // Requests the serving certificate once a control node exists (its Node name is the CSR's
+  // CN), and again before it expires.
+  void CsrLoop() {
+    std::string issued_for;
+    auto renew_at = std::chrono::system_clock::time_point::max();
+    while (SleepFor(std::chrono::milliseconds(issued_for.empty() ? 1000 : 30000))) {
+      auto names = set_->NodeNames();
+      if (names.empty()) continue;
+      if (issued_for == names.front() && std::chrono::system_clock::now() < renew_at) continue;
+      auto cert = RequestServingCert(names.front());
+      if (!cert.ok()) {
+        log::Warn("runners: kubelet serving certificate",
+                  {{"node", names.front()}, {"error", cert.error().message}});
+        continue;
+      }
+      auto info = net::pki::Inspect(cert->cert_pem);
+      if (!WriteFile(key_file_, cert->key_pem).ok() ||
+          !WriteFile(cert_file_, cert->cert_pem).ok()) {
+        continue;
+      }
+      issued_for = names.front();
+      renew_at = info.ok() ? info->not_before + (info->not_after - info->not_before) * 2 / 3
+                           : std::chrono::system_clock::now() + std::chrono::hours(1);
+      from_csr_ = true;
+      log::Info("runners: kubelet serving certificate issued through a CSR",
+                {{"node", issued_for}});
+    }
+  }
+
+  Result<net::pki::KeyPair> RequestServingCert(const std::string& node) {
+    net::pki::CertRequest subject;
+    subject.common_name = "system:node:" + node;
+    subject.organizations = {"system:nodes"};
+    AddNames(subject);
+    subject.dns_names.push_back(node);
+    HS_ASSIGN_OR_RETURN(net::pki::CsrAndKey csr, net::pki::MakeCsr(subject));
+    kube::Client& c = *options_.client;
+    const std::string name = "hyperslice-kubelet-serving-" + node + "-" +
+                             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count());
+    json::object obj{
+        {"apiVersion", "certificates.k8s.io/v1"},
+        {"kind", "CertificateSigningRequest"},
+        {"metadata", json::object{{"name", name}}},
+        {"spec", json::object{{"request", Base64Encode(csr.csr_pem)},
+                              {"signerName", "kubernetes.io/kubelet-serving"},
+                              {"expirationSeconds", 30 * 24 * 3600},
+                              {"usages", json::array{"digital signature", "server auth"}}}}};
+    HS_ASSIGN_OR_RETURN(kube::Object created,
+                        c.Create(kube::resources::CertificateSigningRequests(), "", obj));
+    // Approve it, as a kubelet-serving approver would after checking the request is ours.
+    json::object status{
+        {"conditions", json::array{json::object{{"type", "Approved"},
+                                                {"status", "True"},
+                                                {"reason", "HypersliceControlNode"},
+                                                {"message",
+                                                 "control node kubelet API serving "
+                                                 "certificate requested by the operator"}}}}};
+    created["status"] = status;
+    auto approved =
+        c.Update(kube::resources::CertificateSigningRequests(), "", created, "approval");
+    if (!approved.ok()) {
+      (void)c.Delete(kube::resources::CertificateSigningRequests(), "", name, {});
+      return approved.error();
+    }
+    const auto deadline = std::chrono::steady_clock::now() + options_.csr_timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto got = c.Get(kube::resources::CertificateSigningRequests(), "", name);
+      if (got.ok()) {
+        const auto* st = jsonfield::ObjectField(*got, "status");
+        std::string cert(st != nullptr ? jsonfield::StringField(*st, "certificate") : "");
+        if (!cert.empty()) {
+          auto pem = Base64Decode(cert, "certificate");
+          (void)c.Delete(kube::resources::CertificateSigningRequests(), "", name, {});
+          if (!pem.ok()) return pem.error();
+          return net::pki::KeyPair{*pem, csr.key_pem};
+        }
+        const auto* conds = st != nullptr ? jsonfield::ArrayField(*st, "conditions") : nullptr;
+        for (const auto& v : conds != nullptr ? *conds : json::array{}) {
+          if (!v.is_object()) continue;
+          const auto type = jsonfield::StringField(v.as_object(), "type");
+          if (type == "Failed" || type == "Denied") {
+            (void)c.Delete(kube::resources::CertificateSigningRequests(), "", name, {});
+            return Error::Make(Error::Code::kForbidden,
+                               "CSR " + name + " " + std::string(type) + ": " +
+                                   std::string(jsonfield::StringField(v.as_object(), "message")));
+          }
+        }
+      }
+      if (!SleepFor(std::chrono::milliseconds(500))) break;
+    }
+    (void)c.Delete(kube::resources::CertificateSigningRequests(), "", name, {});
+    return Error::Make(Error::Code::kTimeout, "CSR " + name +
+                                                  " was not signed (is kube-controller-manager's "
+                                                  "kubelet-serving signer running?)");
+  }
+
+  ServersOptions options_;
+  RunnersCa ca_;
+  std::shared_ptr<ControlNodeSet> set_;
+  std::string cert_file_, key_file_;
+  std::unique_ptr<link::LinkServer> link_;
+  std::unique_ptr<kubeletapi::Server> kubelet_;
+  std::atomic<bool> from_csr_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread csr_thread_;
+};
+
+}  // namespace
+
+Result<RunnersCa> EnsureRunnersCa(kube::Client& client, const std::string& ns,
+                                  const std::string& name) {
+  auto secret = client.Get(kube::resources::Secrets(), ns, name);
+  if (!secret.ok() && secret.error().code != Error::Code::kNotFound) return secret.error();
+  if (secret.ok()) {
+    RunnersCa ca;
+    ca.ca = {DataField(*secret, "ca.crt"), DataField(*secret, "ca.key")};
+    ca.control_node = {DataField(*secret, "tls.crt"), DataField(*secret, "tls.key")};
+    if (ca.ca.cert_pem.empty() || ca.ca.key_pem.empty() || ca.control_node.cert_pem.empty() ||
+        ca.control_node.key_pem.empty()) {
+      return Error::Make(
+          Error::Code::kInvalidArgument,
+          "runners CA Secret " + ns + "/" + name + " needs ca.crt, ca.key, tls.crt and tls.key");
+    }
+    return ca;
+  }
+  RunnersCa ca;
+  HS_ASSIGN_OR_RETURN(ca.ca, link::MakeRunnersCa());
+  HS_ASSIGN_OR_RETURN(ca.control_node, link::IssueControlNodeClientCert(ca.ca, kControlNodesCn));
+  json::object obj{{"apiVersion", "v1"},
+                   {"kind", "Secret"},
+                   {"type", "Opaque"},
+                   {"metadata", json::object{{"name", name}, {"namespace", ns}}},
+                   {"data", json::object{{"ca.crt", Base64Encode(ca.ca.cert_pem)},
+                                         {"ca.key", Base64Encode(ca.ca.key_pem)},
+                                         {"tls.crt", Base64Encode(ca.control_node.cert_pem)},
+                                         {"tls.key", Base64Encode(ca.control_node.key_pem)}}}};
+  auto created = client.Create(kube::resources::Secrets(), ns, obj);
+  if (!created.ok() && created.error().code == Error::Code::kAlreadyExists) {
+    return EnsureRunnersCa(client, ns, name);  // another replica made it first
+  }
+  if (!created.ok()) return created.error();
+  log::Info("runners: created the runners CA Secret", {{"namespace", ns}, {"name", name}});
+  return ca;
+}
+
+Result<std::unique_ptr<RunnerServers>> RunnerServers::Start(ServersOptions options, RunnersCa ca,
+                                                            std::shared_ptr<ControlNodeSet> set) {
+  if (!options.client || !set || options.state_dir.empty()) {
+    return Error::Make(Error::Code::kInvalidArgument,
+                       "runner servers need a client, the control node set and a state dir");
+  }
+  auto servers = std::make_unique<Servers>(std::move(options), std::move(ca), std::move(set));
+  HS_RETURN_IF_ERROR(servers->Init());
+  return std::unique_ptr<RunnerServers>(std::move(servers));
+}
+
+}  // namespace hyperslice::runners::controlnode

@@ -1,0 +1,63 @@
+// What the operator serves for linked runners besides its controllers (ARCHITECTURE.md §9):
+//  - the runners CA, kept in a Secret it creates when missing (ca.crt/ca.key: the CA that signs
+//    agents' identities; tls.crt/tls.key: the control nodes' client certificate for agents);
+//  - the link server (src/runners/link): one-time join tokens from the Runners' Secrets exchanged
+//    for agent certificates;
+//  - the kubelet API (src/runners/kubeletapi) the apiserver calls for `kubectl logs`/`exec` on
+//    pods of control nodes: mutual TLS against the cluster's client CA (kube-system/
+//    extension-apiserver-authentication, client-ca-file), serving certificate obtained as a
+//    kubelet's is: a CSR for kubernetes.io/kubelet-serving (CN system:node:<node>,
+//    O system:nodes, SANs the control nodes' addresses), approved by the operator, signed by
+//    kube-controller-manager. Until it is issued the server presents a certificate from the
+//    runners CA (the apiserver verifies kubelets only with --kubelet-certificate-authority).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "src/base/result.h"
+#include "src/net/pki.h"
+#include "src/runners/controlnode/controlnode.h"
+
+namespace hyperslice::kube {
+class Client;
+}  // namespace hyperslice::kube
+
+namespace hyperslice::runners::controlnode {
+
+struct RunnersCa {
+  net::pki::KeyPair ca;            // the runners CA (with its key)
+  net::pki::KeyPair control_node;  // client certificate control nodes present to agents
+};
+
+// Reads the runners CA Secret `ns/name`, creating it (CA + control-node client certificate) when
+// it does not exist. Errors: the Secret exists but lacks a key (kInvalidArgument), API errors.
+Result<RunnersCa> EnsureRunnersCa(kube::Client& client, const std::string& ns,
+                                  const std::string& name);
+
+struct ServersOptions {
+  std::shared_ptr<kube::Client> client;
+  std::string link_address = "0.0.0.0:10251";     // host:port
+  std::string kubelet_address = "0.0.0.0:10250";  // host:port
+  // Addresses (IPs or DNS names) put in the serving certificates besides the control nodes'
+  // spec.address values.
+  std::vector<std::string> serving_names;
+  std::string state_dir;  // serving certificate files (created, 0700)
+  std::chrono::seconds csr_timeout{120};
+};
+
+class RunnerServers {
+ public:
+  virtual ~RunnerServers() = default;
+  static Result<std::unique_ptr<RunnerServers>> Start(ServersOptions options, RunnersCa ca,
+                                                      std::shared_ptr<ControlNodeSet> set);
+  virtual uint16_t link_port() const = 0;
+  virtual uint16_t kubelet_port() const = 0;
+  // The kubelet serving certificate came from an approved, signed CSR (not the fallback).
+  virtual bool serving_from_csr() const = 0;
+  virtual void Stop() = 0;
+};
+
+}  // namespace hyperslice::runners::controlnode
