@@ -165,6 +165,7 @@ class LocalClusterImpl final : public LocalCluster {
     HS_RETURN_IF_ERROR(FindBinaries());
     HS_RETURN_IF_ERROR(PrepareWorkDir());
     HS_RETURN_IF_ERROR(WritePki());
+    HS_RETURN_IF_ERROR(WriteAuditPolicy());
     Status last;
     for (int attempt = 1; attempt <= kStartAttempts; ++attempt) {
       last = StartProcesses();
@@ -190,6 +191,7 @@ class LocalClusterImpl final : public LocalCluster {
   const std::string& ca_key_path() const override { return ca_key_path_; }
   const std::string& work_dir() const override { return work_dir_; }
   const std::string& etcd_url() const override { return etcd_url_; }
+  const std::string& audit_log_path() const override { return audit_log_path_; }
 
   kube::Config AdminConfig() const override {
     kube::Config c;
@@ -289,6 +291,26 @@ class LocalClusterImpl final : public LocalCluster {
     // A fresh cluster every start: old etcd data would not match the new certificates and keys.
     fs::remove_all(fs::path(work_dir_) / "etcd-data", ec);
     return OkStatus();
+  }
+
+  // Metadata for every request, from every stage but RequestReceived (so each request is one
+  // ResponseComplete event, or ResponseStarted + ResponseComplete for watches and streams).
+  Status WriteAuditPolicy() {
+    if (!options_.audit_log) return OkStatus();
+    fs::path dir = fs::path(work_dir_) / "audit";
+    std::error_code ec;
+    fs::remove_all(dir, ec);  // each start is a fresh cluster, with a fresh log
+    fs::create_directories(dir, ec);
+    if (ec) return Err(Error::Code::kInternal, "creating " + dir.string() + ": " + ec.message());
+    audit_policy_path_ = (dir / "policy.yaml").string();
+    audit_log_path_ = (dir / "audit.log").string();
+    return WriteFile(audit_policy_path_,
+                     "apiVersion: audit.k8s.io/v1\n"
+                     "kind: Policy\n"
+                     "omitStages: [RequestReceived]\n"
+                     "rules:\n"
+                     "- level: Metadata\n",
+                     fs::perms::owner_read | fs::perms::owner_write);
   }
 
   Status WritePki() {
@@ -420,6 +442,12 @@ class LocalClusterImpl final : public LocalCluster {
       // reads cluster-info anonymously.
       args.push_back("--enable-admission-plugins=NodeRestriction");
       args.push_back("--anonymous-auth=true");
+    }
+    if (options_.audit_log) {
+      args.push_back("--audit-policy-file=" + audit_policy_path_);
+      args.push_back("--audit-log-path=" + audit_log_path_);
+      args.push_back("--audit-log-format=json");
+      args.push_back("--audit-log-mode=blocking");
     }
     args.insert(args.end(), options_.extra_apiserver_flags.begin(),
                 options_.extra_apiserver_flags.end());
@@ -645,6 +673,7 @@ class LocalClusterImpl final : public LocalCluster {
   std::string work_dir_;
   bool remove_work_dir_ = false;
   std::string server_url_, kubeconfig_path_, ca_cert_path_, ca_key_path_, etcd_url_;
+  std::string audit_policy_path_, audit_log_path_;
   int apiserver_port_ = 0;
   internal::KeyPair ca_, admin_, controller_manager_cred_, scheduler_cred_;
   // Declared in start order; StopAll() stops them in reverse.

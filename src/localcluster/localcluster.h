@@ -52,6 +52,12 @@ struct Options {
   bool kubeadm_bootstrap = false;
   // Appended to kube-controller-manager's flags (e.g. "--node-monitor-grace-period=8s").
   std::vector<std::string> extra_controller_manager_flags;
+  // The apiserver's audit log: every request at the Metadata level (user, groups, user agent,
+  // source IPs, verb, URI, response code; no bodies) as JSON lines in
+  // <work_dir>/audit/audit.log (audit_log_path()), with the policy in
+  // <work_dir>/audit/policy.yaml. For tests that must prove who talked to the apiserver. Off by
+  // default: auditing every request costs the apiserver time and disk.
+  bool audit_log = false;
 };
 
 class LocalCluster {
@@ -66,6 +72,10 @@ class LocalCluster {
   virtual const std::string& ca_key_path() const = 0;      // cluster CA key (signs node certs)
   virtual const std::string& work_dir() const = 0;
   virtual const std::string& etcd_url() const = 0;  // http://127.0.0.1:<port> (plain, loopback)
+  // The apiserver's audit log (JSON lines, one audit.k8s.io/v1 Event each); empty unless
+  // Options::audit_log. Written synchronously by the request's handler
+  // (--audit-log-mode=blocking), so a request's event is in the file once its response arrived.
+  virtual const std::string& audit_log_path() const = 0;
   virtual kube::Config AdminConfig() const = 0;
 
   // Stops kube-apiserver (SIGTERM, then SIGKILL after a grace period) and starts it again on the

@@ -141,6 +141,8 @@ class Registry {
     net::HttpClient::Options o;
     o.base_url = origin;
     o.tls.ca_pem = options_.ca_pem;
+    // Names the agent to registries (and would name it in any server's logs it reached).
+    o.user_agent = "hyperslice-runner-agent";
     HS_ASSIGN_OR_RETURN(auto c, net::HttpClient::Create(o));
     clients_[origin] = c;
     return c;

@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -87,10 +88,82 @@ int64_t Milli(const std::string& q) {
   return v.ok() ? v->MilliValue() : -1;
 }
 
+// Who made the requests in the apiserver's audit log (Metadata level, JSON lines).
+struct AuditTally {
+  int64_t events = 0;
+  // The test process, which is the control node (operator) and the admin: its certificate's
+  // user and the kube client's user agent, from 127.0.0.1.
+  int64_t from_control_node = 0;
+  // Anything a runner agent could have sent: a runner's address as a source, a runner's
+  // identity (its certificate's CN or the runners' group), the agent's user agent or gRPC's, or
+  // a request the apiserver could not authenticate (an agent's certificate is from the runners
+  // CA, which the apiserver does not trust) or took as anonymous.
+  int64_t from_runner_address = 0, runner_identity = 0, agent_user_agent = 0, unauthenticated = 0;
+  std::vector<std::string> suspicious;  // the first few such events, verbatim
+};
+
+AuditTally TallyAuditLog(const std::string& path, const std::vector<std::string>& runner_ips,
+                         const std::vector<std::string>& runner_names) {
+  AuditTally t;
+  std::ifstream in(path);
+  std::string line;
+  auto contains = [](const std::vector<std::string>& v, std::string_view x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  while (std::getline(in, line)) {
+    boost::system::error_code ec;
+    auto v = json::parse(line, ec);
+    if (ec || !v.is_object()) continue;
+    const auto& e = v.as_object();
+    ++t.events;
+    std::string user, agent = std::string(jsonfield::StringField(e, "userAgent"));
+    std::vector<std::string> groups, ips;
+    if (const auto* u = jsonfield::ObjectField(e, "user")) {
+      user = std::string(jsonfield::StringField(*u, "username"));
+      if (const auto* g = jsonfield::ArrayField(*u, "groups")) {
+        for (const auto& x : *g) {
+          if (x.is_string()) groups.emplace_back(x.as_string());
+        }
+      }
+    }
+    if (const auto* a = jsonfield::ArrayField(e, "sourceIPs")) {
+      for (const auto& x : *a) {
+        if (x.is_string()) ips.emplace_back(x.as_string());
+      }
+    }
+    bool bad = false;
+    for (const auto& ip : ips) {
+      if (contains(runner_ips, ip)) {
+        ++t.from_runner_address;
+        bad = true;
+        break;
+      }
+    }
+    if (contains(runner_names, user) || contains(groups, "runners.hyperslice.dev:runners")) {
+      ++t.runner_identity;
+      bad = true;
+    }
+    if (agent.find("runner-agent") != std::string::npos || agent.rfind("grpc", 0) == 0) {
+      ++t.agent_user_agent;
+      bad = true;
+    }
+    if (user.empty() || user == "system:anonymous") {
+      ++t.unauthenticated;
+      bad = true;
+    }
+    if (user == "kubernetes-admin" && agent.rfind("hyperslice", 0) == 0 &&
+        contains(ips, "127.0.0.1")) {
+      ++t.from_control_node;
+    }
+    if (bad && t.suspicious.size() < 5) t.suspicious.push_back(line);
+  }
+  return t;
+}
+
 // One `hyperslice runner-agent` process on its own loopback address.
 class Agent {
  public:
-  Agent(std::string name, std::string ip, std::string region, std::string dir)
+  Agent(std::string name, std::string ip, std::string region, const std::string& dir)
       : name_(std::move(name)), ip_(std::move(ip)), region_(std::move(region)) {
     state_dir_ = dir + "/" + name_;
     fs::create_directories(state_dir_);
@@ -181,6 +254,7 @@ class LinkedRunnersTest : public ::testing::Test {
     localcluster::Options o;
     o.controller_manager = true;
     o.scheduler = true;
+    o.audit_log = true;  // to prove the runners never talked to the apiserver
     testenv::ConfigureCluster(o);
     client_ = testenv::AdminClient();
     ASSERT_TRUE(client_);
@@ -416,6 +490,25 @@ TEST_F(LinkedRunnersTest, AJobRunsOnALinkedRunnerWithLogsAndExecThroughTheApiser
       << "the Job did not complete";
   // The serving certificate came from the kubelet-serving CSR KCM signed.
   EXPECT_TRUE(Eventually([] { return servers_->serving_from_csr(); }, 60s));
+
+  // The runners made no request to the apiserver: only the control node (this process) did.
+  // The audit log has every request since the cluster started, both agents' whole lives so far
+  // included (link, Job, logs, exec).
+  const std::string audit = testenv::Cluster().audit_log_path();
+  ASSERT_FALSE(audit.empty());
+  AuditTally t = TallyAuditLog(audit, {"127.0.0.2", "127.0.0.3"}, {"runner-eu", "runner-us"});
+  std::cout << "apiserver audit log: " << t.events << " requests, " << t.from_control_node
+            << " from the control node (kubernetes-admin, 127.0.0.1); from the runners: "
+            << t.from_runner_address << " by address, " << t.runner_identity << " by identity, "
+            << t.agent_user_agent << " by user agent, " << t.unauthenticated
+            << " unauthenticated or anonymous\n";
+  EXPECT_GT(t.from_control_node, 0)
+      << "the audit log does not show the control node's requests: " << audit;
+  EXPECT_EQ(t.from_runner_address, 0);
+  EXPECT_EQ(t.runner_identity, 0);
+  EXPECT_EQ(t.agent_user_agent, 0);
+  EXPECT_EQ(t.unauthenticated, 0);
+  for (const auto& e : t.suspicious) ADD_FAILURE() << "a request not from the control node: " << e;
 }
 
 TEST_F(LinkedRunnersTest, AKilledRunnerIsLostThenRelinksWithoutOrphans) {
