@@ -654,7 +654,10 @@ Status PodManager::Delete(const std::string& uid, std::optional<std::chrono::sec
     return out;
   };
   auto live = running();
-  for (size_t i : live) (void)o_.runtime->Kill(containers[i].first, "TERM");
+  // A grace of 0 is SIGKILL at once; SIGTERM first would only be ignored by many a PID 1.
+  if (wait.count() > 0) {
+    for (size_t i : live) (void)o_.runtime->Kill(containers[i].first, "TERM");
+  }
   auto deadline = SteadyClock::now() + wait;
   while (!live.empty() && SteadyClock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

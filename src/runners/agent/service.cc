@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/credentials.h>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <random>
@@ -208,7 +209,11 @@ class Service final : public v1::RunnerAgent::Service {
                          v1::DeletePodResponse*) override {
     if (auto st = Authorize(ctx); !st.ok()) return st;
     std::optional<std::chrono::seconds> grace;
-    if (req->grace_seconds() > 0) grace = std::chrono::seconds(req->grace_seconds());
+    // 0 is a grace of none (SIGKILL at once), not "the pod's": a control node force-deleting a
+    // lost runner's pod must not wait out a container that ignores SIGTERM.
+    if (req->has_grace_seconds()) {
+      grace = std::chrono::seconds(std::max<int64_t>(req->grace_seconds(), 0));
+    }
     if (Status st = pods_.Delete(req->uid(), grace); !st.ok()) return ToGrpc(st.error());
     return grpc::Status::OK;
   }

@@ -306,7 +306,9 @@ Result<v1::PodStatus> AgentLink::RunPod(const v1::RunPodRequest& req) {
 
 Status AgentLink::DeletePod(const std::string& uid, int64_t grace_seconds) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + options_.rpc_timeout);
+  // The agent waits out the grace before SIGKILL: the deadline must leave room for it.
+  ctx.set_deadline(std::chrono::system_clock::now() + options_.rpc_timeout +
+                   std::chrono::seconds(std::max<int64_t>(grace_seconds, 0)));
   v1::DeletePodRequest req;
   req.set_uid(uid);
   req.set_grace_seconds(grace_seconds);

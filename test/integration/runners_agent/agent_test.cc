@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 #include "src/base/command.h"
@@ -329,6 +330,88 @@ TEST_F(AgentTest, ContainersSurviveAgentKill9AndAreAdoptedOnce) {
   v1::DeletePodResponse dresp;
   ASSERT_TRUE(stub->DeletePod(&dctx, del, &dresp).ok());
   EXPECT_TRUE(RuntimeList(second.RuntimeRoot()).empty());
+}
+
+// A container whose shim outlived the agent (kill -9, restart with the same state dir) is deleted
+// with grace 0 as fast as a fresh one: SIGKILL at once (hstest, PID 1 of its namespace without a
+// handler, ignores SIGTERM, so any wait for a grace would show), and nothing is left: runtime
+// state, shim, pod directory, network namespace, mounts.
+TEST_F(AgentTest, DeletingAnAdoptedRunningContainerWithGraceZeroIsImmediate) {
+  AgentProcess third(*env_, "runner-c");
+  ASSERT_TRUE(third.Start());
+  auto stub = third.Stub();
+  auto run = [&](const std::string& uid) {
+    grpc::ClientContext ctx;
+    v1::PodStatus st;
+    ASSERT_TRUE(stub->RunPod(&ctx, Pod(uid, env_->image, {"print:up", "sleep:300"}), &st).ok());
+    ASSERT_TRUE(WaitFor(
+        *stub, uid, [](const v1::PodStatus& p) { return p.container_statuses(0).has_running(); }));
+  };
+  auto timed_delete = [&](const std::string& uid) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(40));
+    v1::DeletePodRequest req;
+    req.set_uid(uid);
+    req.set_grace_seconds(0);
+    v1::DeletePodResponse resp;
+    auto t0 = std::chrono::steady_clock::now();
+    grpc::Status st = stub->DeletePod(&ctx, req, &resp);
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return ms;
+  };
+  auto shim_pid = [&](const std::string& uid) {
+    std::ifstream in(third.state_dir() + "/pods/" + uid + "/containers/main/shim.pid");
+    pid_t pid = 0;
+    in >> pid;
+    return pid;
+  };
+  auto nothing_left = [&](const std::string& uid, pid_t shim) {
+    for (const auto& id : RuntimeList(third.RuntimeRoot()))
+      EXPECT_EQ(id.find(uid), std::string::npos) << id;
+    EXPECT_FALSE(fs::exists(third.state_dir() + "/pods/" + uid));
+    EXPECT_FALSE(fs::exists("/var/run/netns/hs-" + uid));
+    EXPECT_EQ(RunCommand({"cat", "/proc/self/mountinfo"}).output.find(uid), std::string::npos);
+    // The shim ends once it recorded the exit (it may still be a zombie of init for a moment).
+    ASSERT_GT(shim, 0);
+    bool gone = false;
+    for (int i = 0; i < 50 && !gone; ++i) {
+      std::ifstream stat("/proc/" + std::to_string(shim) + "/stat");
+      std::string line;
+      std::getline(stat, line);
+      gone = !stat || line.find(") Z ") != std::string::npos;
+      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_TRUE(gone) << "the shim " << shim << " of " << uid << " is still running";
+  };
+
+  run("p-fresh0");
+  pid_t fresh_shim = shim_pid("p-fresh0");
+  auto fresh_ms = timed_delete("p-fresh0");
+  nothing_left("p-fresh0", fresh_shim);
+
+  run("p-adopted0");
+  pid_t adopted_shim = shim_pid("p-adopted0");
+  third.Kill9();
+  ASSERT_TRUE(third.Start());
+  stub = third.Stub();
+  ASSERT_TRUE(WaitFor(
+      *stub, "p-adopted0",
+      [](const v1::PodStatus& p) { return p.container_statuses(0).has_running(); },
+      std::chrono::seconds(10)));
+  // Adopted, not restarted: the same container runs on.
+  auto state = RunCommand({"runc", "--root", third.RuntimeRoot(), "state", "hs-p-adopted0-main"});
+  ASSERT_EQ(state.exit_code, 0) << state.errors;
+  ASSERT_NE(state.output.find("\"running\""), std::string::npos) << state.output;
+  auto adopted_ms = timed_delete("p-adopted0");
+  nothing_left("p-adopted0", adopted_shim);
+
+  std::cout << "DeletePod grace 0 of a running container: fresh " << fresh_ms << " ms, adopted "
+            << adopted_ms << " ms\n";
+  EXPECT_LT(fresh_ms, 5000);
+  EXPECT_LT(adopted_ms, 5000);
 }
 
 }  // namespace
