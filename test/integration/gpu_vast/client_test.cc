@@ -291,7 +291,8 @@ TEST_F(VastVmTest, AnOnstartOverTheLimitIsRefusedAsVastRefusesIt) {
   EXPECT_EQ(Api("PUT", "/api/v0/asks/18425001/", json::serialize(body)).status, 200);
   // The client refuses a longer script before any call.
   int64_t before = Counter("PUT /api/v0/asks/{id}/");
-  LaunchRequest r = Launch(OfferById("18420311"), "uid-long");
+  const Offer offer = OfferById("18420311");  // the request points at it: it must outlive r
+  LaunchRequest r = Launch(offer, "uid-long");
   r.payload.startup_script = std::string(4049, '#');
   auto refused = provider_->Create(r);
   ASSERT_FALSE(refused.ok());
