@@ -1,4 +1,4 @@
-#include "test/testenv/registry.h"
+#include "src/localregistry/localregistry.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -19,7 +19,7 @@
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX leaves it undeclared
 
-namespace hyperslice::testenv {
+namespace hyperslice::localregistry {
 namespace fs = std::filesystem;
 namespace {
 
@@ -63,10 +63,12 @@ std::string RunnerToolsMissing() {
   return "";
 }
 
-Result<std::unique_ptr<LocalRegistry>> LocalRegistry::Start() {
-  std::unique_ptr<LocalRegistry> reg(new LocalRegistry());
-  char tmpl[] = "/tmp/hs-registry-XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) return Error::Make(Error::Code::kInternal, "mkdtemp");
+Result<std::unique_ptr<Registry>> Registry::Start(const std::string& parent_dir) {
+  std::unique_ptr<Registry> reg(new Registry());
+  std::string tmpl = parent_dir + "/hs-registry-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    return Error::Make(Error::Code::kInternal, "mkdtemp in " + parent_dir);
+  }
   reg->dir_ = tmpl;
   // docker-registry cannot listen on port 0 and say which port it got: pick one, retry on a
   // collision.
@@ -88,7 +90,18 @@ Result<std::unique_ptr<LocalRegistry>> LocalRegistry::Start() {
     posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, logf.c_str(),
                                      O_WRONLY | O_CREAT | O_APPEND, 0644);
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    int rc = posix_spawnp(&reg->pid_, argv[0], &actions, nullptr, argv.data(), environ);
+    // A clean signal mask (the caller may block SIGINT/SIGTERM to sigwait them, and a blocked
+    // SIGTERM would make ~Registry wait forever) and a process group of its own (a
+    // terminal's Ctrl-C reaches the owner, which stops the registry last).
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
+    int rc = posix_spawnp(&reg->pid_, argv[0], &actions, &attr, argv.data(), environ);
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&actions);
     if (rc != 0) return Error::Make(Error::Code::kInternal, "cannot start docker-registry");
     for (int i = 0; i < 100; ++i) {
@@ -109,7 +122,7 @@ Result<std::unique_ptr<LocalRegistry>> LocalRegistry::Start() {
   return Error::Make(Error::Code::kUnavailable, "docker-registry did not start; see " + reg->dir_);
 }
 
-LocalRegistry::~LocalRegistry() {
+Registry::~Registry() {
   if (pid_ > 0) {
     ::kill(pid_, SIGTERM);
     ::waitpid(pid_, nullptr, 0);
@@ -118,8 +131,8 @@ LocalRegistry::~LocalRegistry() {
   if (!dir_.empty()) fs::remove_all(dir_, ec);
 }
 
-Result<std::string> LocalRegistry::PushTestImage(const std::string& repo, const std::string& tag,
-                                                 const std::string& marker) {
+Result<std::string> Registry::PushTestImage(const std::string& repo, const std::string& tag,
+                                            const std::string& marker) {
   std::string work = dir_ + "/build-" + repo.substr(repo.rfind('/') + 1) + "-" + tag;
   std::error_code ec;
   fs::remove_all(work, ec);
@@ -127,7 +140,7 @@ Result<std::string> LocalRegistry::PushTestImage(const std::string& repo, const 
   std::string bin = dir_ + "/hstest";
   if (!fs::exists(bin)) {
     auto r = RunCommand(
-        {"cc", "-static", "-O2", "-o", bin, std::string(HS_TESTENV_IMAGES_DIR) + "/hstest.c"});
+        {"cc", "-static", "-O2", "-o", bin, std::string(HS_LOCALREGISTRY_DIR) + "/hstest.c"});
     if (r.exit_code != 0) return Failed("compiling hstest", r);
   }
   const std::string layout = work + "/oci";
@@ -163,12 +176,12 @@ Result<std::string> LocalRegistry::PushTestImage(const std::string& repo, const 
   return host() + "/" + repo + "@" + digest;
 }
 
-std::string LocalRegistry::BlobDataPath(const std::string& digest) const {
+std::string Registry::BlobDataPath(const std::string& digest) const {
   std::string hex = digest.substr(digest.find(':') + 1);
   return dir_ + "/data/docker/registry/v2/blobs/sha256/" + hex.substr(0, 2) + "/" + hex + "/data";
 }
 
-Result<std::vector<std::string>> LocalRegistry::LayerDigests(const std::string& image_ref) const {
+Result<std::vector<std::string>> Registry::LayerDigests(const std::string& image_ref) const {
   auto r = RunCommand({"skopeo", "inspect", "--tls-verify=false", "docker://" + image_ref});
   if (r.exit_code != 0) return Failed("skopeo inspect", r);
   boost::system::error_code ec;
@@ -181,4 +194,4 @@ Result<std::vector<std::string>> LocalRegistry::LayerDigests(const std::string& 
   return out;
 }
 
-}  // namespace hyperslice::testenv
+}  // namespace hyperslice::localregistry

@@ -1,5 +1,5 @@
 /* The runner-agent tests' workload: a tiny static program packed into an OCI image by
- * test/testenv/registry.cc. Its arguments are commands, run in order:
+ * src/localregistry/localregistry.cc. Its arguments are commands, run in order:
  *   print:TEXT      write TEXT and a newline to stdout
  *   eprint:TEXT     write TEXT and a newline to stderr
  *   env:NAME        print NAME=value (or NAME unset)
