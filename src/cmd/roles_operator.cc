@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
 #include <CLI/CLI.hpp>
 
 #include "src/base/base64.h"
 
 #include "src/base/log.h"
+#include "src/cmd/operator_runners.h"
 #include "src/cmd/roles.h"
 #include "src/gce/auth.h"
 #include "src/gce/compute.h"
@@ -249,10 +249,10 @@ Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& clie
   return gpu::RegisterOperator(mgr, std::move(o));
 }
 
-// The control nodes of linked runners, and what they serve (src/runners/controlnode/servers.h):
-// the runners CA Secret (created when missing; its tls.crt/tls.key is the client certificate the
-// control nodes present to agents), the link server on --runners-link-address and the kubelet API
-// on --runners-kubelet-address. The servers live as long as the process.
+// The control nodes of linked runners, and what they serve (operator_runners.h): the runners CA
+// Secret (created when missing; its tls.crt/tls.key is the client certificate the control nodes
+// present to agents), the link server on --runners-link-address and the kubelet API on
+// --runners-kubelet-address. The servers live as long as the process.
 Result<std::unique_ptr<runners::controlnode::RunnerServers>> RegisterRunners(
     kube::Manager& mgr, const std::shared_ptr<kube::Client>& client, const OperatorFlags& f) {
   auto probe = ParseDuration(f.runners_probe_interval);
@@ -261,38 +261,19 @@ Result<std::unique_ptr<runners::controlnode::RunnerServers>> RegisterRunners(
     return Error::Make(Error::Code::kInvalidArgument,
                        "--runners-probe-interval / --runners-unhealthy-after: bad duration");
   }
-  runners::controlnode::OperatorOptions o;
+  RunnersPartOptions o;
   o.client = client;
   o.ns = f.runners_namespace.empty() ? f.leader_election_namespace : f.runners_namespace;
+  o.ca_secret = f.runners_ca_secret;
+  o.link_address = f.runners_link_address;
+  o.kubelet_address = f.runners_kubelet_address;
+  o.serving_names = f.runners_serving_names;
+  o.state_dir = f.runners_state_dir;
   o.probe_interval = std::chrono::duration_cast<std::chrono::milliseconds>(*probe);
   o.unhealthy_after = std::chrono::duration_cast<std::chrono::milliseconds>(*unhealthy);
   o.workers = f.workers;
-  HS_ASSIGN_OR_RETURN(runners::controlnode::RunnersCa ca,
-                      runners::controlnode::EnsureRunnersCa(*client, o.ns, f.runners_ca_secret));
-  grpc::SslCredentialsOptions so;
-  so.pem_root_certs = ca.ca.cert_pem;
-  so.pem_cert_chain = ca.control_node.cert_pem;
-  so.pem_private_key = ca.control_node.key_pem;
-  auto credentials = grpc::SslCredentials(so);
-  o.agent_credentials =
-      [credentials](const std::string&) -> Result<std::shared_ptr<grpc::ChannelCredentials>> {
-    return credentials;
-  };
-  const std::string ns = o.ns;
-  HS_ASSIGN_OR_RETURN(auto set, runners::controlnode::RegisterOperator(mgr, std::move(o)));
-  runners::controlnode::ServersOptions so2;
-  so2.client = client;
-  so2.link_address = f.runners_link_address;
-  so2.kubelet_address = f.runners_kubelet_address;
-  so2.serving_names = f.runners_serving_names;
-  so2.state_dir = f.runners_state_dir;
-  HS_ASSIGN_OR_RETURN(auto servers,
-                      runners::controlnode::RunnerServers::Start(std::move(so2), ca, set));
-  log::Info("runners: control nodes registered",
-            {{"namespace", ns},
-             {"link_port", static_cast<int64_t>(servers->link_port())},
-             {"kubelet_port", static_cast<int64_t>(servers->kubelet_port())}});
-  return servers;
+  HS_ASSIGN_OR_RETURN(RunnersPart part, StartRunnersPart(mgr, std::move(o)));
+  return std::move(part.servers);
 }
 
 }  // namespace

@@ -1,0 +1,42 @@
+// The operator's runners part (src/runners/controlnode) as one composition, shared by
+// `hyperslice operator --runners` (roles_operator.cc) and `hyperslice dev --example runners`
+// (roles_dev_runners.cc): the runners CA Secret (created when missing), the control-node
+// controllers with the CA's control-node client certificate as their credentials to agents, the
+// link server and the kubelet API.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/base/result.h"
+#include "src/kube/client.h"
+#include "src/kube/manager.h"
+#include "src/runners/controlnode/controlnode.h"
+#include "src/runners/controlnode/servers.h"
+
+namespace hyperslice::cmd {
+
+struct RunnersPartOptions {
+  std::shared_ptr<kube::Client> client;
+  std::string ns;  // the runners CA Secret and the join-token Secrets
+  std::string ca_secret = "hyperslice-runners-ca";
+  std::string link_address = "0.0.0.0:10251";
+  std::string kubelet_address = "0.0.0.0:10250";  // port 0: any free port (kubelet_port())
+  std::vector<std::string> serving_names;
+  std::string state_dir;
+  std::chrono::milliseconds probe_interval{10000};
+  std::chrono::milliseconds unhealthy_after{40000};
+  int workers = 4;
+};
+
+struct RunnersPart {
+  runners::controlnode::RunnersCa ca;  // ca.ca.cert_pem is what agents verify the link with
+  std::unique_ptr<runners::controlnode::RunnerServers> servers;  // live as long as the process
+};
+
+// Registers the controllers on `mgr` (before mgr.Run()) and starts the servers.
+Result<RunnersPart> StartRunnersPart(kube::Manager& mgr, RunnersPartOptions options);
+
+}  // namespace hyperslice::cmd
