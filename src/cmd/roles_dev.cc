@@ -19,6 +19,9 @@
 // node, chips and injected variables, prints `kubectl get tpunodegroups,nodes,pods` and the
 // kubeconfig path, and runs until SIGINT/SIGTERM, then stops everything in reverse order.
 //
+// `--example gpu` (roles_dev_gpu.cc) and `--example runners` (roles_dev_runners.cc) run other
+// stories on the same control plane.
+//
 // Logs of the operator and the simulators go to <work-dir>/hyperslice.log (JSON lines), so the
 // terminal shows progress only.
 #include <signal.h>
@@ -53,6 +56,7 @@
 #include "src/cmd/dev_support.h"
 #include "src/cmd/roles.h"
 #include "src/cmd/roles_dev_gpu.h"
+#include "src/cmd/roles_dev_runners.h"
 #include "src/gce/auth.h"
 #include "src/gce/compute.h"
 #include "src/kube/client.h"
@@ -324,15 +328,18 @@ void SetupDev(CLI::App& app) {
   app.add_option("--example", f.example,
                  "which example to run: a TPUNodeGroup (tpu7x-2x2x2, v6e-2x2), or gpu — seed "
                  "002's GPUNodeClass and GPUNodePool with the four marketplace simulators and a "
-                 "GPU Job, from rented machine to its return and the money spent")
-      ->check(CLI::IsMember({"tpu7x-2x2x2", "v6e-2x2", "gpu", "none"}))
+                 "GPU Job, from rented machine to its return and the money spent; or runners — "
+                 "a control node linking two runner agents in two regions and a Job running on "
+                 "one of them as a real container (root, runc, umoci, skopeo, docker-registry)")
+      ->check(CLI::IsMember({"tpu7x-2x2x2", "v6e-2x2", "gpu", "runners", "none"}))
       ->capture_default_str();
   app.add_option("--sim-latency-ms", f.sim_latency_ms,
                  "simulated GCE operation and VM boot latency, in milliseconds")
       ->check(CLI::Range(0, 600000))
       ->capture_default_str();
   app.add_option("--ready-timeout", f.ready_timeout_s,
-                 "with --exit-when-ready: seconds to wait for the example to be Ready")
+                 "with --exit-when-ready: seconds to wait for the example to be Ready (runners: "
+                 "always, until the example Job's pod runs)")
       ->capture_default_str();
   app.add_flag("--exit-after-ready", f.exit_after_ready,
                "start the control plane only, print how to connect, stop and exit 0 (for tests)");
@@ -372,6 +379,17 @@ int RunDev(CLI::App&) {
     g.log_to_stderr = f.log_to_stderr;
     g.stop_signals = stop_signals;
     return RunDevGpu(g);
+  }
+  if (f.example == "runners" && !f.exit_after_ready) {
+    DevRunnersOptions r;
+    r.work_dir = f.work_dir.empty() ? DefaultWorkDir() : f.work_dir;
+    r.bin_dir = f.bin_dir;
+    r.deploy_dir = deploy_dir;
+    r.timeout_s = f.ready_timeout_s;
+    r.exit_when_ready = f.exit_when_ready;
+    r.log_to_stderr = f.log_to_stderr;
+    r.stop_signals = stop_signals;
+    return RunDevRunners(r);
   }
   std::map<std::string, std::string> vars;
   std::vector<json::object> example_docs;

@@ -2,6 +2,8 @@
 // the GCE simulator, the simulated TPU VMs and the operator, applies seed 000's example, and with
 // --exit-when-ready exits 0 once the TPUNodeGroup is Ready — after printing the real kubectl's
 // `get tpunodegroups,nodes`. Short simulator latencies keep each run to a few tens of seconds.
+// `--example gpu` and `--example runners` (linked runners: real agents and runc containers, then
+// Ctrl-C and nothing left) have a case each.
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -254,6 +256,152 @@ TEST_F(DevRole, SigintWhileWaitingStopsEverything) {
   EXPECT_THAT(seen, HasSubstr("stopping (signal 2)"));
   EXPECT_THAT(seen, ::testing::Not(HasSubstr("is Ready after")));
   EXPECT_TRUE(ProcessesMentioning(work_dir_).empty());
+}
+
+// Runs a command through the shell; its exit code and stdout+stderr.
+DevRun Shell(const std::string& cmd) {
+  DevRun r;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  while (size_t n = std::fread(buf.data(), 1, buf.size(), p)) r.output.append(buf.data(), n);
+  int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// Mount points at or below `dir`.
+int MountsUnder(const std::string& dir) {
+  std::ifstream in("/proc/self/mountinfo");
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    n += line.find(" " + dir + "/") != std::string::npos ? 1 : 0;
+  }
+  return n;
+}
+
+// Linked runners (issue 20, item 5): `hyperslice dev --example runners` as a user runs it — a
+// control node linking two runner agents "in two regions" and the example Job's pod running as a
+// real container on one of them — then Ctrl-C, after which nothing of it is left: no process, no
+// container, no network namespace, no mount, no temporary folder.
+TEST_F(DevRole, RunnersExampleRunsTheJobOnALinkedRunnerAndCtrlCLeavesNothing) {
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  pid_t dev = ::fork();
+  ASSERT_GE(dev, 0);
+  if (dev == 0) {
+    ::dup2(out[1], 1);
+    ::dup2(out[1], 2);
+    ::close(out[0]);
+    ::close(out[1]);
+    ::execl(HS_HYPERSLICE_BIN, HS_HYPERSLICE_BIN, "dev", "--example", "runners", "--work-dir",
+            work_dir_.c_str(), "--ready-timeout", "240", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string seen;
+  auto read_some = [&](int timeout_ms) {
+    pollfd p{.fd = out[0], .events = POLLIN};
+    if (::poll(&p, 1, timeout_ms) <= 0) return true;
+    char chunk[4096];
+    ssize_t n = ::read(out[0], chunk, sizeof chunk);
+    if (n <= 0) return false;
+    seen.append(chunk, static_cast<size_t>(n));
+    return true;
+  };
+  const auto deadline = t0 + std::chrono::seconds(300);
+  while (seen.find("Press Ctrl-C") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline && read_some(500)) {
+  }
+  const double up_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (seen.find("Press Ctrl-C") == std::string::npos) {
+    int status = 0;
+    if (::waitpid(dev, &status, WNOHANG) == 0) {
+      ::kill(dev, SIGINT);
+      ::waitpid(dev, &status, 0);
+    }
+    ::close(out[0]);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 2 &&
+        seen.find("cannot run here") != std::string::npos) {
+      EXPECT_THAT(seen, HasSubstr("scripts/deps.sh"));
+      GTEST_SKIP() << seen;
+    }
+    FAIL() << "dev did not get the Job running\n" << seen;
+  }
+  std::printf("hyperslice dev --example runners: the Job's pod running after %.1f s\n", up_s);
+  const std::string kubectl = "kubectl --kubeconfig " + Quote(work_dir_ + "/admin.kubeconfig");
+
+  // The control node only, with the two runners' summed capacity.
+  DevRun nodes = Shell(kubectl + " get nodes -o name");
+  EXPECT_EQ(nodes.output, "node/runners-global\n");
+  DevRun cpu = Shell(kubectl + " get node runners-global -o jsonpath='{.status.capacity.cpu}'");
+  EXPECT_EQ(cpu.output, "8");
+  // The example Job's pod on one of the runners, its output through kubectl logs and exec.
+  DevRun pod = Shell(kubectl +
+                     " get pods -l job-name=hello-runners -o jsonpath='{.items[0].metadata.name} "
+                     "{.items[0].metadata.uid} {.items[0].status.phase} "
+                     "{.items[0].metadata.annotations.runners\\.hyperslice\\.dev/runner}'");
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_match(pod.output, m, std::regex(R"((\S+) (\S+) Running (runner-eu|runner-us))")))
+      << pod.output << "\n"
+      << seen;
+  const std::string uid = m[2], runner = m[3];
+  EXPECT_THAT(seen, HasSubstr("as a runc container on runner " + runner));
+  DevRun logs = Shell(kubectl + " logs job/hello-runners");
+  EXPECT_EQ(logs.exit_code, 0) << logs.output;
+  EXPECT_THAT(logs.output, HasSubstr("hello from a linked runner"));
+  DevRun exec = Shell(kubectl + " exec job/hello-runners -- /hstest print:inside exit:3");
+  EXPECT_EQ(exec.exit_code, 3) << exec.output;
+  EXPECT_THAT(exec.output, HasSubstr("inside"));
+
+  // The container is real: runc lists it under that agent's state; its init process runs.
+  ASSERT_TRUE(std::regex_search(seen, m, std::regex("state in (/tmp/\\S+)/" + runner + ",")))
+      << seen;
+  const std::string tmp_dir = m[1];
+  const std::string root = tmp_dir + "/" + runner + "/runtime";
+  DevRun ids = Shell("runc --root " + Quote(root) + " list -q");
+  ASSERT_EQ(ids.exit_code, 0) << ids.output;
+  ASSERT_FALSE(ids.output.empty()) << "no container on " << runner;
+  const std::string id = ids.output.substr(0, ids.output.find('\n'));
+  DevRun state = Shell("runc --root " + Quote(root) + " state " + Quote(id));
+  ASSERT_TRUE(std::regex_search(state.output, m, std::regex(R"("pid": ([0-9]+))"))) << state.output;
+  const pid_t container_pid = std::stoi(m[1]);
+  EXPECT_TRUE(fs::exists("/proc/" + std::to_string(container_pid)));
+  EXPECT_TRUE(fs::exists("/run/netns/hs-" + uid));
+  EXPECT_FALSE(ProcessesMentioning(tmp_dir).empty());
+
+  // Ctrl-C: everything stops and is removed.
+  const auto stop0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(dev, SIGINT), 0);
+  while (read_some(500)) {
+  }
+  ::close(out[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(dev, &status, 0), dev);
+  std::printf("hyperslice dev --example runners: stopped %.1f s after SIGINT\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - stop0).count());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << "\n" << seen;
+  EXPECT_THAT(seen, HasSubstr("stopping (signal 2)"));
+  EXPECT_THAT(seen, ::testing::Not(HasSubstr("was left on")));  // no container needed forcing
+  EXPECT_TRUE(ProcessesMentioning(work_dir_).empty());
+  EXPECT_TRUE(ProcessesMentioning(tmp_dir).empty());  // agents, shims, the registry
+  EXPECT_FALSE(fs::exists("/proc/" + std::to_string(container_pid)));
+  EXPECT_FALSE(fs::exists("/run/netns/hs-" + uid));
+  EXPECT_EQ(MountsUnder(tmp_dir), 0);
+  EXPECT_FALSE(fs::exists(tmp_dir));
+}
+
+// Without root or the container tools, the runners example says what is missing and starts
+// nothing.
+TEST_F(DevRole, RunnersExampleSaysWhatIsMissing) {
+  DevRun r = Shell("env PATH=/nonexistent " + Quote(HS_HYPERSLICE_BIN) +
+                   " dev --example runners --work-dir " + Quote(work_dir_));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("cannot run here"));
+  EXPECT_THAT(r.output, HasSubstr("scripts/deps.sh installs them"));
+  EXPECT_FALSE(fs::exists(work_dir_ + "/admin.kubeconfig"));
 }
 
 TEST_F(DevRole, UnknownExampleIsRejectedBeforeAnythingStarts) {
