@@ -166,7 +166,14 @@ TEST_F(GpuMachineTest, BootsFromTheJoinScriptRegistersRunsAPodAndStopsWhenTermin
   auto m = fleet_->Get(id);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->kind, "script");
-  EXPECT_EQ(m->agent.phase, kubelet::Phase::kRunning);
+  // The agent leaves kRegistering after its first status and Lease writes, which the Node and
+  // Lease above can be seen before (a TSan run caught it in between).
+  EXPECT_TRUE(Eventually(
+      [&] {
+        auto now = fleet_->Get(id);
+        return now && now->agent.phase == kubelet::Phase::kRunning;
+      },
+      20s));
 
   // A pod bound to it (as the scheduler would) asking for both GPUs runs there.
   bj::object pod{
