@@ -97,6 +97,10 @@ class ControlNodeTest : public ::testing::Test {
     if (mgr_) mgr_->Stop();
     if (run_.joinable()) run_.join();
     mgr_.reset();
+    // Its controllers' work queues use the process clock: left to static destruction they could
+    // outlive it (UBSan: "member call on address … which does not point to an object of type
+    // 'Clock'" in ~WorkQueue at exit).
+    set_.reset();
   }
 
   static std::unique_ptr<AgentDouble> Agent(const std::string& name,
