@@ -55,6 +55,17 @@ Result<bool> SecretJoinTokens::Ensure(const kube::Object& runner) {
   } else if (got.error().code != Error::Code::kNotFound) {
     return got.error();
   }
+  // The caller's Runner may come from a cache that has not seen Consume's mark yet: read it live
+  // before minting, so a token that was just used is not replaced by a fresh one.
+  auto live = client_->Get(Runners(), "", name);
+  if (!live.ok()) return live.error();
+  const auto* meta = jsonfield::ObjectField(*live, "metadata");
+  const auto* annotations =
+      meta != nullptr ? jsonfield::ObjectField(*meta, "annotations") : nullptr;
+  if (annotations != nullptr &&
+      !jsonfield::StringField(*annotations, kJoinTokenConsumedAnnotation).empty()) {
+    return false;
+  }
   unsigned char raw[32];
   if (RAND_bytes(raw, sizeof raw) != 1) {
     return Error::Make(Error::Code::kInternal, "no randomness for a join token");
@@ -105,6 +116,17 @@ Status SecretJoinTokens::Consume(const std::string& runner, const std::string& t
       Field(*got, "runner") != runner) {
     return Refused();
   }
+  // The Runner is marked first, so no reconcile that sees the Secret gone mints a new token for
+  // a runner that is linking (Ensure re-reads the mark live before minting). A mark left by a
+  // delete that then loses to another consumer is harmless: the token was used either way.
+  json::object patch{
+      {"metadata",
+       json::object{
+           {"annotations", json::object{{kJoinTokenConsumedAnnotation,
+                                         kube::FormatTime(std::chrono::system_clock::now())}}}}}};
+  auto patched =
+      client_->Patch(Runners(), "", runner, kube::PatchType::kMerge, json::serialize(patch));
+  if (!patched.ok() && patched.error().code != Error::Code::kNotFound) return patched.error();
   // Only one consumer deletes this version of the Secret.
   kube::DeleteOptions d;
   d.precondition_uid = std::string(kube::MetaString(*got, "uid"));
@@ -116,15 +138,6 @@ Status SecretJoinTokens::Consume(const std::string& runner, const std::string& t
     }
     return del;
   }
-  // Recorded after the delete won, so no new token is minted for a runner about to link.
-  json::object patch{
-      {"metadata",
-       json::object{
-           {"annotations", json::object{{kJoinTokenConsumedAnnotation,
-                                         kube::FormatTime(std::chrono::system_clock::now())}}}}}};
-  auto patched =
-      client_->Patch(Runners(), "", runner, kube::PatchType::kMerge, json::serialize(patch));
-  if (!patched.ok() && patched.error().code != Error::Code::kNotFound) return patched.error();
   return OkStatus();
 }
 
