@@ -1,11 +1,15 @@
 #include "src/base/command.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/select.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
@@ -95,6 +99,57 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
   }
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+Result<pid_t> StartBackground(const std::vector<std::string>& argv, const std::string& log_file) {
+  if (argv.empty()) return Error::Make(Error::Code::kInvalidArgument, "no program to start");
+  std::vector<std::string> args = argv;
+  std::vector<char*> cargv;
+  cargv.reserve(args.size() + 1);
+  for (auto& a : args) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_file.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, cargv[0], &actions, &attr, cargv.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    return Error::Make(Error::Code::kInternal,
+                       "cannot start " + argv[0] + ": " + std::strerror(rc));
+  }
+  return pid;
+}
+
+Result<int> FreeLoopbackPort(const std::string& ip) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  if (::inet_pton(AF_INET, ip.c_str(), &addr.sin_addr) != 1) {
+    return Error::Make(Error::Code::kInvalidArgument, "not an IPv4 address: " + ip);
+  }
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return Error::Make(Error::Code::kInternal, std::string("socket: ") + std::strerror(errno));
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Error::Make(Error::Code::kInternal, "bind " + ip + ":0: " + std::strerror(err));
+  }
+  ::close(fd);
+  return static_cast<int>(ntohs(addr.sin_port));
 }
 
 }  // namespace hyperslice

@@ -84,23 +84,6 @@ std::string Str(const json::object& o, std::string_view dotted, std::string_view
   return at != nullptr ? std::string(jsonfield::StringField(*at, key)) : std::string();
 }
 
-// A free TCP port on `ip` (a loopback address).
-int FreePort(const std::string& ip) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  ::inet_pton(AF_INET, ip.c_str(), &a.sin_addr);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
-    socklen_t len = sizeof(a);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
 // One `hyperslice runner-agent` child on its own loopback address, in its own process group (a
 // terminal's Ctrl-C reaches dev only, which removes the pods before it stops the agents) with a
 // clean signal mask.
@@ -134,31 +117,13 @@ struct AgentProcess {
                                      region,
                                      "--zone",
                                      region + "-a"};
-    std::vector<char*> argv;
-    argv.reserve(args.size() + 1);
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_file.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none;
-    sigemptyset(&none);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
-    int rc = posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
-    posix_spawnattr_destroy(&attr);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
+    auto started = StartBackground(args, log_file);
+    if (!started.ok()) {
       pid = -1;
-      return Error::Make(Error::Code::kInternal,
-                         "cannot start the runner agent " + runner + ": " + std::strerror(rc));
+      return Error::Make(started.error().code,
+                         "the runner agent " + runner + ": " + started.error().message);
     }
+    pid = *started;
     return OkStatus();
   }
   bool Exited() {
@@ -454,12 +419,13 @@ int RunDevRunners(const DevRunnersOptions& f) {
       {"KUBELET_PORT", std::to_string(stack.servers->kubelet_port())},
       {"IMAGE", image}};
   for (auto& a : stack.agents) {
-    int port = FreePort(a.ip);
-    if (port == 0) {
-      std::fprintf(stderr, "hyperslice dev: no free port on %s\n", a.ip.c_str());
+    auto port = FreeLoopbackPort(a.ip);
+    if (!port.ok()) {
+      std::fprintf(stderr, "hyperslice dev: no free port on %s: %s\n", a.ip.c_str(),
+                   port.error().message.c_str());
       return 1;
     }
-    a.address = a.ip + ":" + std::to_string(port);
+    a.address = a.ip + ":" + std::to_string(*port);
     a.state_dir = stack.tmp_dir + "/" + a.runner;
     a.log_file = f.work_dir + "/" + a.runner + ".log";
     vars[a.runner == "runner-eu" ? "RUNNER_EU_ADDRESS" : "RUNNER_US_ADDRESS"] = a.address;

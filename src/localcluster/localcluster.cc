@@ -1,5 +1,7 @@
 #include "src/localcluster/localcluster.h"
 
+#include "src/base/command.h"
+
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -57,23 +59,6 @@ Status WriteFile(const fs::path& path, const std::string& content, fs::perms per
 
 // Binds port 0 on loopback to learn a free port. Another process may take it before our child
 // binds it; Start() retries the whole bring-up when a child reports "address already in use".
-Result<int> FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Err(Error::Code::kInternal, std::string("socket: ") + std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    int err = errno;
-    close(fd);
-    return Err(Error::Code::kInternal, std::string("bind 127.0.0.1:0: ") + std::strerror(err));
-  }
-  close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
-}
 
 bool Executable(const fs::path& p) { return access(p.c_str(), X_OK) == 0; }
 
@@ -366,9 +351,9 @@ class LocalClusterImpl final : public LocalCluster {
   // Picks ports, writes kubeconfigs, starts etcd, kube-apiserver and (optionally)
   // kube-controller-manager, each waited on until it serves.
   Status StartProcesses() {
-    HS_ASSIGN_OR_RETURN(int etcd_client_port, FreePort());
-    HS_ASSIGN_OR_RETURN(int etcd_peer_port, FreePort());
-    HS_ASSIGN_OR_RETURN(apiserver_port_, FreePort());
+    HS_ASSIGN_OR_RETURN(int etcd_client_port, FreeLoopbackPort());
+    HS_ASSIGN_OR_RETURN(int etcd_peer_port, FreeLoopbackPort());
+    HS_ASSIGN_OR_RETURN(apiserver_port_, FreeLoopbackPort());
     etcd_url_ = "http://127.0.0.1:" + std::to_string(etcd_client_port);
     std::string peer_url = "http://127.0.0.1:" + std::to_string(etcd_peer_port);
     server_url_ = "https://127.0.0.1:" + std::to_string(apiserver_port_);
@@ -457,7 +442,7 @@ class LocalClusterImpl final : public LocalCluster {
   }
 
   Status StartControllerManager() {
-    HS_ASSIGN_OR_RETURN(int port, FreePort());
+    HS_ASSIGN_OR_RETURN(int port, FreeLoopbackPort());
     fs::path pki = fs::path(work_dir_) / "pki";
     std::string kubeconfig = (fs::path(work_dir_) / "kube-controller-manager.kubeconfig").string();
     HS_RETURN_IF_ERROR(
@@ -488,7 +473,7 @@ class LocalClusterImpl final : public LocalCluster {
   }
 
   Status StartScheduler() {
-    HS_ASSIGN_OR_RETURN(int port, FreePort());
+    HS_ASSIGN_OR_RETURN(int port, FreeLoopbackPort());
     std::string kubeconfig = (fs::path(work_dir_) / "kube-scheduler.kubeconfig").string();
     HS_RETURN_IF_ERROR(WriteFile(
         kubeconfig, Kubeconfig(server_url_, ca_.cert_pem, "system:kube-scheduler", scheduler_cred_),

@@ -27,21 +27,6 @@ bool OnPath(const std::string& tool) {
   return RunCommand({"sh", "-c", "command -v " + tool}).exit_code == 0;
 }
 
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return 0;
-  }
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 bool Answers(int port) {
   auto r = RunCommand({"bash", "-c",
                        "exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port) +
@@ -73,37 +58,19 @@ Result<std::unique_ptr<Registry>> Registry::Start(const std::string& parent_dir)
   // docker-registry cannot listen on port 0 and say which port it got: pick one, retry on a
   // collision.
   for (int attempt = 0; attempt < 5; ++attempt) {
-    reg->port_ = FreePort();
+    auto port = FreeLoopbackPort();
+    if (!port.ok()) return port.error();
+    reg->port_ = *port;
     std::ofstream(reg->dir_ + "/config.yml")
         << "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: "
         << reg->dir_
         << "/data\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:" << reg->port_ << "\n";
     std::string cfg = reg->dir_ + "/config.yml", logf = reg->dir_ + "/registry.log";
-    std::vector<std::string> args = {"docker-registry", "serve", cfg};
-    std::vector<char*> argv;
-    argv.reserve(args.size() + 1);
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, logf.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    // A clean signal mask (the caller may block SIGINT/SIGTERM to sigwait them, and a blocked
-    // SIGTERM would make ~Registry wait forever) and a process group of its own (a
-    // terminal's Ctrl-C reaches the owner, which stops the registry last).
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none;
-    sigemptyset(&none);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
-    int rc = posix_spawnp(&reg->pid_, argv[0], &actions, &attr, argv.data(), environ);
-    posix_spawnattr_destroy(&attr);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) return Error::Make(Error::Code::kInternal, "cannot start docker-registry");
+    // Its own process group and a clean signal mask (StartBackground): the owner may block
+    // SIGINT/SIGTERM to sigwait them and stops the registry last.
+    auto pid = StartBackground({"docker-registry", "serve", cfg}, logf);
+    if (!pid.ok()) return pid.error();
+    reg->pid_ = *pid;
     for (int i = 0; i < 100; ++i) {
       if (Answers(reg->port_)) return reg;
       int status = 0;

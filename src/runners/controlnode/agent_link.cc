@@ -50,41 +50,6 @@ AgentIdentity IdentityOf(const std::string& pem) {
 
 }  // namespace
 
-Error FromGrpc(const grpc::Status& s, const std::string& what) {
-  Error::Code code = Error::Code::kUnknown;
-  switch (s.error_code()) {
-    case grpc::StatusCode::UNAVAILABLE:
-      code = Error::Code::kUnavailable;
-      break;
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      code = Error::Code::kTimeout;
-      break;
-    case grpc::StatusCode::INVALID_ARGUMENT:
-    case grpc::StatusCode::FAILED_PRECONDITION:
-      code = Error::Code::kInvalidArgument;
-      break;
-    case grpc::StatusCode::NOT_FOUND:
-      code = Error::Code::kNotFound;
-      break;
-    case grpc::StatusCode::PERMISSION_DENIED:
-      code = Error::Code::kForbidden;
-      break;
-    case grpc::StatusCode::UNAUTHENTICATED:
-      code = Error::Code::kUnauthorized;
-      break;
-    case grpc::StatusCode::CANCELLED:
-      code = Error::Code::kCancelled;
-      break;
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      code = Error::Code::kTooManyRequests;
-      break;
-    default:
-      code = Error::Code::kUnavailable;
-  }
-  return Error::Make(code, what + ": " + s.error_message(),
-                     "grpc:" + std::to_string(static_cast<int>(s.error_code())));
-}
-
 AgentLink::AgentLink(AgentLinkOptions options) : options_(std::move(options)) {}
 
 AgentLink::~AgentLink() { Stop(); }

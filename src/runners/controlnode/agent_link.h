@@ -33,6 +33,7 @@
 #include "src/base/clock.h"
 #include "src/base/result.h"
 #include "src/runners/agent.grpc.pb.h"
+#include "src/runners/link/link.h"
 
 namespace hyperslice::runners::controlnode {
 
@@ -117,7 +118,7 @@ class AgentLink {
   std::thread prober_, watcher_;
 };
 
-// Error code for a gRPC status (UNAVAILABLE -> kUnavailable, DEADLINE_EXCEEDED -> kTimeout, ...).
-Error FromGrpc(const grpc::Status& s, const std::string& what);
+// Error code for a gRPC status: link::FromGrpc (src/runners/link/link.h).
+using ::hyperslice::runners::link::FromGrpc;
 
 }  // namespace hyperslice::runners::controlnode

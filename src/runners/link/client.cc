@@ -83,30 +83,6 @@ Result<AgentIdentity> FromResponse(const v1::LinkResponse& resp, std::string key
   return id;
 }
 
-Error FromGrpc(const grpc::Status& st, const std::string& what) {
-  Error::Code code = Error::Code::kUnavailable;
-  switch (st.error_code()) {
-    case grpc::StatusCode::PERMISSION_DENIED:
-      code = Error::Code::kForbidden;
-      break;
-    case grpc::StatusCode::UNAUTHENTICATED:
-      code = Error::Code::kUnauthorized;
-      break;
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      code = Error::Code::kInvalidArgument;
-      break;
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      code = Error::Code::kTimeout;
-      break;
-    default:
-      break;
-  }
-  std::string reason;
-  if (st.error_message().rfind(kReasonJoinTokenRefused, 0) == 0) reason = kReasonJoinTokenRefused;
-  if (st.error_message().rfind(kReasonIdentityRefused, 0) == 0) reason = kReasonIdentityRefused;
-  return Error::Make(code, what + ": " + st.error_message(), reason);
-}
-
 std::unique_ptr<v1::RunnerLink::Stub> Stub(const LinkClientOptions& o, const std::string& cert,
                                            const std::string& key) {
   grpc::SslCredentialsOptions ssl;

@@ -21,6 +21,8 @@
 #include <mutex>
 #include <string>
 
+#include <grpcpp/support/status.h>
+
 #include "src/base/result.h"
 #include "src/net/pki.h"
 
@@ -32,6 +34,12 @@ inline constexpr char kControlNodeOrganization[] = "runners.hyperslice.dev:contr
 // Error::reason of a refused join token and of a refused renewal.
 inline constexpr char kReasonJoinTokenRefused[] = "JoinTokenRefused";
 inline constexpr char kReasonIdentityRefused[] = "IdentityRefused";
+
+// The Error for a failed gRPC call to a link server or an agent: the code mapped (UNAVAILABLE ->
+// kUnavailable, DEADLINE_EXCEEDED -> kTimeout, INVALID_ARGUMENT/FAILED_PRECONDITION ->
+// kInvalidArgument, ...), `what` before the message, and as reason the kReason* the server named
+// or "grpc:<code>".
+Error FromGrpc(const grpc::Status& s, const std::string& what);
 
 // A new runners CA (self-signed, ten years by default).
 Result<net::pki::KeyPair> MakeRunnersCa(std::chrono::seconds validity = std::chrono::hours(24 *

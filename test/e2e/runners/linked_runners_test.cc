@@ -62,20 +62,10 @@ using testenv::Eventually;
 const kube::Resource kJobs{"batch", "v1", "jobs", "Job", true};
 constexpr char kControlNode[] = "runners-global";
 
-int FreePort(const char* ip) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = 0;
-  inet_pton(AF_INET, ip, &a.sin_addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+// A free port on a loopback address, or 0 (the caller's start then fails visibly).
+int FreePort(const std::string& ip) {
+  auto port = FreeLoopbackPort(ip);
+  return port.ok() ? *port : 0;
 }
 
 std::string At(const json::object& o, std::string_view dotted, std::string_view key) {
@@ -169,7 +159,7 @@ class Agent {
     fs::create_directories(state_dir_);
     token_file_ = dir + "/" + name_ + ".token";
     log_file_ = dir + "/" + name_ + ".log";
-    address_ = ip_ + ":" + std::to_string(FreePort(ip_.c_str()));
+    address_ = ip_ + ":" + std::to_string(FreePort(ip_));
   }
   ~Agent() { Kill9(); }
   const std::string& address() const { return address_; }
@@ -201,19 +191,10 @@ class Agent {
                                      region_,
                                      "--zone",
                                      region_ + "-a"};
-    std::vector<char*> argv;
-    argv.reserve(args.size() + 1);
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_file_.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
-    int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    return rc == 0;
+    auto pid = StartBackground(args, log_file_);
+    if (!pid.ok()) return false;
+    pid_ = *pid;
+    return true;
   }
   void Kill9() {
     if (pid_ <= 0) return;

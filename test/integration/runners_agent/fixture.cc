@@ -22,18 +22,8 @@ namespace fs = std::filesystem;
 namespace {
 
 int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return 0;
-  }
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  auto port = FreeLoopbackPort();
+  return port.ok() ? *port : 0;
 }
 
 std::unique_ptr<Env> Make(std::string* why) {
@@ -151,19 +141,9 @@ AgentProcess::~AgentProcess() {
                                    "--capacity",
                                    "memory=8Gi"};
   args.insert(args.end(), extra_.begin(), extra_.end());
-  std::vector<char*> argv;
-  argv.reserve(args.size() + 1);
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_file_.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
-  int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return ::testing::AssertionFailure() << "cannot start " << HS_BINARY;
+  auto pid = StartBackground(args, log_file_);
+  if (!pid.ok()) return ::testing::AssertionFailure() << pid.error().message;
+  pid_ = *pid;
   auto stub = Stub();
   for (int i = 0; i < 150; ++i) {
     grpc::ClientContext ctx;
