@@ -32,6 +32,7 @@
 #include "src/webhook/webhook.h"
 #include "test/testenv/command.h"
 #include "test/testenv/crds.h"
+#include "test/testenv/eventually.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice {
@@ -410,10 +411,26 @@ spec:
   auto p = env.Apply(kPools, "default", "budget-pool", pool("budget-pool", "15"));
   ASSERT_TRUE(p.ok() && p->status < 300) << (p.ok() ? p->body : p.error().ToString());
 
+  // The webhook warns from its informer cache ("however stale, good enough" for a warning), so
+  // the pool just created may not be in it yet: lower the limit again (from 20) until the cache
+  // has caught up, then check what it says.
+  std::string warning;
+  const std::string expected = "GPUNodePool default/budget-pool has maxHourlyPrice \"15\"";
   auto lowered = env.Apply(kClasses, "", "budget-class", cls("10"));
   ASSERT_TRUE(lowered.ok());
   EXPECT_LT(lowered->status, 300) << lowered->body;
-  std::string warning = Warnings(*lowered);
+  warning = Warnings(*lowered);
+  EXPECT_TRUE(testenv::Eventually(
+      [&] {
+        if (warning.find(expected) != std::string::npos) return true;
+        auto raised = env.Apply(kClasses, "", "budget-class", cls("20"));
+        auto again = env.Apply(kClasses, "", "budget-class", cls("10"));
+        if (!raised.ok() || !again.ok() || again->status >= 300) return false;
+        warning = Warnings(*again);
+        return warning.find(expected) != std::string::npos;
+      },
+      std::chrono::seconds(10)))
+      << "warning: " << warning;
   EXPECT_NE(warning.find("GPUNodePool default/budget-pool has maxHourlyPrice \"15\" above this "
                          "class's limits.maxHourlyCost \"10\""),
             std::string::npos)
