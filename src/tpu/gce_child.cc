@@ -182,8 +182,10 @@ GceChildReconciler::GceChildReconciler(GceChildOptions options, std::unique_ptr<
       kind_(std::move(kind)),
       cache_(options_.informer ? std::make_unique<kube::MutationCache>(&options_.informer->store())
                                : nullptr),
-      clock_(options_.clock != nullptr ? *options_.clock : RealClock()),
-      rng_(std::random_device{}()) {}
+      schedule_({.backoff_initial = options_.backoff_initial,
+                 .backoff_max = options_.backoff_max,
+                 .drift_check_interval = options_.drift_check_interval,
+                 .clock = options_.clock}) {}
 
 GceOwner GceChildReconciler::OwnerOf(const Object& cr) const {
   GceOwner owner;
@@ -207,38 +209,15 @@ GceOwner GceChildReconciler::OwnerOf(const Object& cr) const {
 }
 
 kube::ReconcileResult GceChildReconciler::Backoff(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
-  next_check_.erase(key);
-  int n = attempts_[key]++;
-  auto d = options_.backoff_initial;
-  for (int i = 0; i < n && d < options_.backoff_max; ++i) d *= 2;
-  return {.requeue = false, .requeue_after = std::min(d, options_.backoff_max)};
+  return {.requeue = false, .requeue_after = schedule_.Backoff(key)};
 }
 
 kube::ReconcileResult GceChildReconciler::Failed(const std::string& key) {
-  auto result = Backoff(key);
-  std::lock_guard<std::mutex> lock(mu_);
-  not_before_[key] = clock_.Now() + result.requeue_after;
-  return result;
+  return {.requeue = false, .requeue_after = schedule_.Failed(key)};
 }
 
-std::optional<Clock::Duration> GceChildReconciler::RetryGate(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = not_before_.find(key);
-  if (it == not_before_.end()) return std::nullopt;
-  auto now = clock_.Now();
-  if (now >= it->second) {
-    not_before_.erase(it);
-    return std::nullopt;
-  }
-  return it->second - now;
-}
-
-void GceChildReconciler::Forget(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
-  attempts_.erase(key);
-  not_before_.erase(key);
-  next_check_.erase(key);
+kube::ReconcileResult GceChildReconciler::DriftRequeue(const std::string& key) {
+  return {.requeue = false, .requeue_after = schedule_.DriftCheck(key)};
 }
 
 std::optional<Clock::Duration> GceChildReconciler::SettledUntil(const Ctx& ctx,
@@ -250,24 +229,7 @@ std::optional<Clock::Duration> GceChildReconciler::SettledUntil(const Ctx& ctx,
   if (!ready || ready->status != "True" || ready->observed_generation != generation) {
     return std::nullopt;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = next_check_.find(ctx.key);
-  if (it == next_check_.end()) return std::nullopt;
-  auto now = clock_.Now();
-  if (now >= it->second) return std::nullopt;
-  return it->second - now;
-}
-
-kube::ReconcileResult GceChildReconciler::DriftRequeue(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
-  attempts_.erase(key);
-  not_before_.erase(key);
-  std::uniform_real_distribution<double> jitter(0.8, 1.2);
-  auto d =
-      std::chrono::duration_cast<Clock::Duration>(options_.drift_check_interval * jitter(rng_));
-  next_check_[key] = clock_.Now() + d;
-  return {.requeue = false,
-          .requeue_after = std::max<Clock::Duration>(d, std::chrono::milliseconds(1))};
+  return schedule_.UntilDriftCheck(ctx.key);
 }
 
 Result<kube::ReconcileResult> GceChildReconciler::Reconcile(const std::string& key) {
@@ -277,7 +239,7 @@ Result<kube::ReconcileResult> GceChildReconciler::Reconcile(const std::string& k
   if (cache_) {
     kube::ObjectPtr cached = cache_->Get(key);
     if (!cached) {
-      Forget(key);
+      schedule_.Forget(key);
       return kube::ReconcileResult{};
     }
     ctx.cr = kube::DeepCopy(*cached);
@@ -285,7 +247,7 @@ Result<kube::ReconcileResult> GceChildReconciler::Reconcile(const std::string& k
     auto got = options_.client->Get(kind_->resource(), ctx.ns, ctx.name);
     if (!got.ok()) {
       if (got.error().code == Error::Code::kNotFound) {
-        Forget(key);
+        schedule_.Forget(key);
         return kube::ReconcileResult{};
       }
       return got.error();
@@ -352,7 +314,7 @@ Status GceChildReconciler::RemoveFinalizer(Ctx& ctx) {
   }
   ctx.cr = std::move(updated).value();
   if (cache_) cache_->Mutated(ctx.cr);  // a reconcile before the informer catches up sees it gone
-  Forget(ctx.key);
+  schedule_.Forget(ctx.key);
   return OkStatus();
 }
 
@@ -452,7 +414,7 @@ Result<kube::ReconcileResult> GceChildReconciler::ReconcileLive(Ctx& ctx) {
   }
   // After a failure, GCE is left alone until the backoff has passed, whatever woke us (our own
   // status write does).
-  if (auto wait = RetryGate(ctx.key)) {
+  if (auto wait = schedule_.RetryGate(ctx.key)) {
     HS_RETURN_IF_ERROR(WriteStatus(ctx));
     return kube::ReconcileResult{.requeue_after = *wait};
   }
@@ -585,7 +547,7 @@ Result<kube::ReconcileResult> GceChildReconciler::ReconcileDeletion(Ctx& ctx) {
         break;
     }
   }
-  if (auto wait = RetryGate(ctx.key)) {
+  if (auto wait = schedule_.RetryGate(ctx.key)) {
     HS_RETURN_IF_ERROR(WriteStatus(ctx));
     return kube::ReconcileResult{.requeue_after = *wait};
   }

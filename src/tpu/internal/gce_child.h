@@ -20,7 +20,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +35,7 @@
 #include "src/kube/informer.h"
 #include "src/kube/mutation_cache.h"
 #include "src/kube/resource.h"
+#include "src/tpu/internal/requeue_schedule.h"
 
 namespace hyperslice::tpu::internal {
 
@@ -157,29 +157,18 @@ class GceChildReconciler {
   // Sets the Ready condition (and emits an Event when it changed or is a warning).
   void SetReady(Ctx& ctx, bool ready, const std::string& reason, const std::string& message,
                 bool warning);
-  // The next delay of the key's growing backoff (something not done yet).
   kube::ReconcileResult Backoff(const std::string& key);
-  // Backoff after a failure; mutations of this key's resource wait until it has passed, even
-  // when an event (our own status write) wakes the reconciler sooner.
   kube::ReconcileResult Failed(const std::string& key);
-  // Time left before a failed key may call GCE again; nullopt when it may now.
-  std::optional<Clock::Duration> RetryGate(const std::string& key);
+  kube::ReconcileResult DriftRequeue(const std::string& key);
   // Time left before a Ready, settled child (no operation, this generation observed) is due for
   // its drift check; nullopt when it is not settled or the check is due.
   std::optional<Clock::Duration> SettledUntil(const Ctx& ctx, int64_t generation);
-  void Forget(const std::string& key);
-  kube::ReconcileResult DriftRequeue(const std::string& key);
   GceOwner OwnerOf(const kube::Object& cr) const;
 
   GceChildOptions options_;
   std::unique_ptr<GceChildKind> kind_;
   std::unique_ptr<kube::MutationCache> cache_;  // when options_.informer is set
-  std::mutex mu_;
-  Clock& clock_;
-  std::map<std::string, int> attempts_;                 // per key, for Backoff
-  std::map<std::string, Clock::TimePoint> not_before_;  // per key, set by Failed
-  std::map<std::string, Clock::TimePoint> next_check_;  // per key, set by DriftRequeue
-  std::mt19937_64 rng_;
+  RequeueSchedule schedule_;
 };
 
 // The three kinds (resource_policy_controller.cc, instance_template_controller.cc,
