@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "src/base/fake_clock.h"
+#include "src/base/json.h"
 
 namespace hyperslice::testenv {
 namespace {
