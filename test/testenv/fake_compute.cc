@@ -152,7 +152,7 @@ void FakeCompute::FailNextOperation(std::string_view method, Error error) {
   fail_next_.insert_or_assign(std::string(method), std::move(error));
 }
 
-void FakeCompute::InjectError(std::string_view method, Error error, int times) {
+void FakeCompute::InjectError(std::string_view method, const Error& error, int times) {
   std::lock_guard lock(mu_);
   auto& q = injected_[std::string(method)];
   for (int i = 0; i < times; ++i) q.push_back(error);

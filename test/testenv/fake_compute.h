@@ -69,7 +69,7 @@ class FakeCompute final : public gce::Compute {
   void FailNextOperation(std::string_view method, Error error);
 
   // --- errors and counters -----------------------------------------------------------------
-  void InjectError(std::string_view method, Error error, int times = 1);
+  void InjectError(std::string_view method, const Error& error, int times = 1);
   // Calls of `method`, every result; Calls() of all methods.
   uint64_t Calls(std::string_view method) const { return counters_.Total(method); }
   uint64_t Calls() const;
