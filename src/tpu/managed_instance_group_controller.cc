@@ -12,6 +12,7 @@
 
 #include "src/tpu/api.h"
 #include "src/tpu/internal/gce_child.h"
+#include "src/tpu/internal/reasons.h"
 
 namespace hyperslice::tpu::internal {
 namespace {
@@ -207,7 +208,7 @@ class ManagedInstanceGroupKind final : public GceChildKind {
       HS_ASSIGN_OR_RETURN(auto op, compute.ResizeInstanceGroupManager(project, zone, name, want));
       Observation obs;
       obs.ready = false;
-      obs.reason = "Drifted";
+      obs.reason = reason::kDrifted;
       obs.message = "instanceGroupManager " + name + " has targetSize " + std::to_string(have) +
                     " in GCE, the spec wants " + std::to_string(want) + ": resizing";
       obs.warning = true;
@@ -258,7 +259,7 @@ class ManagedInstanceGroupKind final : public GceChildKind {
       obs.message = listed->message;
       obs.warning = true;
     } else {
-      obs.reason = "InstancesNotRunning";
+      obs.reason = reason::kInstancesNotRunning;
       obs.message =
           std::to_string(running) + " of " + std::to_string(want) + " instances are RUNNING";
     }
