@@ -7,6 +7,10 @@
 // system calls and an extra completion each time), a large share of the cost of a small keep-alive
 // request. A deadline is therefore honoured within a sweep period (a quarter of the shorter
 // timeout, 10 ms to 1 s).
+//
+// With a client CA the TLS context asks for a client certificate and each connection verifies it
+// once, after the handshake; a hijacked connection leaves the session (and its tracking) with its
+// stream and read buffer.
 #include "src/net/server.h"
 
 #include <sys/stat.h>
@@ -31,6 +35,7 @@
 #include <boost/url/parse.hpp>
 
 #include "src/base/log.h"
+#include "src/net/hijack.h"
 #include "src/net/tls.h"
 
 namespace hyperslice::net {
@@ -163,10 +168,20 @@ struct State {
     }
     auto ctx = internal::MakeServerContext(options.tls->cert_file, options.tls->key_file);
     if (!ctx.ok()) return ctx.error();
+    if (options.client_ca_pem) internal::RequestClientCertificate((*ctx)->native_handle());
     tls_ctx = *ctx;
     tls_mtimes = {cs.st_mtim, ks.st_mtim};
     tls_generation++;
     return OkStatus();
+  }
+
+  // Client CA (Options::client_ca_pem), replaced by SetClientCa.
+  std::mutex ca_mu;
+  internal::CaStore client_ca;
+
+  internal::CaStore CurrentClientCa() {
+    std::lock_guard lock(ca_mu);
+    return client_ca;
   }
 
   // Live connections, so Stop() can close idle keep-alive ones: their pending reads hold the
@@ -252,6 +267,16 @@ class ResponderImpl final : public Responder {
     });
   }
   bool ClientGone() const override { return session_->state()->stopping.load(); }
+  void Hijack(HijackHandler take) override {
+    if (sent_.exchange(true)) return;
+    auto session = session_;
+    asio::dispatch(session->Stream().get_executor(), [session, take = std::move(take)] {
+      session->state()->RequestDone();
+      HijackedConnection conn;
+      session->Release(conn);
+      take(conn);
+    });
+  }
 
  private:
   void Deliver(int status, std::string_view body, const Headers& headers) {
@@ -353,6 +378,7 @@ class Session {
       remote_address_ = rec ? std::string() : ep.address().to_string();
     }
     req.remote_address = *remote_address_;
+    req.client = client_;
     // While a request is pending the connection is not read; a slow handler must not be cut by
     // the idle timer.
     ExpiresNever();
@@ -385,7 +411,10 @@ class Session {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<std::string> remote_address_;
+  std::optional<ClientIdentity> client_;  // verified once per connection (TLS with a client CA)
   std::atomic<int64_t> deadline_ns_{kNoDeadline};  // steady clock; read by the sweep
+  // Set once the stream was handed over (Hijack): Close() then leaves it to its new owner.
+  std::atomic<bool> hijacked_{false};
 };
 
 class PlainSession final : public Session<PlainSession>,
@@ -398,9 +427,17 @@ class PlainSession final : public Session<PlainSession>,
   void Start() { DoRead(); }
   void CloseIfExpired(int64_t now_ns) override { CloseIfPastDeadline(now_ns); }
   void Close() override {
+    if (hijacked_) return;
     error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.close();
+  }
+  // On the session's executor.
+  void Release(HijackedConnection& conn) {
+    hijacked_ = true;
+    conn.owner = state_;
+    conn.plain.emplace(std::move(stream_));
+    conn.buffer = std::move(buffer_);
   }
 
  private:
@@ -426,13 +463,25 @@ class TlsSession final : public Session<TlsSession>,
     stream_.async_handshake(ssl::stream_base::server, [s = shared_from_this()](error_code ec) {
       // Plain HTTP or a failed handshake just closes: nothing to answer.
       if (ec) return s->Close();
+      if (auto ca = s->state_->CurrentClientCa()) {
+        s->client_ = internal::VerifyClient(s->stream_.native_handle(), ca.get());
+      }
       s->DoRead();
     });
   }
   void Close() override {
+    if (hijacked_) return;
     error_code ec;
     beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_both, ec);
     beast::get_lowest_layer(stream_).close();
+  }
+  // On the session's executor.
+  void Release(HijackedConnection& conn) {
+    hijacked_ = true;
+    conn.owner = std::make_shared<std::pair<std::shared_ptr<State>, std::shared_ptr<ssl::context>>>(
+        state_, ctx_);
+    conn.tls.emplace(std::move(stream_));
+    conn.buffer = std::move(buffer_);
   }
 
  private:
@@ -484,6 +533,13 @@ class Server final : public HttpServer {
 
   uint16_t port() const override { return port_; }
   int tls_generation() const override { return state_->tls_generation.load(); }
+
+  Status SetClientCa(const std::string& pem) override {
+    HS_ASSIGN_OR_RETURN(auto store, internal::LoadCaStore(pem));
+    std::lock_guard lock(state_->ca_mu);
+    state_->client_ca = std::move(store);
+    return OkStatus();
+  }
 
   void Stop(std::chrono::milliseconds grace) override {
     if (stopped_.exchange(true)) return;
@@ -561,8 +617,14 @@ std::string ServerRequest::Query(std::string_view name) const {
 }
 
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(Options options, Handler handler) {
+  if (options.client_ca_pem && !options.tls) {
+    return Error::Make(Error::Code::kInvalidArgument, "a client CA needs TLS");
+  }
   auto state = std::make_shared<State>(std::move(options));
   state->handler = std::move(handler);
+  if (state->options.client_ca_pem) {
+    HS_ASSIGN_OR_RETURN(state->client_ca, internal::LoadCaStore(*state->options.client_ca_pem));
+  }
   if (state->options.tls) {
     std::lock_guard lock(state->tls_mu);
     HS_RETURN_IF_ERROR(state->MaybeReloadLocked());

@@ -5,6 +5,10 @@
 //
 // Handlers run on the server's I/O threads and must not block for long; a handler that needs to
 // wait (long polls) keeps the Responder and completes it later from any thread.
+//
+// Optional mutual TLS (Options::client_ca_pem) and connection takeover (Responder::Hijack, for
+// protocol upgrades such as SPDY or WebSocket) let a server with its own wire protocol after the
+// first request (the control node's kubelet API) share this accept/handshake/request loop.
 #pragma once
 
 #include <chrono>
@@ -14,11 +18,19 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "src/base/result.h"
 #include "src/net/http.h"
 
 namespace hyperslice::net {
+
+// Who a verified client certificate names, as Kubernetes' x509 authenticator reads it: the
+// subject's CN is the user, its O entries the groups.
+struct ClientIdentity {
+  std::string name;
+  std::vector<std::string> groups;
+};
 
 struct ServerRequest {
   std::string method;
@@ -28,10 +40,17 @@ struct ServerRequest {
   Headers headers;                                // names lower-cased
   std::string body;
   std::string remote_address;
+  // Set when the server authenticates clients (Options::client_ca_pem) and this connection's
+  // certificate verified against the client CA of the moment it connected.
+  std::optional<ClientIdentity> client;
   std::string Header(std::string_view name) const;
   // First value of a query parameter, or "".
   std::string Query(std::string_view name) const;
 };
+
+// A connection taken over from the server (src/net/hijack.h).
+struct HijackedConnection;
+using HijackHandler = std::function<void(HijackedConnection&)>;
 
 // Completes one request. Send() may be called from any thread, once; later calls are ignored.
 // A Responder dropped without Send() answers 500 so no client hangs.
@@ -47,6 +66,12 @@ class Responder {
   virtual void Abort() = 0;
   // True once the client has gone away (lets long polls stop early).
   virtual bool ClientGone() const = 0;
+  // Instead of Send: takes the connection over, to speak another protocol on it (an upgrade) or
+  // stream an answer by hand. `take` runs on the connection's executor, once, with the stream and
+  // the bytes already read past the request; from then on the server neither reads, writes, times
+  // out nor closes the connection. If the server stops first, `take` may be dropped unrun; a
+  // connection the client closed is handed over closed (its first read or write fails).
+  virtual void Hijack(HijackHandler take) = 0;
 };
 
 using Handler = std::function<void(const ServerRequest&, std::shared_ptr<Responder>)>;
@@ -65,7 +90,13 @@ class HttpServer {
     std::optional<ServerTlsFiles> tls;
     size_t max_body_bytes = size_t{8} * 1024 * 1024;  // larger bodies get 413
     std::chrono::milliseconds idle_timeout{60000};
-    std::chrono::milliseconds read_timeout{30000};  // header+body of one request
+    std::chrono::milliseconds read_timeout{30000};  // TLS handshake; header+body of one request
+    // Mutual TLS (with `tls` only): a client certificate is requested, not required. One that
+    // verifies (for client authentication) against this CA bundle names ServerRequest::client;
+    // without one the request still reaches the handler, which answers it (e.g. 401, as the
+    // kubelet does, rather than a TLS alert). Checked once per connection, after the handshake;
+    // session resumption is off so that every connection presents its certificate.
+    std::optional<std::string> client_ca_pem;
   };
   virtual ~HttpServer() = default;
 
@@ -77,6 +108,9 @@ class HttpServer {
   virtual void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000)) = 0;
   // Number of times the TLS key pair was (re)loaded; 1 after Start with TLS.
   virtual int tls_generation() const = 0;
+  // Replaces the client CA (Options::client_ca_pem); connections made afterwards verify against
+  // it. An error (no certificate in `pem`) keeps the previous one.
+  virtual Status SetClientCa(const std::string& pem) = 0;
 };
 
 }  // namespace hyperslice::net

@@ -1,7 +1,10 @@
 #include "src/net/tls.h"
 
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <boost/asio/ssl.hpp>
 
@@ -90,6 +93,72 @@ Result<std::shared_ptr<ssl::context>> MakeServerContext(const std::string& cert_
                        "TLS key " + key_file + " does not match certificate " + cert_file);
   }
   return ctx;
+}
+
+Result<CaStore> LoadCaStore(const std::string& pem) {
+  CaStore store(X509_STORE_new(), X509_STORE_free);
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
+      BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), BIO_free);
+  if (!store || !bio) return Error::Make(Error::Code::kInternal, "out of memory");
+  int n = 0;
+  while (X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
+    X509_STORE_add_cert(store.get(), cert);
+    X509_free(cert);
+    ++n;
+  }
+  ERR_clear_error();
+  if (n == 0)
+    return Error::Make(Error::Code::kInvalidArgument, "client CA: no PEM certificate found");
+  return store;
+}
+
+void RequestClientCertificate(SSL_CTX* ctx) {
+  // A verify callback that accepts everything: a missing or bad certificate is the request's
+  // answer (401), not a TLS alert the client cannot read.
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, [](int, X509_STORE_CTX*) { return 1; });
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+  SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+  static const unsigned char kSessionContext[] = "hyperslice-mtls";
+  SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1);
+}
+
+namespace {
+
+std::vector<std::string> NameEntries(X509_NAME* name, int nid) {
+  std::vector<std::string> out;
+  int i = -1;
+  while ((i = X509_NAME_get_index_by_NID(name, nid, i)) >= 0) {
+    ASN1_STRING* data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, i));
+    unsigned char* utf8 = nullptr;
+    int len = ASN1_STRING_to_UTF8(&utf8, data);
+    if (len >= 0) out.emplace_back(reinterpret_cast<char*>(utf8), static_cast<size_t>(len));
+    OPENSSL_free(utf8);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<ClientIdentity> VerifyClient(SSL* ssl, X509_STORE* store) {
+  std::unique_ptr<X509, decltype(&X509_free)> leaf(SSL_get1_peer_certificate(ssl), X509_free);
+  if (!leaf) return std::nullopt;
+  std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> ctx(X509_STORE_CTX_new(),
+                                                                      X509_STORE_CTX_free);
+  if (!ctx ||
+      X509_STORE_CTX_init(ctx.get(), store, leaf.get(), SSL_get_peer_cert_chain(ssl)) != 1) {
+    return std::nullopt;
+  }
+  X509_STORE_CTX_set_purpose(ctx.get(), X509_PURPOSE_SSL_CLIENT);
+  bool ok = X509_verify_cert(ctx.get()) == 1;
+  ERR_clear_error();
+  if (!ok) return std::nullopt;
+  X509_NAME* subject = X509_get_subject_name(leaf.get());
+  auto cn = NameEntries(subject, NID_commonName);
+  if (cn.empty() || cn.front().empty()) return std::nullopt;
+  ClientIdentity id;
+  id.name = cn.front();
+  id.groups = NameEntries(subject, NID_organizationName);
+  return id;
 }
 
 }  // namespace hyperslice::net::internal

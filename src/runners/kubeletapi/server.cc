@@ -1,18 +1,13 @@
-// The kubelet API server on Boost.Beast (the project's HTTP stack): TLS with a client certificate
-// requested and verified here against the client CA, one HTTP/1.1 request at a time per
-// connection, streamed log responses, and exec connections upgraded to SPDY/3.1 or WebSocket.
+// The kubelet API server on the project's HTTP server (src/net): it accepts, does the TLS
+// handshake (with a client certificate requested and verified against the client CA), reads
+// requests and answers the short ones; streamed log responses and exec connections upgraded to
+// SPDY/3.1 or WebSocket take the connection over from it (Responder::Hijack).
 //
-// Each connection runs on a strand of the server's io_context; everything touching its socket
-// runs there. Backend calls (and the Authorizer) run on a thread of their own per request: they
-// post output to the strand through a bounded SendWindow, which blocks them while the client is
-// slow and releases them (false) once the client is gone.
-#include <openssl/err.h>
-#include <openssl/pem.h>
-#include <openssl/ssl.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
-#include <sys/stat.h>
-
+// Each request is a Call. Backend calls (and the Authorizer) run on a thread of their own per
+// request; once a Call holds the connection, everything touching its socket runs on the
+// connection's executor (a strand), and backend output is posted there through a bounded
+// SendWindow, which blocks the backend while the client is slow and releases it (false) once the
+// client is gone.
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -20,19 +15,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
 
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
@@ -41,7 +33,8 @@
 #include <boost/url/parse.hpp>
 
 #include "src/base/log.h"
-#include "src/net/tls.h"
+#include "src/net/hijack.h"
+#include "src/net/server.h"
 #include "src/runners/kubeletapi/internal/remotecommand.h"
 #include "src/runners/kubeletapi/internal/spdy.h"
 #include "src/runners/kubeletapi/kubeletapi.h"
@@ -64,7 +57,6 @@ using WsStream = websocket::stream<TlsStream>;
 constexpr size_t kWindowBytes = size_t{1} << 20;   // output queued per connection before blocking
 constexpr size_t kMaxChunk = size_t{32} * 1024;    // bytes per DATA frame / WebSocket message
 constexpr auto kLinger = std::chrono::seconds(5);  // wait for the client to close after an exec
-constexpr auto kHandshakeTimeout = std::chrono::seconds(30);
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -76,82 +68,11 @@ bool ParseBool(std::string_view v) {
   return v == "1" || v == "t" || v == "T" || v == "true" || v == "TRUE" || v == "True";
 }
 
-// ---- client certificates -------------------------------------------------------------------
-
-using CaStore = std::shared_ptr<X509_STORE>;
-
-Result<CaStore> LoadCaStore(const std::string& pem) {
-  CaStore store(X509_STORE_new(), X509_STORE_free);
-  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
-      BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), BIO_free);
-  if (!store || !bio) return Error::Make(Error::Code::kInternal, "out of memory");
-  int n = 0;
-  while (X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
-    X509_STORE_add_cert(store.get(), cert);
-    X509_free(cert);
-    ++n;
-  }
-  ERR_clear_error();
-  if (n == 0) {
-    return Error::Make(Error::Code::kInvalidArgument,
-                       "client CA: no PEM certificate found (expected the cluster's client CA, "
-                       "kube-system/extension-apiserver-authentication client-ca-file)");
-  }
-  return store;
-}
-
-std::vector<std::string> NameEntries(X509_NAME* name, int nid) {
-  std::vector<std::string> out;
-  int i = -1;
-  while ((i = X509_NAME_get_index_by_NID(name, nid, i)) >= 0) {
-    ASN1_STRING* data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, i));
-    unsigned char* utf8 = nullptr;
-    int len = ASN1_STRING_to_UTF8(&utf8, data);
-    if (len >= 0) out.emplace_back(reinterpret_cast<char*>(utf8), static_cast<size_t>(len));
-    OPENSSL_free(utf8);
-  }
-  return out;
-}
-
-// The user a verified client certificate names (as the apiserver's and the kubelet's x509
-// authenticator: CN the user, O the groups); nullopt without a certificate or when it does not
-// verify against `store` for client authentication.
-std::optional<UserInfo> AuthenticatePeer(SSL* ssl, X509_STORE* store) {
-  std::unique_ptr<X509, decltype(&X509_free)> leaf(SSL_get1_peer_certificate(ssl), X509_free);
-  if (!leaf) return std::nullopt;
-  std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> ctx(X509_STORE_CTX_new(),
-                                                                      X509_STORE_CTX_free);
-  if (!ctx ||
-      X509_STORE_CTX_init(ctx.get(), store, leaf.get(), SSL_get_peer_cert_chain(ssl)) != 1) {
-    return std::nullopt;
-  }
-  X509_STORE_CTX_set_purpose(ctx.get(), X509_PURPOSE_SSL_CLIENT);
-  bool ok = X509_verify_cert(ctx.get()) == 1;
-  ERR_clear_error();
-  if (!ok) return std::nullopt;
-  UserInfo user;
-  X509_NAME* subject = X509_get_subject_name(leaf.get());
-  auto cn = NameEntries(subject, NID_commonName);
-  if (cn.empty() || cn.front().empty()) return std::nullopt;
-  user.name = cn.front();
-  user.groups = NameEntries(subject, NID_organizationName);
-  return user;
-}
-
 // ---- HTTP answers --------------------------------------------------------------------------
 
-std::string HttpResponse(int status, std::string_view content_type, std::string_view body,
-                         bool close) {
-  std::string out = "HTTP/1.1 " + std::to_string(status) + " " +
-                    std::string(http::obsolete_reason(static_cast<http::status>(status))) + "\r\n";
-  out += "Content-Type: ";
-  out += content_type;
-  out += "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
-  out += "X-Content-Type-Options: nosniff\r\n";
-  if (close) out += "Connection: close\r\n";
-  out += "\r\n";
-  out += body;
-  return out;
+// The kubelet's headers on a whole answer (net adds Content-Length and Connection).
+net::Headers AnswerHeaders(std::string_view content_type) {
+  return {{"Content-Type", std::string(content_type)}, {"X-Content-Type-Options", "nosniff"}};
 }
 
 std::string Chunk(std::string_view data) {
@@ -187,81 +108,22 @@ std::string SubresourceFor(std::string_view path) {
 
 // ---- server state --------------------------------------------------------------------------
 
-class Connection;
+class Call;
 
 struct State : std::enable_shared_from_this<State> {
   explicit State(ServerOptions o) : options(std::move(o)) {}
 
   ServerOptions options;
   std::shared_ptr<Backend> backend;
-  asio::io_context ioc;
   std::atomic<bool> stopping{false};
-
-  std::mutex tls_mu;
-  std::shared_ptr<ssl::context> tls_ctx;
-  std::pair<timespec, timespec> tls_mtimes{};
-  std::chrono::steady_clock::time_point tls_checked{};
-
-  std::mutex ca_mu;
-  CaStore ca_store;
 
   std::mutex workers_mu;
   std::condition_variable workers_cv;
   int workers = 0;
 
-  std::mutex conns_mu;
-  std::vector<std::weak_ptr<Connection>> conns;
-
-  CaStore CurrentCa() {
-    std::lock_guard lock(ca_mu);
-    return ca_store;
-  }
-
-  std::shared_ptr<ssl::context> CurrentTls() {
-    std::lock_guard lock(tls_mu);
-    auto now = std::chrono::steady_clock::now();
-    if (now - tls_checked >= std::chrono::seconds(1)) {
-      tls_checked = now;
-      if (auto st = ReloadLocked(); !st.ok()) {
-        log::Warn("kubelet API: serving certificate not reloaded; serving the previous one",
-                  {{"error", st.error().message}});
-      }
-    }
-    return tls_ctx;
-  }
-
-  // Reloads when a file's mtime changed and the new pair loads; a half-written pair keeps the
-  // previous context (the next check retries).
-  Status ReloadLocked() {
-    struct stat cs {
-    }, ks{};
-    if (stat(options.cert_file.c_str(), &cs) != 0 || stat(options.key_file.c_str(), &ks) != 0) {
-      return Error::Make(
-          Error::Code::kInvalidArgument,
-          "serving certificate files not readable: " + options.cert_file + ", " + options.key_file);
-    }
-    auto same = [](const timespec& a, const timespec& b) {
-      return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
-    };
-    if (tls_ctx && same(cs.st_mtim, tls_mtimes.first) && same(ks.st_mtim, tls_mtimes.second)) {
-      return OkStatus();
-    }
-    auto ctx = net::internal::MakeServerContext(options.cert_file, options.key_file);
-    if (!ctx.ok()) return ctx.error();
-    SSL_CTX* native = (*ctx)->native_handle();
-    // Ask for a client certificate but let the handshake finish without one (or with one that
-    // does not verify): the request is then answered 401, as the kubelet does, instead of a TLS
-    // alert. Verification is done after the handshake against the current client CA.
-    SSL_CTX_set_verify(native, SSL_VERIFY_PEER, [](int, X509_STORE_CTX*) { return 1; });
-    // No resumption: every connection presents and verifies its certificate.
-    SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_OFF);
-    SSL_CTX_set_options(native, SSL_OP_NO_TICKET);
-    static const unsigned char kSessionContext[] = "hyperslice-kubeletapi";
-    SSL_CTX_set_session_id_context(native, kSessionContext, sizeof kSessionContext - 1);
-    tls_ctx = *ctx;
-    tls_mtimes = {cs.st_mtim, ks.st_mtim};
-    return OkStatus();
-  }
+  // Calls in progress, so Stop() can cancel them (their sinks and sessions report it).
+  std::mutex calls_mu;
+  std::vector<std::weak_ptr<Call>> calls;
 
   // Runs `fn` on a thread of its own, counted so Stop() can wait for backend calls.
   template <typename Fn>
@@ -297,92 +159,37 @@ struct Request {
   bool Has(const std::string& name) const { return query.count(name) > 0; }
 };
 
-// ---- connection ----------------------------------------------------------------------------
+// ---- one request ---------------------------------------------------------------------------
 
-class Connection : public std::enable_shared_from_this<Connection> {
+class Call : public std::enable_shared_from_this<Call> {
  public:
-  Connection(tcp::socket socket, std::shared_ptr<ssl::context> ctx, std::shared_ptr<State> state)
+  Call(std::shared_ptr<State> state, net::ServerRequest http, std::shared_ptr<net::Responder> r)
       : state_(std::move(state)),
-        ctx_(std::move(ctx)),
-        ex_(socket.get_executor()),
-        linger_(ex_),
-        window_(kWindowBytes) {
-    tls_.emplace(std::move(socket), *ctx_);
-  }
+        http_(std::move(http)),
+        responder_(std::move(r)),
+        window_(kWindowBytes) {}
 
-  void Start() {
-    beast::get_lowest_layer(*tls_).expires_after(kHandshakeTimeout);
-    tls_->async_handshake(ssl::stream_base::server, [self = shared_from_this()](error_code ec) {
-      if (ec) return self->CloseNow();
-      beast::get_lowest_layer(*self->tls_).expires_never();
-      if (auto ca = self->state_->CurrentCa()) {
-        self->user_ = AuthenticatePeer(self->tls_->native_handle(), ca.get());
-      }
-      self->DoRead();
-    });
-  }
-
-  // From any thread.
+  // From any thread: cancels the call and closes its connection if it holds it.
   void Close() {
-    asio::post(ex_, [self = shared_from_this()] { self->CloseNow(); });
+    MarkGone();
+    std::lock_guard lock(mu_);
+    if (adopted_) asio::post(ex_, [self = shared_from_this()] { self->CloseNow(); });
   }
 
  private:
-  enum class After { kNone, kReadNext, kClose, kLinger, kWsClose };
+  enum class After { kNone, kClose, kLinger, kWsClose };
   struct Pending {
     std::string bytes;
     size_t window = 0;  // bytes to give back to the window once written
     After after = After::kNone;
   };
 
-  // ---- HTTP ----
-
-  void DoRead() {
-    parser_.emplace();
-    parser_->body_limit(size_t{64} * 1024);
-    parser_->header_limit(64 * 1024);
-    beast::get_lowest_layer(*tls_).expires_after(std::chrono::seconds(120));
-    http::async_read(*tls_, buffer_, *parser_,
-                     [self = shared_from_this()](error_code ec, size_t) { self->OnRead(ec); });
-  }
-
-  void OnRead(error_code ec) {
-    beast::get_lowest_layer(*tls_).expires_never();
-    if (ec) {
-      if (ec != http::error::end_of_stream && ec != asio::error::eof &&
-          ec != asio::error::operation_aborted && ec != beast::error::timeout &&
-          ec != asio::error::connection_reset && ec != ssl::error::stream_truncated) {
-        Queue(HttpResponse(400, "text/plain; charset=utf-8", "malformed request\n", true), 0,
-              After::kClose);
-        return;
-      }
-      return CloseNow();
-    }
-    request_ = parser_->release();
-    Request req;
-    req.method = std::string(request_.method_string());
-    auto url = boost::urls::parse_origin_form(request_.target());
-    if (!url) {
-      Queue(HttpResponse(400, "text/plain; charset=utf-8", "malformed request target\n", true), 0,
-            After::kClose);
-      return;
-    }
-    req.path = std::string(url->path());
-    for (auto seg : url->segments()) req.segments.emplace_back(seg);
-    for (auto p : url->params()) req.query.emplace(std::string(p.key), std::string(p.value));
-    if (!user_) {
-      Queue(
-          HttpResponse(401, "text/plain; charset=utf-8", "Unauthorized\n", !request_.keep_alive()),
-          0, request_.keep_alive() ? After::kReadNext : After::kClose);
-      return;
-    }
-    state_->RunWorker([self = shared_from_this(), req = std::move(req)] { self->Handle(req); });
-  }
-
+ public:
   // On a worker thread.
   void Handle(const Request& req) {
     RequestAttributes attrs;
-    attrs.user = *user_;
+    attrs.user.name = http_.client->name;
+    attrs.user.groups = http_.client->groups;
     attrs.verb = VerbFor(req.method);
     attrs.subresource = SubresourceFor(req.path);
     attrs.name = state_->options.node_name;
@@ -419,24 +226,59 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Answer(404, "text/plain; charset=utf-8", "404 page not found\n");
   }
 
-  // A whole answer from a worker; the connection stays open for the next request.
+  // A whole answer from a worker, through the HTTP server (which keeps the connection for the
+  // next request unless the client asked to close it).
   void Answer(int status, std::string_view type, std::string_view body) {
-    bool keep = request_.keep_alive();
-    Post(HttpResponse(status, type, body, !keep), 0, keep ? After::kReadNext : After::kClose);
+    responder_->Send(status, std::string(body), AnswerHeaders(type));
+  }
+
+ private:
+  // From a worker: takes the connection over from the HTTP server for a streamed answer or an
+  // upgrade, and waits until this call holds it. False when the call was cancelled or the server
+  // stopped first (the connection is then closed, or answered 500 by the server).
+  bool TakeOver() {
+    if (gone_) return false;
+    auto adopted = std::make_shared<std::promise<void>>();
+    auto done = adopted->get_future();
+    responder_->Hijack([self = shared_from_this(), adopted](net::HijackedConnection& conn) {
+      self->Adopt(conn);
+      adopted->set_value();
+    });
+    try {
+      done.get();
+    } catch (const std::future_error&) {  // dropped unrun: the server stopped
+      MarkGone();
+      return false;
+    }
+    return !gone_;
+  }
+
+  // On the connection's executor.
+  void Adopt(net::HijackedConnection& conn) {
+    owner_ = std::move(conn.owner);
+    tls_.emplace(std::move(*conn.tls));
+    buffer_ = std::move(conn.buffer);
+    {
+      std::lock_guard lock(mu_);
+      ex_ = tls_->get_executor();
+      linger_.emplace(ex_);
+      adopted_ = true;
+    }
+    if (gone_) CloseNow();  // cancelled (Stop) while the connection was being handed over
   }
 
   // ---- logs ----
 
   class Sink final : public LogSink {
    public:
-    Sink(Connection& c, std::optional<int64_t> limit) : c_(c), limit_(limit) {}
+    Sink(Call& c, std::optional<int64_t> limit) : c_(c), limit_(limit) {}
     bool Write(std::string_view chunk) override {
       if (Cancelled()) return false;
       if (limit_) {
         if (written_ >= *limit_) return false;
         chunk = chunk.substr(0, static_cast<size_t>(*limit_ - written_));
       }
-      if (!started_) Begin();
+      if (!started_ && !Begin()) return false;
       while (!chunk.empty()) {
         std::string_view piece = chunk.substr(0, kMaxChunk);
         chunk.remove_prefix(piece.size());
@@ -454,18 +296,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
       c_.cv_.wait_for(lock, timeout, [&] { return c_.gone_.load(); });
       return c_.gone_.load();
     }
-    void Begin() {
+    // Takes the connection and starts the streamed answer; false when the client is gone.
+    bool Begin() {
       started_ = true;
+      if (!c_.TakeOver()) return false;
       c_.Post(
           "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"
           "X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n",
           0, After::kNone);
       asio::post(c_.ex_, [self = c_.shared_from_this()] { self->WatchForHangUp(); });
+      return true;
     }
     bool started() const { return started_; }
 
    private:
-    Connection& c_;
+    Call& c_;
     std::optional<int64_t> limit_;
     int64_t written_ = 0;
     bool started_ = false;
@@ -505,7 +350,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         return Answer(internal::HttpStatusFor(st.error()), "application/json",
                       internal::ErrorStatusJson(st.error()));
       }
-      sink.Begin();
+      if (!sink.Begin()) return;
     } else if (!st.ok()) {
       log::Warn("kubelet API: log stream ended with an error",
                 {{"pod", req.segments[1] + "/" + req.segments[2]}, {"error", st.error().message}});
@@ -563,7 +408,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                     internal::ErrorStatusJson(admitted.error()));
     }
 
-    std::string upgrade = Lower(request_[http::field::upgrade]);
+    std::string upgrade = Lower(http_.Header("upgrade"));
     bool ws = upgrade.find("websocket") != std::string::npos;
     bool spdy = upgrade.find("spdy/3.1") != std::string::npos;
     if (!ws && !spdy) {
@@ -571,10 +416,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
                     "unable to upgrade: missing upgrade headers in request\n");
     }
     std::vector<std::string> offered;
-    auto field = ws ? http::field::sec_websocket_protocol : http::field::unknown;
-    for (const auto& f : request_) {
-      bool match = ws ? f.name() == field : Lower(f.name_string()) == "x-stream-protocol-version";
-      if (match) offered.emplace_back(f.value());
+    std::string_view field = ws ? "sec-websocket-protocol" : "x-stream-protocol-version";
+    for (const auto& [name, value] : http_.headers) {  // names lower-cased by the HTTP server
+      if (name == field) offered.push_back(value);
     }
     std::vector<std::string_view> supported =
         ws ? std::vector<std::string_view>{internal::kProtocolV5, internal::kProtocolV4}
@@ -592,12 +436,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     version_ = internal::ProtocolVersion(protocol);
     request_info_ = er;
-    std::weak_ptr<Connection> weak = shared_from_this();
+    std::weak_ptr<Call> weak = shared_from_this();
     session_ = std::make_shared<internal::ExecSessionImpl>(
         er, [weak](Channel channel, std::string_view data) {
           auto self = weak.lock();
           return self && self->SendChannel(channel, data);
         });
+    if (!TakeOver()) return;
     asio::post(ex_, [self = shared_from_this(), ws, protocol] {
       if (ws) {
         self->StartWebSocket(protocol);
@@ -815,6 +660,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void StartWebSocket(const std::string& protocol) {
     if (gone_ || !tls_) return;
+    // The upgrade request as Beast's handshake checks it, from what the HTTP server read.
+    ws_upgrade_.method_string(http_.method);
+    ws_upgrade_.target(http_.target);
+    ws_upgrade_.version(11);
+    for (const auto& [name, value] : http_.headers) ws_upgrade_.insert(name, value);
     ws_.emplace(std::move(*tls_));
     tls_.reset();
     ws_mode_ = true;
@@ -823,7 +673,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     ws_->set_option(websocket::stream_base::decorator([protocol](websocket::response_type& res) {
       res.set(http::field::sec_websocket_protocol, protocol);
     }));
-    ws_->async_accept(request_, [self = shared_from_this()](error_code ec) {
+    ws_->async_accept(ws_upgrade_, [self = shared_from_this()](error_code ec) {
       if (ec) {
         self->MarkGone();
         return self->CloseNow();
@@ -890,8 +740,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     cv_.notify_all();
   }
 
-  // From any thread: queue bytes on the strand.
+  // From any thread: queue bytes on the strand (dropped unless the call holds the connection).
   void Post(std::string bytes, size_t window, After after) {
+    {
+      std::lock_guard lock(mu_);
+      if (!adopted_) {
+        window_.Release(window);
+        return;
+      }
+    }
     asio::post(ex_, [self = shared_from_this(), bytes = std::move(bytes), window, after]() mutable {
       self->Queue(std::move(bytes), window, after);
     });
@@ -923,10 +780,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
       switch (p.after) {
         case After::kNone:
           break;
-        case After::kReadNext:
-          self->writing_ = false;
-          if (!self->out_.empty()) self->DoWrite();
-          return self->DoRead();
         case After::kClose:
           return self->CloseNow();
         case After::kLinger:
@@ -950,8 +803,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // After the last frame: the client closes once it has read everything; close anyway later.
   void StartLinger() {
-    linger_.expires_after(kLinger);
-    linger_.async_wait([self = shared_from_this()](error_code ec) {
+    linger_->expires_after(kLinger);
+    linger_->async_wait([self = shared_from_this()](error_code ec) {
       if (!ec) self->CloseNow();
     });
   }
@@ -968,7 +821,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     MarkGone();
     if (closed_) return;
     closed_ = true;
-    linger_.cancel();
+    if (linger_) linger_->cancel();
     error_code ec;
     if (ws_) {
       beast::get_lowest_layer(*ws_).socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -981,17 +834,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   std::shared_ptr<State> state_;
-  std::shared_ptr<ssl::context> ctx_;  // the key pair this connection started with
+  net::ServerRequest http_;
+  std::shared_ptr<net::Responder> responder_;  // until the call takes the connection
+  // The connection, once taken over (Adopt). `owner_` keeps the HTTP server's io_context and TLS
+  // context alive for the streams, so it is declared before them (destroyed after).
+  std::shared_ptr<const void> owner_;
   asio::any_io_executor ex_;
   std::optional<TlsStream> tls_;
   std::optional<WsStream> ws_;
-  asio::steady_timer linger_;
+  http::request<http::empty_body> ws_upgrade_;
+  std::optional<asio::steady_timer> linger_;
   beast::flat_buffer buffer_;
   beast::flat_buffer ws_buffer_;
   std::array<char, size_t{16} * 1024> scratch_{};
-  std::optional<http::request_parser<http::string_body>> parser_;
-  http::request<http::string_body> request_;
-  std::optional<UserInfo> user_;
 
   std::deque<Pending> out_;
   bool writing_ = false;
@@ -1003,6 +858,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // before ready_, read by the worker after it).
   std::mutex mu_;
   std::condition_variable cv_;
+  bool adopted_ = false;  // under mu_: ex_ is set and the streams are this call's
   bool ready_ = false;
   int version_ = 0;
   bool ws_mode_ = false;
@@ -1018,61 +874,59 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
 // ---- server --------------------------------------------------------------------------------
 
+// Requests as the HTTP server reads them (on its I/O threads): unauthenticated ones are answered
+// there; the rest become Calls on threads of their own.
+void Dispatch(const std::shared_ptr<State>& state, const net::ServerRequest& http,
+              const std::shared_ptr<net::Responder>& responder) {
+  if (state->stopping) return responder->Abort();
+  auto url = boost::urls::parse_origin_form(http.target);
+  if (!url) {
+    return responder->Send(400, "malformed request target\n",
+                           AnswerHeaders("text/plain; charset=utf-8"));
+  }
+  if (!http.client) {
+    return responder->Send(401, "Unauthorized\n", AnswerHeaders("text/plain; charset=utf-8"));
+  }
+  Request req;
+  req.method = http.method;
+  req.path = std::string(url->path());
+  for (auto seg : url->segments()) req.segments.emplace_back(seg);
+  req.query = http.query;
+  auto call = std::make_shared<Call>(state, http, responder);
+  {
+    std::lock_guard lock(state->calls_mu);
+    std::erase_if(state->calls, [](const auto& w) { return w.expired(); });
+    state->calls.push_back(call);
+  }
+  state->RunWorker([call, req = std::move(req)] { call->Handle(req); });
+}
+
 class ServerImpl final : public Server {
  public:
-  explicit ServerImpl(std::shared_ptr<State> state)
-      : state_(std::move(state)), acceptor_(asio::make_strand(state_->ioc)) {}
+  ServerImpl(std::shared_ptr<State> state, std::unique_ptr<net::HttpServer> http)
+      : state_(std::move(state)), http_(std::move(http)) {}
   ~ServerImpl() override { Stop(std::chrono::milliseconds(2000)); }
 
-  Status Listen() {
-    error_code ec;
-    auto addr = asio::ip::make_address(state_->options.address, ec);
-    if (ec) {
-      return Error::Make(Error::Code::kInvalidArgument,
-                         "invalid listen address " + state_->options.address);
-    }
-    tcp::endpoint ep(addr, state_->options.port);
-    acceptor_.open(ep.protocol(), ec);
-    if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(ep, ec);
-    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
-      return Error::Make(Error::Code::kUnavailable,
-                         "kubelet API: cannot listen on " + state_->options.address + ":" +
-                             std::to_string(state_->options.port) + ": " + ec.message());
-    }
-    port_ = acceptor_.local_endpoint().port();
-    work_.emplace(state_->ioc.get_executor());
-    DoAccept();
-    for (int i = 0; i < std::max(1, state_->options.threads); ++i) {
-      threads_.emplace_back([s = state_] { s->ioc.run(); });
-    }
-    return OkStatus();
-  }
-
-  uint16_t port() const override { return port_; }
+  uint16_t port() const override { return http_->port(); }
 
   Status SetClientCa(const std::string& pem) override {
-    HS_ASSIGN_OR_RETURN(auto store, LoadCaStore(pem));
-    std::lock_guard lock(state_->ca_mu);
-    state_->ca_store = std::move(store);
-    return OkStatus();
+    Status st = http_->SetClientCa(pem);
+    if (!st.ok()) return WithClientCaHint(st.error());
+    return st;
   }
 
+  // Cancels the calls first (so that streaming backends return), waits for them, then stops the
+  // HTTP server, which has no request left in flight but those its I/O threads refuse.
   void Stop(std::chrono::milliseconds grace) override {
     if (stopped_.exchange(true)) return;
     state_->stopping = true;
-    asio::post(acceptor_.get_executor(), [this] {
-      error_code ec;
-      acceptor_.close(ec);
-    });
-    std::vector<std::shared_ptr<Connection>> live;
+    std::vector<std::shared_ptr<Call>> live;
     {
-      std::lock_guard lock(state_->conns_mu);
-      for (auto& w : state_->conns) {
+      std::lock_guard lock(state_->calls_mu);
+      for (auto& w : state_->calls) {
         if (auto c = w.lock()) live.push_back(std::move(c));
       }
-      state_->conns.clear();
+      state_->calls.clear();
     }
     for (auto& c : live) c->Close();
     live.clear();
@@ -1082,42 +936,21 @@ class ServerImpl final : public Server {
         log::Warn("kubelet API: backend calls still running at stop", {{"count", state_->workers}});
       }
     }
-    work_.reset();
-    state_->ioc.stop();
-    for (auto& t : threads_) t.join();
-    threads_.clear();
-    error_code ec;
-    acceptor_.close(ec);
-    state_->ioc.restart();
-    state_->ioc.poll();
+    http_->Stop(std::chrono::milliseconds(100));
+  }
+
+  // The client CA's errors name where a control node reads it.
+  static Error WithClientCaHint(Error e) {
+    e.message =
+        "kubelet API: " + e.message +
+        " (expected the cluster's client CA, kube-system/extension-apiserver-authentication "
+        "client-ca-file)";
+    return e;
   }
 
  private:
-  void DoAccept() {
-    acceptor_.async_accept(asio::make_strand(state_->ioc), [this](error_code ec, tcp::socket s) {
-      if (ec) {
-        if (ec == asio::error::operation_aborted || state_->stopping) return;
-        log::Warn("kubelet API: accept failed", {{"error", ec.message()}});
-      } else {
-        error_code ignored;
-        s.set_option(tcp::no_delay(true), ignored);
-        auto conn = std::make_shared<Connection>(std::move(s), state_->CurrentTls(), state_);
-        {
-          std::lock_guard lock(state_->conns_mu);
-          std::erase_if(state_->conns, [](const auto& w) { return w.expired(); });
-          state_->conns.push_back(conn);
-        }
-        conn->Start();
-      }
-      if (!state_->stopping) DoAccept();
-    });
-  }
-
   std::shared_ptr<State> state_;
-  tcp::acceptor acceptor_;
-  uint16_t port_ = 0;
-  std::vector<std::thread> threads_;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::unique_ptr<net::HttpServer> http_;
   std::atomic<bool> stopped_{false};
 };
 
@@ -1130,18 +963,34 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options,
     return Error::Make(Error::Code::kInvalidArgument,
                        "kubelet API: a serving certificate and key are required");
   }
-  HS_ASSIGN_OR_RETURN(auto ca, LoadCaStore(options.client_ca_pem));
+  if (options.client_ca_pem.empty()) {
+    return ServerImpl::WithClientCaHint(
+        Error::Make(Error::Code::kInvalidArgument, "client CA: no PEM certificate found"));
+  }
+  net::HttpServer::Options http;
+  http.address = options.address;
+  http.port = options.port;
+  http.threads = options.threads;
+  http.tls = net::ServerTlsFiles{options.cert_file, options.key_file};
+  http.client_ca_pem = options.client_ca_pem;
+  http.max_body_bytes = size_t{64} * 1024;  // requests carry no body worth more
+  http.idle_timeout = std::chrono::seconds(120);
+  http.read_timeout = std::chrono::seconds(30);
   auto state = std::make_shared<State>(std::move(options));
   state->backend = std::move(backend);
-  state->ca_store = std::move(ca);
-  {
-    std::lock_guard lock(state->tls_mu);
-    HS_RETURN_IF_ERROR(state->ReloadLocked());
-    state->tls_checked = std::chrono::steady_clock::now();
+  auto server = net::HttpServer::Start(
+      std::move(http),
+      [weak = std::weak_ptr<State>(state)](const net::ServerRequest& req,
+                                           const std::shared_ptr<net::Responder>& responder) {
+        if (auto s = weak.lock()) Dispatch(s, req, responder);
+      });
+  if (!server.ok()) {
+    Error e = server.error();
+    if (e.message.starts_with("client CA")) return ServerImpl::WithClientCaHint(e);
+    e.message = "kubelet API: " + e.message;
+    return e;
   }
-  auto server = std::make_unique<ServerImpl>(state);
-  HS_RETURN_IF_ERROR(server->Listen());
-  return std::unique_ptr<Server>(std::move(server));
+  return std::unique_ptr<Server>(std::make_unique<ServerImpl>(state, std::move(*server)));
 }
 
 }  // namespace hyperslice::runners::kubeletapi

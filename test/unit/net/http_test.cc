@@ -1,5 +1,6 @@
 // HttpClient and HttpServer over real loopback sockets: plain and TLS, keep-alive reuse, streamed
-// bodies, timeouts, cancellation, oversized and malformed requests, certificate rotation.
+// bodies, timeouts, cancellation, oversized and malformed requests, certificate rotation, client
+// certificates and connection takeover (Hijack).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -15,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "src/net/hijack.h"
 #include "src/net/http.h"
 #include "src/net/server.h"
 #include "test/unit/net/test_certs.h"
@@ -172,6 +174,39 @@ TEST(Http, MalformedRequestGets400AndServerSurvives) {
   ASSERT_TRUE(client->Do(req).ok());
 }
 
+TEST(Http, HijackHandsOverTheStreamAndTheBytesReadPastTheRequest) {
+  HttpServer::Options opts;
+  auto server = HttpServer::Start(opts, [](const ServerRequest&,
+                                           const std::shared_ptr<Responder>& r) {
+    r->Hijack([](HijackedConnection& conn) {
+      ASSERT_TRUE(conn.plain.has_value());
+      ASSERT_FALSE(conn.tls.has_value());
+      auto& socket = conn.plain->socket();
+      // What the client sent behind its request, whether the server already read it or not.
+      std::string extra(static_cast<const char*>(conn.buffer.data().data()), conn.buffer.size());
+      while (extra.size() < 5) {
+        char buf[16];
+        boost::system::error_code ec;
+        size_t n = socket.read_some(boost::asio::buffer(buf, 5 - extra.size()), ec);
+        if (ec) break;
+        extra.append(buf, n);
+      }
+      std::string out = "SWITCHED " + extra;
+      boost::system::error_code ec;
+      boost::asio::write(socket, boost::asio::buffer(out), ec);
+      socket.close(ec);
+    });
+  });
+  ASSERT_TRUE(server.ok()) << server.error().ToString();
+  std::string out =
+      RawExchange((*server)->port(), "GET /up HTTP/1.1\r\nHost: x\r\nUpgrade: x\r\n\r\nEXTRA");
+  // No HTTP answer from the server: the new owner wrote everything.
+  EXPECT_EQ(out, "SWITCHED EXTRA");
+  // The server goes on serving other connections.
+  EXPECT_EQ(RawExchange((*server)->port(), "GET / HTTP/1.1\r\nHost: x\r\n\r\nAGAIN"),
+            "SWITCHED AGAIN");
+}
+
 TEST(Http, ConnectionRefusedIsUnavailable) {
   // Bind and close to get a port nothing listens on.
   auto server = StartEcho();
@@ -279,6 +314,57 @@ TEST_F(TlsTest, PlainHttpToTlsPortIsRefusedCleanly) {
   Request req;
   req.target = "/after";
   EXPECT_TRUE(client->Do(req).ok());
+}
+
+TEST_F(TlsTest, ClientCertificateNamesTheCallerOnlyWhenItVerifies) {
+  HttpServer::Options opts;
+  opts.tls = Files();
+  opts.client_ca_pem = ca_.cert_pem;
+  auto server =
+      HttpServer::Start(opts, [](const ServerRequest& req, const std::shared_ptr<Responder>& r) {
+        std::string who = "anonymous";
+        if (req.client) {
+          who = req.client->name;
+          for (const auto& g : req.client->groups) who += "," + g;
+        }
+        r->Send(200, who, {{"Content-Type", "text/plain"}});
+      });
+  ASSERT_TRUE(server.ok()) << server.error().ToString();
+  std::string url = "https://127.0.0.1:" + std::to_string((*server)->port());
+  auto client_cert = [](const testcerts::Ca& ca, bool client_auth) {
+    pki::CertRequest cr;
+    cr.common_name = "alice";
+    cr.organizations = {"admins", "devs"};
+    cr.client = client_auth;
+    cr.server = !client_auth;
+    auto kp = pki::Issue(ca, cr);
+    EXPECT_TRUE(kp.ok());
+    return *kp;
+  };
+  auto who = [&](const std::optional<testcerts::KeyPair>& cert) {
+    TlsConfig tls{.ca_pem = ca_.cert_pem};
+    if (cert) {
+      tls.client_cert_pem = cert->cert_pem;
+      tls.client_key_pem = cert->key_pem;
+    }
+    Request req;
+    req.target = "/whoami";
+    auto res = NewClient(url, tls)->Do(req);
+    EXPECT_TRUE(res.ok()) << res.error().ToString();
+    return res.ok() ? res->body : std::string("error");
+  };
+  EXPECT_EQ(who(client_cert(ca_, true)), "alice,admins,devs");
+  // Without a certificate, or with one the client CA did not sign or not for client use, the
+  // request still arrives (the handler decides), unauthenticated.
+  EXPECT_EQ(who(std::nullopt), "anonymous");
+  EXPECT_EQ(who(client_cert(other_ca_, true)), "anonymous");
+  EXPECT_EQ(who(client_cert(ca_, false)), "anonymous");
+  // A new client CA applies to the connections made afterwards.
+  ASSERT_TRUE((*server)->SetClientCa(other_ca_.cert_pem).ok());
+  EXPECT_EQ(who(client_cert(other_ca_, true)), "alice,admins,devs");
+  EXPECT_EQ(who(client_cert(ca_, true)), "anonymous");
+  EXPECT_FALSE((*server)->SetClientCa("no certificate here").ok());
+  EXPECT_EQ(who(client_cert(other_ca_, true)), "alice,admins,devs");
 }
 
 TEST_F(TlsTest, RotatedCertificateIsServedWithoutRestart) {
