@@ -55,11 +55,6 @@ std::string Sha256Of(std::string_view data) {
   return h.Digest();
 }
 
-bool ValidDigest(const std::string& d) {
-  static const std::regex re("^sha256:[a-f0-9]{64}$");
-  return std::regex_match(d, re);
-}
-
 Error Mismatch(const std::string& what, const std::string& want, const std::string& got) {
   return Error::Make(Error::Code::kConflict,
                      what + " does not match its digest: expected " + want + ", got " + got,
@@ -74,134 +69,6 @@ std::vector<std::string> Strings(const json::value* v) {
   }
   return out;
 }
-
-// Parameters of a WWW-Authenticate: Bearer challenge (realm, service, scope).
-std::map<std::string, std::string> ParseChallenge(const std::string& header) {
-  std::map<std::string, std::string> out;
-  static const std::regex param(R"re((\w+)="([^"]*)")re");
-  for (auto it = std::sregex_iterator(header.begin(), header.end(), param);
-       it != std::sregex_iterator(); ++it) {
-    out[(*it)[1]] = (*it)[2];
-  }
-  return out;
-}
-
-// One registry conversation: clients per origin (blob redirects may go elsewhere) and the Bearer
-// token the registry's challenge asked for.
-class Registry {
- public:
-  Registry(const ImageRef& ref, const RegistryOptions& options) : ref_(ref), options_(options) {
-    bool insecure = false;
-    for (const auto& r : options.insecure_registries) insecure |= (r == ref.registry);
-    origin_ = (insecure ? "http://" : "https://") + ref.registry;
-  }
-
-  Result<net::Response> Get(const std::string& path, const std::string& accept) {
-    HS_ASSIGN_OR_RETURN(auto resp, GetOnce(origin_, path, accept));
-    if (resp.status == 401 && token_.empty()) {
-      HS_RETURN_IF_ERROR(Authenticate(resp.Header("www-authenticate")));
-      HS_ASSIGN_OR_RETURN(resp, GetOnce(origin_, path, accept));
-    }
-    for (int hops = 0; hops < 5 && (resp.status == 307 || resp.status == 302 ||
-                                    resp.status == 301 || resp.status == 303);
-         ++hops) {
-      std::string loc = resp.Header("location");
-      static const std::regex abs(R"re(^(https?://[^/]+)(/.*)?$)re");
-      std::smatch m;
-      if (std::regex_match(loc, m, abs)) {
-        HS_ASSIGN_OR_RETURN(resp, GetOnce(m[1], m[2].matched ? std::string(m[2]) : "/", "",
-                                          /*auth=*/false));
-      } else {
-        HS_ASSIGN_OR_RETURN(resp, GetOnce(origin_, loc, accept));
-      }
-    }
-    if (resp.status == 404) {
-      return Error::Make(Error::Code::kNotFound,
-                         ref_.registry + "/" + ref_.repository + ": " + path + " not found",
-                         "NotFound", 404);
-    }
-    if (resp.status == 401 || resp.status == 403) {
-      return Error::Make(Error::Code::kUnauthorized,
-                         "registry " + ref_.registry + " refused access to " + ref_.repository,
-                         "Unauthorized", resp.status);
-    }
-    if (resp.status != 200) {
-      return Error::Make(
-          Error::Code::kUnavailable,
-          "registry " + ref_.registry + " answered " + std::to_string(resp.status) + " for " + path,
-          "", resp.status);
-    }
-    return resp;
-  }
-
- private:
-  Result<std::shared_ptr<net::HttpClient>> Client(const std::string& origin) {
-    auto it = clients_.find(origin);
-    if (it != clients_.end()) return it->second;
-    net::HttpClient::Options o;
-    o.base_url = origin;
-    o.tls.ca_pem = options_.ca_pem;
-    // Names the agent to registries (and would name it in any server's logs it reached).
-    o.user_agent = "hyperslice-runner-agent";
-    HS_ASSIGN_OR_RETURN(auto c, net::HttpClient::Create(o));
-    clients_[origin] = c;
-    return c;
-  }
-
-  Result<net::Response> GetOnce(const std::string& origin, const std::string& target,
-                                const std::string& accept, bool auth = true) {
-    HS_ASSIGN_OR_RETURN(auto client, Client(origin));
-    net::Request req;
-    req.target = target;
-    req.timeout = options_.timeout;
-    if (!accept.empty()) req.headers.emplace_back("Accept", accept);
-    if (auth && !token_.empty()) req.headers.emplace_back("Authorization", "Bearer " + token_);
-    return client->Do(req);
-  }
-
-  Status Authenticate(const std::string& challenge) {
-    if (challenge.rfind("Bearer ", 0) != 0) {
-      return Error::Make(Error::Code::kUnauthorized,
-                         "registry " + ref_.registry + " asks for credentials this runner lacks",
-                         "Unauthorized", 401);
-    }
-    auto params = ParseChallenge(challenge);
-    static const std::regex realm_re(R"re(^(https?://[^/]+)(/[^?]*)?$)re");
-    std::smatch m;
-    const std::string realm = params["realm"];
-    if (!std::regex_match(realm, m, realm_re)) {
-      return Error::Make(Error::Code::kUnauthorized, "registry token realm is not a URL");
-    }
-    std::string target = m[2].matched ? std::string(m[2]) : "/";
-    std::string scope =
-        params.count("scope") ? params["scope"] : "repository:" + ref_.repository + ":pull";
-    target += "?service=" + net::UrlEncode(params["service"]) + "&scope=" + net::UrlEncode(scope);
-    HS_ASSIGN_OR_RETURN(auto resp, GetOnce(m[1], target, "application/json", false));
-    if (resp.status != 200) {
-      return Error::Make(Error::Code::kUnauthorized,
-                         "registry token endpoint answered " + std::to_string(resp.status),
-                         "Unauthorized", resp.status);
-    }
-    boost::system::error_code ec;
-    json::value v = json::parse(resp.body, ec);
-    if (ec || !v.is_object()) {
-      return Error::Make(Error::Code::kUnauthorized, "registry token answer is not JSON");
-    }
-    for (const char* key : {"token", "access_token"}) {
-      if (const auto* t = v.as_object().if_contains(key); t && t->is_string()) {
-        token_ = std::string(t->as_string());
-        return OkStatus();
-      }
-    }
-    return Error::Make(Error::Code::kUnauthorized, "registry token answer has no token");
-  }
-
-  ImageRef ref_;
-  const RegistryOptions& options_;
-  std::string origin_;
-  std::string token_;
-  std::map<std::string, std::shared_ptr<net::HttpClient>> clients_;
-};
 
 Result<json::object> ParseObject(const std::string& body, const std::string& what) {
   boost::system::error_code ec;
@@ -255,39 +122,6 @@ Result<Image> ImageFromConfig(const std::string& config_json, Image img) {
 
 }  // namespace
 
-Result<ImageRef> ParseImageRef(const std::string& image) {
-  auto bad = [&image](const std::string& why) {
-    return Error::Make(Error::Code::kInvalidArgument,
-                       "image reference \"" + image + "\" is invalid: " + why, "InvalidImageName");
-  };
-  ImageRef ref;
-  std::string rest = image;
-  if (auto at = rest.find('@'); at != std::string::npos) {
-    ref.digest = rest.substr(at + 1);
-    rest = rest.substr(0, at);
-    if (!ValidDigest(ref.digest)) return bad("digest must be sha256:<64 lowercase hex>");
-  }
-  auto slash = rest.find('/');
-  if (slash == std::string::npos) return bad("it must name its registry (host[:port]/path)");
-  std::string host = rest.substr(0, slash);
-  if (host.find('.') == std::string::npos && host.find(':') == std::string::npos &&
-      host != "localhost") {
-    return bad("it must name its registry (host[:port]/path)");
-  }
-  ref.registry = host;
-  std::string path = rest.substr(slash + 1);
-  auto colon = path.rfind(':');
-  if (colon != std::string::npos) {
-    ref.tag = path.substr(colon + 1);
-    path = path.substr(0, colon);
-  }
-  static const std::regex repo_re(R"re(^[a-z0-9]+([._/-][a-z0-9]+)*$)re");
-  if (!std::regex_match(path, repo_re)) return bad("bad repository name");
-  ref.repository = path;
-  if (ref.digest.empty() && ref.tag.empty()) ref.tag = "latest";
-  return ref;
-}
-
 ImageStore::ImageStore(std::string dir, RegistryOptions options)
     : dir_(std::move(dir)), options_(std::move(options)) {
   std::error_code ec;
@@ -336,7 +170,7 @@ Result<Image> ImageStore::PullLocked(const ImageRef& ref) {
       }
     }
   }
-  Registry reg(ref, options_);
+  registry::Client reg(ref, options_);
   const std::string base = "/v2/" + ref.repository;
   const std::string accept =
       std::string(kOciManifest) + ", " + kDockerManifest + ", " + kOciIndex + ", " + kDockerList;
@@ -365,7 +199,7 @@ Result<Image> ImageStore::PullLocked(const ImageRef& ref) {
         }
       }
     }
-    if (!ValidDigest(chosen)) {
+    if (!registry::ValidDigest(chosen)) {
       return Error::Make(Error::Code::kNotFound,
                          ref.repository + " has no linux/amd64 image in its index", "NoPlatform");
     }
@@ -382,7 +216,7 @@ Result<Image> ImageStore::PullLocked(const ImageRef& ref) {
                        "manifest of " + ref.repository + " has no config or layers");
   }
   std::string config_digest(config->as_object().at("digest").as_string());
-  if (!ValidDigest(config_digest)) {
+  if (!registry::ValidDigest(config_digest)) {
     return Error::Make(Error::Code::kInvalidArgument, "image config digest is not sha256");
   }
   HS_ASSIGN_OR_RETURN(auto cfg_resp, reg.Get(base + "/blobs/" + config_digest, ""));
@@ -399,7 +233,7 @@ Result<Image> ImageStore::PullLocked(const ImageRef& ref) {
     fs::create_directories(tmp, ec);
     for (const auto& layer : layers->as_array()) {
       std::string d(layer.as_object().at("digest").as_string());
-      if (!ValidDigest(d)) {
+      if (!registry::ValidDigest(d)) {
         return Error::Make(Error::Code::kInvalidArgument, "layer digest is not sha256");
       }
       std::string blob = dir_ + "/blobs/sha256/" + Hex(d);

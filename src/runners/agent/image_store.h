@@ -9,20 +9,13 @@
 #include <vector>
 
 #include "src/base/result.h"
-#include "src/net/http.h"
+#include "src/runners/registry/registry.h"
 
 namespace hyperslice::runners::agent {
 
-// registry/repository[:tag][@sha256:<hex>]. The registry host is required (no implicit default
-// registry): a runner pulls only from where the pod says.
-struct ImageRef {
-  std::string registry;    // host[:port]
-  std::string repository;  // path
-  std::string tag;
-  std::string digest;  // "sha256:<64 hex>" or ""
-  std::string Reference() const { return digest.empty() ? tag : digest; }
-};
-Result<ImageRef> ParseImageRef(const std::string& image);
+using registry::ImageRef;
+using registry::ParseImageRef;
+using registry::RegistryOptions;
 
 // The parts of an image's config a runtime bundle needs.
 struct Image {
@@ -34,12 +27,6 @@ struct Image {
   std::vector<std::string> env;
   std::string working_dir;
   std::string user;
-};
-
-struct RegistryOptions {
-  std::vector<std::string> insecure_registries;  // host:port spoken over plain HTTP
-  std::string ca_pem;                            // extra trust for HTTPS registries
-  std::chrono::milliseconds timeout{120000};
 };
 
 // Thread-safe: pulls of one image are serialised; different images pull in parallel.

@@ -317,6 +317,8 @@ class AgentImpl final : public Agent {
     RegistryOptions ro;
     ro.insecure_registries = o_.insecure_registries;
     ro.ca_pem = o_.registry_ca_pem;
+    // Names the agent to registries (and would name it in any server's logs it reached).
+    ro.user_agent = "hyperslice-runner-agent";
     images_ = std::make_unique<ImageStore>(o_.state_dir + "/images", ro);
     PodManagerOptions po;
     po.state_dir = o_.state_dir;
