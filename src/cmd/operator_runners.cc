@@ -17,6 +17,7 @@ Result<RunnersPart> StartRunnersPart(kube::Manager& mgr, RunnersPartOptions opti
   o.probe_interval = options.probe_interval;
   o.unhealthy_after = options.unhealthy_after;
   o.workers = options.workers;
+  o.registry.insecure_registries = options.insecure_registries;
   RunnersPart part;
   HS_ASSIGN_OR_RETURN(part.ca, cn::EnsureRunnersCa(*options.client, o.ns, options.ca_secret));
   grpc::SslCredentialsOptions so;

@@ -29,6 +29,8 @@ struct RunnersPartOptions {
   std::chrono::milliseconds probe_interval{10000};
   std::chrono::milliseconds unhealthy_after{40000};
   int workers = 4;
+  // Registries a sealed control node reads cosign signatures from over plain HTTP.
+  std::vector<std::string> insecure_registries;
 };
 
 struct RunnersPart {

@@ -85,6 +85,7 @@ struct OperatorFlags {
   std::string runners_state_dir = "/var/lib/hyperslice/runners";
   std::string runners_probe_interval = "10s";
   std::string runners_unhealthy_after = "40s";
+  std::vector<std::string> runners_insecure_registries;  // sealed control nodes' signature reads
 };
 
 OperatorFlags& Flags() {
@@ -272,6 +273,7 @@ Result<std::unique_ptr<runners::controlnode::RunnerServers>> RegisterRunners(
   o.probe_interval = std::chrono::duration_cast<std::chrono::milliseconds>(*probe);
   o.unhealthy_after = std::chrono::duration_cast<std::chrono::milliseconds>(*unhealthy);
   o.workers = f.workers;
+  o.insecure_registries = f.runners_insecure_registries;
   HS_ASSIGN_OR_RETURN(RunnersPart part, StartRunnersPart(mgr, std::move(o)));
   return std::move(part.servers);
 }
@@ -407,6 +409,9 @@ void SetupOperator(CLI::App& app) {
   app.add_option("--runners-probe-interval", f.runners_probe_interval,
                  "how often each runner agent is asked for its Info")
       ->capture_default_str();
+  app.add_option("--runners-insecure-registry", f.runners_insecure_registries,
+                 "host:port of a registry a sealed control node reads cosign signatures from over "
+                 "plain HTTP (loopback test registries)");
   app.add_option("--runners-unhealthy-after", f.runners_unhealthy_after,
                  "silence after which a runner is Unhealthy, leaves its Node's allocatable and its "
                  "pods fail (RunnerLost)")

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <boost/json/parse.hpp>
 
 #include "src/base/log.h"
 #include "src/cmd/roles.h"
@@ -28,6 +29,7 @@ struct RunnerAgentFlags {
   std::string link_endpoint;
   std::string join_token_file;
   std::string link_ca_file;
+  std::string workload_policy_file;
   std::vector<std::string> capacity;
   std::vector<std::string> devices;
   int restart_backoff_ms = 2000;
@@ -105,6 +107,9 @@ void SetupRunnerAgent(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--insecure-registry", o.insecure_registries,
                  "host:port of a registry spoken over plain HTTP (loopback test registries)");
+  app.add_option("--workload-policy-file", f.workload_policy_file,
+                 "sealed runner: the WorkloadPolicy (JSON, as kubectl get -o json prints it) every "
+                 "pod must satisfy; exec is then refused, and logs unless the policy allows them");
   app.add_option("--region", o.region, "region reported to the control node");
   app.add_option("--zone", o.zone, "zone reported to the control node");
   app.add_option("--slice", o.slice, "multi-host slice id this runner belongs to");
@@ -162,6 +167,23 @@ int RunRunnerAgent(CLI::App&) {
   if (!link_ca.ok()) {
     log::Error("runner agent cannot start", {{"error", link_ca.error().message}});
     return 2;
+  }
+  if (!f.workload_policy_file.empty()) {
+    auto text = ReadFile(f.workload_policy_file, "workload policy file");
+    boost::system::error_code ec;
+    boost::json::value v = text.ok() ? boost::json::parse(*text, ec) : boost::json::value();
+    if (!text.ok() || ec || !v.is_object()) {
+      log::Error("runner agent cannot start",
+                 {{"error", text.ok() ? "workload policy file is not a JSON object"
+                                      : text.error().message}});
+      return 2;
+    }
+    auto p = runners::policy::ParseWorkloadPolicy(v.as_object());
+    if (!p.ok()) {
+      log::Error("runner agent cannot start", {{"error", p.error().message}});
+      return 2;
+    }
+    o.workload_policy = *p;
   }
   runners::link::LinkClientOptions lo;
   lo.endpoint = f.link_endpoint;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "src/base/result.h"
 #include "src/net/pki.h"
 #include "src/runners/link/link.h"
+#include "src/runners/policy/policy.h"
 
 namespace hyperslice::runners::agent {
 
@@ -48,6 +50,10 @@ struct AgentOptions {
   std::vector<DeviceConfig> devices;
   bool allow_host_network = false;
   bool require_digest = true;
+  // Sealed runners (issue 21; src/runners/README.md "Workload policy"): the WorkloadPolicy every
+  // RunPod must satisfy (images by digest signed by its keys, its launch policy). With it the
+  // agent also refuses Exec, and Logs unless the policy allows them.
+  std::optional<policy::WorkloadPolicy> workload_policy;
   std::vector<std::string>
       insecure_registries;  // host:port spoken over plain HTTP (loopback tests)
   std::string registry_ca_pem;

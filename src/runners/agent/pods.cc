@@ -129,6 +129,28 @@ std::string PodManager::NetnsName(const std::string& uid) const { return "hs-" +
 
 // ---- admission -------------------------------------------------------------------------------
 
+namespace {
+// What the workload policy looks at in a RunPodRequest (env as the control node resolved it,
+// envFrom included, so each name is checked).
+policy::Workload WorkloadOf(const v1::RunPodRequest& r) {
+  policy::Workload w;
+  for (const auto* list : {&r.init_containers(), &r.containers()}) {
+    for (const auto& c : *list) {
+      policy::WorkloadContainer wc;
+      wc.name = c.name();
+      wc.image = c.image();
+      wc.command_override = !c.command().empty() || !c.args().empty();
+      for (const auto& e : c.env()) wc.env_names.push_back(e.name());
+      w.containers.push_back(std::move(wc));
+    }
+  }
+  for (const auto& v : r.volumes()) {
+    w.volume_types.emplace_back(v.has_empty_dir() ? "emptyDir" : policy::kResolvedFilesVolume);
+  }
+  return w;
+}
+}  // namespace
+
 Status PodManager::Admit(const v1::RunPodRequest& r) {
   static const std::regex dns_label("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$");
   static const std::regex uid_re("^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$");
@@ -186,6 +208,11 @@ Status PodManager::Admit(const v1::RunPodRequest& r) {
   };
   for (const auto& c : r.init_containers()) HS_RETURN_IF_ERROR(check(c));
   for (const auto& c : r.containers()) HS_RETURN_IF_ERROR(check(c));
+  if (o_.workload_policy != nullptr) {
+    // The last of the three checks (admission, control node, here): whoever sent this RunPod,
+    // a sealed runner starts only what its own policy admits.
+    return policy::Check(*o_.workload_policy, WorkloadOf(r), *o_.signatures);
+  }
   return OkStatus();
 }
 

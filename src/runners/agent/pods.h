@@ -23,6 +23,7 @@
 #include "src/runners/agent/image_store.h"
 #include "src/runners/agent/logs.h"
 #include "src/runners/agent/runtime.h"
+#include "src/runners/policy/policy.h"
 
 namespace hyperslice::runners::agent {
 
@@ -39,6 +40,10 @@ struct PodManagerOptions {
   std::string host_ip;                              // reported as pod IP for host-network pods
   std::chrono::milliseconds restart_backoff{2000};  // doubled per restart, at most 5 min
   std::string ip_binary = "ip";                     // iproute2, for the pods' network namespaces
+  // Sealed runners: every RunPod is checked against this policy (signatures read through
+  // `signatures`); both outlive the manager.
+  const policy::WorkloadPolicy* workload_policy = nullptr;
+  policy::SignatureSource* signatures = nullptr;
 };
 
 // Error::reason values of admission refusals (the gRPC service maps kFailedPrecondition-like
@@ -55,7 +60,8 @@ class PodManager {
   // Adopts the pods in the state dir (after an agent restart): their shims and containers run on.
   Status Recover();
   // Admits and starts the pod; idempotent by uid. Errors: kInvalidArgument (malformed spec),
-  // kForbidden with reason kReasonPolicy (policy: host network, tags, devices).
+  // kForbidden with reason kReasonPolicy (policy: host network, tags, devices) or a
+  // policy::kReason* (the workload policy of a sealed runner).
   Result<v1::PodStatus> Run(const v1::RunPodRequest& request);
   // SIGTERM, `grace` (or the pod's), SIGKILL, runtime delete, unmount, netns, directory.
   Status Delete(const std::string& uid, std::optional<std::chrono::seconds> grace);

@@ -239,6 +239,11 @@ class Service final : public v1::RunnerAgent::Service {
   grpc::Status Logs(grpc::ServerContext* ctx, const v1::LogsRequest* req,
                     grpc::ServerWriter<v1::LogChunk>* writer) override {
     if (auto st = Authorize(ctx); !st.ok()) return st;
+    if (o_.workload_policy && !o_.workload_policy->allow_logs) {
+      return {grpc::StatusCode::PERMISSION_DENIED,
+              std::string(policy::kReasonLogs) + ": this runner is sealed and its workload policy " +
+                  o_.workload_policy->name + " does not allow logs"};
+    }
     auto target = pods_.Log(req->uid(), req->container(), req->previous());
     if (!target.ok()) return ToGrpc(target.error());
     LogOptions lo;
@@ -269,6 +274,13 @@ class Service final : public v1::RunnerAgent::Service {
   grpc::Status Exec(grpc::ServerContext* ctx,
                     grpc::ServerReaderWriter<v1::ExecOutput, v1::ExecInput>* stream) override {
     if (auto st = Authorize(ctx); !st.ok()) return st;
+    // No administrative access to a sealed runner's workloads, whoever asks (issue 21 §5).
+    if (o_.workload_policy) {
+      return {grpc::StatusCode::PERMISSION_DENIED,
+              std::string(policy::kReasonAdminAccess) +
+                  ": exec is refused: this runner is sealed (no administrative access to its "
+                  "workloads)"};
+    }
     return ServeExec(runtime_, pods_, ctx, stream);
   }
 
@@ -334,6 +346,11 @@ class AgentImpl final : public Agent {
     auto host = link::HostOf(o_.advertise_address.empty() ? o_.listen : o_.advertise_address);
     po.host_ip = host.ok() ? *host : "";
     po.restart_backoff = o_.restart_backoff;
+    if (o_.workload_policy) {
+      signatures_ = policy::NewRegistrySignatureSource(ro);
+      po.workload_policy = &*o_.workload_policy;
+      po.signatures = signatures_.get();
+    }
     pods_ = std::make_unique<PodManager>(po);
     HS_RETURN_IF_ERROR(pods_->Recover());
     CollectOrphans();
@@ -413,6 +430,7 @@ class AgentImpl final : public Agent {
   std::mutex mu_;
   std::unique_ptr<Runtime> runtime_;
   std::unique_ptr<ImageStore> images_;
+  std::unique_ptr<policy::SignatureSource> signatures_;  // sealed: the workload policy's reads
   std::unique_ptr<PodManager> pods_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;

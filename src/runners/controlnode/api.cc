@@ -48,6 +48,11 @@ const kube::Resource& Runners() {
   return r;
 }
 
+const kube::Resource& WorkloadPolicies() {
+  static const kube::Resource r{kGroup, "v1alpha1", "workloadpolicies", "WorkloadPolicy", false};
+  return r;
+}
+
 Result<ResourceList> ParseResources(const json::object* obj, const std::string& field) {
   ResourceList out;
   if (obj == nullptr) return out;
@@ -106,6 +111,12 @@ Result<ControlNodeSpec> ParseControlNode(const kube::Object& obj) {
     HS_ASSIGN_OR_RETURN(
         s.reserved, ParseResources(ObjectField(*cp, "reserved"), "spec.capacityPolicy.reserved"));
     if (auto m = IntField(*cp, "maxPodsPerRunner")) s.max_pods_per_runner = static_cast<int>(*m);
+  }
+  s.sealed = BoolField(*spec, "sealed").value_or(false);
+  s.workload_policy = std::string(StringField(*spec, "workloadPolicy"));
+  // The CRD's CEL rule says the same; a spec written past it must not run unchecked.
+  if (s.sealed && s.workload_policy.empty()) {
+    return Invalid("spec.workloadPolicy: a sealed control node needs a WorkloadPolicy");
   }
   return s;
 }

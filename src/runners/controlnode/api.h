@@ -17,6 +17,7 @@ namespace hyperslice::runners::controlnode {
 
 const kube::Resource& ControlNodes();  // cluster-scoped
 const kube::Resource& Runners();       // cluster-scoped
+const kube::Resource& WorkloadPolicies();  // cluster-scoped (src/runners/policy)
 
 inline constexpr char kGroup[] = "runners.hyperslice.dev";
 // Node label and taint key (value: the ControlNode's name); only pods tolerating the taint land.
@@ -46,6 +47,8 @@ struct ControlNodeSpec {
   std::vector<kube::Taint> taints;            // extra Node taints
   ResourceList reserved;                      // capacityPolicy.reserved
   int max_pods_per_runner = 110;              // capacityPolicy.maxPodsPerRunner
+  bool sealed = false;                        // spec.sealed (issue 21)
+  std::string workload_policy;                // spec.workloadPolicy: a WorkloadPolicy's name
   int64_t generation = 0;
 };
 // Errors: kInvalidArgument naming the field.

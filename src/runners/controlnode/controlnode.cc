@@ -20,6 +20,7 @@
 #include "src/kube/store.h"
 #include "src/runners/controlnode/api.h"
 #include "src/runners/controlnode/pod_request.h"
+#include "src/runners/policy/policy.h"
 
 namespace hyperslice::runners::controlnode {
 namespace {
@@ -306,6 +307,7 @@ class System final : public ControlNodeSet,
     events_ = std::make_shared<kube::EventRecorder>(client_, eo);
     cn_informer_ = mgr.informers()->For(ControlNodes());
     runner_informer_ = mgr.informers()->For(Runners());
+    signatures_ = policy::NewRegistrySignatureSource(o_.registry);
   }
 
   Status Register(kube::Manager& mgr) {
@@ -397,6 +399,22 @@ class System final : public ControlNodeSet,
     return PodTarget{runners.front(), S(kube::MetaString(*pod, "uid")), link->stub()};
   }
   std::shared_ptr<SecretJoinTokens> join_tokens() override { return tokens_; }
+  Sealing SealingOf(const std::string& node) override {
+    Sealing out;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [name, n] : nodes_) {
+        if (n.spec.node_name != node || !n.spec.sealed) continue;
+        out.sealed = true;
+        out.control_node = name;
+        out.policy = n.spec.workload_policy;
+      }
+    }
+    if (!out.sealed) return out;
+    auto p = PolicyNamed(out.policy);
+    out.allow_logs = p.ok() && p->allow_logs;
+    return out;
+  }
   std::vector<std::string> NodeNames() override {
     std::lock_guard lock(mu_);
     std::vector<std::string> out;
@@ -406,6 +424,25 @@ class System final : public ControlNodeSet,
 
  private:
   // --- helpers --------------------------------------------------------------------------------
+  // Read live: a policy the admin just tightened applies to the next pod.
+  Result<policy::WorkloadPolicy> PolicyNamed(const std::string& name) {
+    auto obj = client_->Get(WorkloadPolicies(), "", name);
+    if (!obj.ok()) {
+      return Error::Make(obj.error().code == Error::Code::kNotFound ? Error::Code::kNotFound
+                                                                    : Error::Code::kUnavailable,
+                         "WorkloadPolicy " + name + " cannot be read: " + obj.error().message,
+                         "WorkloadPolicyUnavailable");
+    }
+    return policy::ParseWorkloadPolicy(*obj);
+  }
+
+  // A sealed control node's check of a pod before it goes to a runner: kForbidden (a refusal) or
+  // another error (the policy or a registry cannot be read now: retried, the pod stays Pending).
+  Status CheckWorkloadPolicy(const kube::Object& pod, const ControlNodeSpec& spec) {
+    HS_ASSIGN_OR_RETURN(policy::WorkloadPolicy p, PolicyNamed(spec.workload_policy));
+    return policy::Check(p, policy::WorkloadFromPod(pod), *signatures_);
+  }
+
   std::shared_ptr<AgentLink> Link(const std::string& runner) {
     std::lock_guard lock(mu_);
     auto it = runners_.find(runner);
@@ -1230,6 +1267,25 @@ class System final : public ControlNodeSet,
       return kube::ReconcileResult{};
     }
 
+    // A sealed control node checks the workload policy once per reconcile that would start the
+    // pod somewhere (not on status updates of a running pod): true = admitted, false = refused.
+    bool policy_checked = !found.spec.sealed;
+    auto admitted_by_policy = [&]() -> Result<bool> {
+      if (policy_checked) return true;
+      Status st = CheckWorkloadPolicy(pod, found.spec);
+      if (st.ok()) {
+        policy_checked = true;
+        return true;
+      }
+      if (st.error().code == Error::Code::kForbidden) {
+        Refuse(pod, st.error().reason, st.error().message);
+        return false;
+      }
+      events_->Event(pod, kube::EventType::kWarning, "WorkloadPolicyUnavailable",
+                     st.error().message);
+      return st.error();
+    };
+
     std::optional<v1::RunPodRequest> req;
     auto build = [&]() -> Status {
       auto r = BuildRunPod(pod, inputs_, found.spec.node_name, found.spec.address);
@@ -1239,6 +1295,8 @@ class System final : public ControlNodeSet,
     };
 
     if (runners.empty()) {
+      HS_ASSIGN_OR_RETURN(bool admitted, admitted_by_policy());
+      if (!admitted) return kube::ReconcileResult{};
       auto needs = NeedsOf(pod);
       if (!needs.ok()) {
         Refuse(pod, needs.error().reason, needs.error().message);
@@ -1334,6 +1392,8 @@ class System final : public ControlNodeSet,
       if (!s.pods_synced) return kube::ReconcileResult{};  // re-enqueued once listed
       std::optional<v1::PodStatus> have = link->Pod(uid);
       if (!have) {
+        HS_ASSIGN_OR_RETURN(bool admitted, admitted_by_policy());
+        if (!admitted) return kube::ReconcileResult{};
         if (!req) {
           Status built = build();
           if (!built.ok()) {
@@ -1425,6 +1485,7 @@ class System final : public ControlNodeSet,
   std::shared_ptr<SecretJoinTokens> tokens_;
   kube::metrics::Registry& registry_;
   std::shared_ptr<kube::EventRecorder> events_;
+  std::unique_ptr<policy::SignatureSource> signatures_;  // sealed control nodes' image checks
   std::shared_ptr<kube::SharedInformer> cn_informer_, runner_informer_;
   std::shared_ptr<kube::Controller> cn_ctrl_, runner_ctrl_, pod_ctrl_;
   std::string boot_id_ = kube::FormatMicroTime(std::chrono::system_clock::now());

@@ -29,6 +29,7 @@
 #include "src/runners/agent.grpc.pb.h"
 #include "src/runners/controlnode/agent_link.h"
 #include "src/runners/controlnode/join_tokens.h"
+#include "src/runners/registry/registry.h"
 
 namespace hyperslice::kube {
 class Client;
@@ -53,6 +54,8 @@ struct OperatorOptions {
   std::chrono::seconds join_token_ttl{std::chrono::hours(24)};
   int workers = 4;
   std::string kubelet_version = "v1.36.3-hyperslice";
+  // How a sealed control node reads images' cosign signatures (its WorkloadPolicy's check).
+  registry::RegistryOptions registry;
 };
 
 // What the kubelet API (src/runners/kubeletapi) and the link protocol need from the running
@@ -73,6 +76,15 @@ class ControlNodeSet {
                                         const std::string& name) = 0;
   // The join tokens (the link controller's JoinTokenStore).
   virtual std::shared_ptr<SecretJoinTokens> join_tokens() = 0;
+  // Whether `node` is a sealed control node's and what its WorkloadPolicy lets an administrator
+  // read. A sealed node whose policy cannot be read allows nothing (fail closed).
+  struct Sealing {
+    bool sealed = false;
+    std::string control_node;
+    std::string policy;
+    bool allow_logs = false;
+  };
+  virtual Sealing SealingOf(const std::string& node) = 0;
   // Node names of the registered control nodes (the kubelet API's serving certificate names).
   virtual std::vector<std::string> NodeNames() = 0;
 };

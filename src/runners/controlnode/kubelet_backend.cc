@@ -12,6 +12,7 @@
 #include "src/kube/object_helpers.h"
 #include "src/kube/resource.h"
 #include "src/runners/controlnode/agent_link.h"
+#include "src/runners/policy/policy.h"
 
 namespace hyperslice::runners::controlnode {
 namespace {
@@ -25,7 +26,16 @@ class AgentBackend final : public kubeletapi::Backend {
 
   Status Logs(const std::string& ns, const std::string& pod, const std::string& container,
               const kubeletapi::LogOptions& options, kubeletapi::LogSink& sink) override {
-    HS_ASSIGN_OR_RETURN(ControlNodeSet::PodTarget target, Target(ns, pod));
+    HS_ASSIGN_OR_RETURN(std::string node, NodeOf(ns, pod));
+    ControlNodeSet::Sealing sealing = set_->SealingOf(node);
+    if (sealing.sealed && !sealing.allow_logs) {
+      return Error::Make(Error::Code::kForbidden,
+                         "logs of " + ns + "/" + pod + " are not readable: control node " +
+                             sealing.control_node + " is sealed and its workload policy " +
+                             sealing.policy + " does not allow logs",
+                         policy::kReasonLogs, 403);
+    }
+    HS_ASSIGN_OR_RETURN(ControlNodeSet::PodTarget target, set_->AgentForPod(node, ns, pod));
     v1::LogsRequest req;
     req.set_uid(target.uid);
     req.set_container(container);
@@ -66,8 +76,18 @@ class AgentBackend final : public kubeletapi::Backend {
     return OkStatus();
   }
 
+  // A sealed control node gives no administrative access to its pods (issue 21 §5).
+  Status AdmitExec(const kubeletapi::ExecRequest& request) override {
+    return RefuseOnSealed("exec", request.namespace_name, request.pod);
+  }
+  Status AdmitUnsupported(const std::string& kind, const std::string& ns,
+                          const std::string& pod) override {
+    return RefuseOnSealed(kind, ns, pod);
+  }
+
   Result<int> Exec(const kubeletapi::ExecRequest& request,
                    kubeletapi::ExecSession& session) override {
+    HS_RETURN_IF_ERROR(RefuseOnSealed("exec", request.namespace_name, request.pod));
     HS_ASSIGN_OR_RETURN(ControlNodeSet::PodTarget target,
                         Target(request.namespace_name, request.pod));
     if (!request.uid.empty() && request.uid != target.uid) {
@@ -144,14 +164,30 @@ class AgentBackend final : public kubeletapi::Backend {
   }
 
  private:
-  Result<ControlNodeSet::PodTarget> Target(const std::string& ns, const std::string& name) {
+  Result<std::string> NodeOf(const std::string& ns, const std::string& name) {
     HS_ASSIGN_OR_RETURN(kube::Object pod, client_->Get(kube::resources::Pods(), ns, name));
     const auto* spec = jsonfield::ObjectField(pod, "spec");
     const std::string node(spec != nullptr ? jsonfield::StringField(*spec, "nodeName") : "");
     if (node.empty()) {
       return Error::Make(Error::Code::kNotFound, "pod " + ns + "/" + name + " is not bound");
     }
+    return node;
+  }
+
+  Result<ControlNodeSet::PodTarget> Target(const std::string& ns, const std::string& name) {
+    HS_ASSIGN_OR_RETURN(std::string node, NodeOf(ns, name));
     return set_->AgentForPod(node, ns, name);
+  }
+
+  Status RefuseOnSealed(const std::string& what, const std::string& ns, const std::string& pod) {
+    HS_ASSIGN_OR_RETURN(std::string node, NodeOf(ns, pod));
+    ControlNodeSet::Sealing sealing = set_->SealingOf(node);
+    if (!sealing.sealed) return OkStatus();
+    return Error::Make(Error::Code::kForbidden,
+                       what + " into " + ns + "/" + pod + " is refused: control node " +
+                           sealing.control_node +
+                           " is sealed (no administrative access to its workloads)",
+                       policy::kReasonAdminAccess, 403);
   }
 
   std::shared_ptr<kube::Client> client_;

@@ -12,7 +12,8 @@
 //        kube-apiserver 1.36 dials by default, translating kubectl's WebSocket) or to a
 //        WebSocket (v5/v4.channel.k8s.io: what it proxies when the Node declares
 //        ExtendWebSocketsToKubelet)
-//   /attach, /portForward: 501 with a Status saying they are not supported; anything else: 404.
+//   /attach, /portForward: Backend::AdmitUnsupported's refusal (403 on sealed control nodes), else
+//   501 with a Status saying they are not supported; anything else: 404.
 // Mutual TLS as the kubelet's --client-ca-file: a client without a certificate that verifies
 // against the client CA gets 401; the certificate's CN is the user and its O the groups. An
 // optional Authorizer sees the attributes the kubelet's webhook authorizer asks a
@@ -118,6 +119,17 @@ class Backend {
   // refuse here. The default admits every exec.
   virtual Status AdmitExec(const ExecRequest& request) {
     (void)request;
+    return OkStatus();
+  }
+
+  // Called for /attach/{ns}/{pod}/… and /portForward/{ns}/{pod} (`kind` "attach" or
+  // "portForward"), which linked runners do not serve: an error refuses with its HTTP status (a
+  // sealed control node answers 403 with why); otherwise the answer is 501.
+  virtual Status AdmitUnsupported(const std::string& kind, const std::string& namespace_name,
+                                  const std::string& pod) {
+    (void)kind;
+    (void)namespace_name;
+    (void)pod;
     return OkStatus();
   }
 

@@ -216,6 +216,19 @@ class Call : public std::enable_shared_from_this<Call> {
       return HandleExec(req);
     }
     if (first == "attach" || first == "portForward") {
+      if (seg.size() >= 3) {
+        Status admitted = OkStatus();
+        try {
+          admitted = state_->backend->AdmitUnsupported(first, seg[1], seg[2]);
+        } catch (const std::exception& e) {
+          admitted = Error::Make(Error::Code::kInternal,
+                                 std::string("kubelet backend failed: ") + e.what());
+        }
+        if (!admitted.ok()) {
+          return Answer(internal::HttpStatusFor(admitted.error()), "application/json",
+                        internal::ErrorStatusJson(admitted.error()));
+        }
+      }
       Error e = Error::Make(Error::Code::kUnknown,
                             first +
                                 " is not supported by this node: its pods run on linked "

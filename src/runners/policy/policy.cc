@@ -150,8 +150,12 @@ Status CheckSpec(const WorkloadPolicy& p, const Workload& w) {
     }
   }
   if (p.allowed_mount_types) {
+    const auto& allowed = *p.allowed_mount_types;
+    const bool any_files = Contains(allowed, "secret") || Contains(allowed, "configMap") ||
+                           Contains(allowed, "downwardAPI") || Contains(allowed, "projected");
     for (const auto& t : w.volume_types) {
-      if (!Contains(*p.allowed_mount_types, t)) {
+      if (t == kResolvedFilesVolume && any_files) continue;
+      if (!Contains(allowed, t)) {
         return Forbidden(p, kReasonMountType,
                          "volume type " + t + " is not in the launch policy's allowed mounts");
       }

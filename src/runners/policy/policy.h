@@ -67,6 +67,9 @@ struct WorkloadContainer {
   std::vector<std::string> env_names;
   bool env_from = false;
 };
+// What a runner agent sees of a Secret, ConfigMap, downwardAPI or projected volume: files the
+// control node resolved. Allowed when the launch policy allows any of those four types.
+inline constexpr char kResolvedFilesVolume[] = "files";
 struct Workload {
   std::vector<WorkloadContainer> containers;  // init containers first
   std::vector<std::string> volume_types;      // one per volume ("emptyDir", "secret", …)
