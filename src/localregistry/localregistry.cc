@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include <boost/json.hpp>
 #include <chrono>
 #include <filesystem>
@@ -16,6 +18,7 @@
 #include <thread>
 
 #include "src/base/command.h"
+#include "src/net/http.h"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX leaves it undeclared
 
@@ -141,6 +144,84 @@ Result<std::string> Registry::PushTestImage(const std::string& repo, const std::
   std::string digest = r.output;
   while (!digest.empty() && (digest.back() == '\n' || digest.back() == ' ')) digest.pop_back();
   return host() + "/" + repo + "@" + digest;
+}
+
+namespace {
+
+std::string Sha256Digest(const std::string& data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(data.data(), data.size(), md, &n, EVP_sha256(), nullptr);
+  std::string out = "sha256:";
+  static const char* hex = "0123456789abcdef";
+  for (unsigned int i = 0; i < n; ++i) {
+    out += hex[md[i] >> 4];
+    out += hex[md[i] & 15];
+  }
+  return out;
+}
+
+Error Unexpected(const std::string& what, const Result<net::Response>& r) {
+  return Error::Make(Error::Code::kUnavailable,
+                     what + ": " + (r.ok() ? std::to_string(r->status) + " " + r->body
+                                           : r.error().message));
+}
+
+// Monolithic upload (POST, then PUT with the digest); returns the digest.
+Result<std::string> PushBlob(net::HttpClient& http, const std::string& repo,
+                             const std::string& bytes) {
+  std::string digest = Sha256Digest(bytes);
+  auto start = http.Do({.method = "POST", .target = "/v2/" + repo + "/blobs/uploads/"});
+  if (!start.ok() || start->status != 202) return Unexpected("blob upload start", start);
+  std::string location = start->Header("location");
+  if (auto p = location.find("/v2/"); p != std::string::npos) location = location.substr(p);
+  location += (location.find('?') == std::string::npos ? "?" : "&");
+  location += "digest=" + digest;
+  auto put = http.Do({.method = "PUT",
+                      .target = location,
+                      .headers = {{"Content-Type", "application/octet-stream"}},
+                      .body = bytes});
+  if (!put.ok() || put->status != 201) return Unexpected("blob upload", put);
+  return digest;
+}
+
+}  // namespace
+
+Status Registry::PushCosignSignature(const std::string& image_ref, const std::string& payload,
+                                     const std::string& signature_b64) {
+  const std::string prefix = host() + "/";
+  auto at = image_ref.find("@sha256:");
+  if (image_ref.rfind(prefix, 0) != 0 || at == std::string::npos) {
+    return Error::Make(Error::Code::kInvalidArgument,
+                       image_ref + " is not an image of this registry by digest");
+  }
+  const std::string repo = image_ref.substr(prefix.size(), at - prefix.size());
+  const std::string tag = "sha256-" + image_ref.substr(at + 8) + ".sig";
+  net::HttpClient::Options o;
+  o.base_url = "http://" + host();
+  HS_ASSIGN_OR_RETURN(auto http, net::HttpClient::Create(o));
+  const std::string config = "{}";
+  HS_ASSIGN_OR_RETURN(std::string config_digest, PushBlob(*http, repo, config));
+  HS_ASSIGN_OR_RETURN(std::string layer_digest, PushBlob(*http, repo, payload));
+  boost::json::object manifest{
+      {"schemaVersion", 2},
+      {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
+      {"config", boost::json::object{{"mediaType", "application/vnd.oci.image.config.v1+json"},
+                                     {"size", config.size()},
+                                     {"digest", config_digest}}},
+      {"layers",
+       boost::json::array{boost::json::object{
+           {"mediaType", "application/vnd.dev.cosign.simplesigning.v1+json"},
+           {"size", payload.size()},
+           {"digest", layer_digest},
+           {"annotations",
+            boost::json::object{{"dev.cosignproject.cosign/signature", signature_b64}}}}}}};
+  auto put = http->Do({.method = "PUT",
+                       .target = "/v2/" + repo + "/manifests/" + tag,
+                       .headers = {{"Content-Type", "application/vnd.oci.image.manifest.v1+json"}},
+                       .body = boost::json::serialize(manifest)});
+  if (!put.ok() || put->status != 201) return Unexpected("signature manifest", put);
+  return OkStatus();
 }
 
 std::string Registry::BlobDataPath(const std::string& digest) const {

@@ -35,6 +35,12 @@ class Registry {
   // "<host>/<repo>@sha256:<digest>".
   Result<std::string> PushTestImage(const std::string& repo, const std::string& tag = "v1",
                                     const std::string& marker = "hstest");
+  // Stores a cosign signature of `image_ref` (repo@sha256:…) as cosign does: the simple-signing
+  // `payload` as a layer (annotation dev.cosignproject.cosign/signature = `signature_b64`) of an
+  // OCI manifest tagged sha256-<hex>.sig in the image's repository. Signatures already there are
+  // replaced (one per call, as tests need).
+  Status PushCosignSignature(const std::string& image_ref, const std::string& payload,
+                             const std::string& signature_b64);
   // The registry's storage path of a blob (to corrupt it in tests).
   std::string BlobDataPath(const std::string& digest) const;
   // The layer digests of a pushed image reference.

@@ -49,6 +49,7 @@ class AgentProcess {
   std::unique_ptr<v1::RunnerAgent::Stub> Stub() const { return Stub(env_.control_node); }
   const std::string& state_dir() const { return state_dir_; }
   const std::string& address() const { return address_; }
+  pid_t pid() const { return pid_; }
   std::string RuntimeRoot() const { return state_dir_ + "/runtime"; }
 
  private:
