@@ -162,9 +162,9 @@ std::string Sha256Digest(const std::string& data) {
 }
 
 Error Unexpected(const std::string& what, const Result<net::Response>& r) {
-  return Error::Make(Error::Code::kUnavailable,
-                     what + ": " + (r.ok() ? std::to_string(r->status) + " " + r->body
-                                           : r.error().message));
+  return Error::Make(
+      Error::Code::kUnavailable,
+      what + ": " + (r.ok() ? std::to_string(r->status) + " " + r->body : r.error().message));
 }
 
 // Monolithic upload (POST, then PUT with the digest); returns the digest.
@@ -209,13 +209,12 @@ Status Registry::PushCosignSignature(const std::string& image_ref, const std::st
       {"config", boost::json::object{{"mediaType", "application/vnd.oci.image.config.v1+json"},
                                      {"size", config.size()},
                                      {"digest", config_digest}}},
-      {"layers",
-       boost::json::array{boost::json::object{
-           {"mediaType", "application/vnd.dev.cosign.simplesigning.v1+json"},
-           {"size", payload.size()},
-           {"digest", layer_digest},
-           {"annotations",
-            boost::json::object{{"dev.cosignproject.cosign/signature", signature_b64}}}}}}};
+      {"layers", boost::json::array{boost::json::object{
+                     {"mediaType", "application/vnd.dev.cosign.simplesigning.v1+json"},
+                     {"size", payload.size()},
+                     {"digest", layer_digest},
+                     {"annotations", boost::json::object{{"dev.cosignproject.cosign/signature",
+                                                          signature_b64}}}}}}};
   auto put = http->Do({.method = "PUT",
                        .target = "/v2/" + repo + "/manifests/" + tag,
                        .headers = {{"Content-Type", "application/vnd.oci.image.manifest.v1+json"}},

@@ -241,8 +241,9 @@ class Service final : public v1::RunnerAgent::Service {
     if (auto st = Authorize(ctx); !st.ok()) return st;
     if (o_.workload_policy && !o_.workload_policy->allow_logs) {
       return {grpc::StatusCode::PERMISSION_DENIED,
-              std::string(policy::kReasonLogs) + ": this runner is sealed and its workload policy " +
-                  o_.workload_policy->name + " does not allow logs"};
+              std::string(policy::kReasonLogs) +
+                  ": this runner is sealed and its workload policy " + o_.workload_policy->name +
+                  " does not allow logs"};
     }
     auto target = pods_.Log(req->uid(), req->container(), req->previous());
     if (!target.ok()) return ToGrpc(target.error());

@@ -15,8 +15,8 @@
 
 namespace hyperslice::runners::controlnode {
 
-const kube::Resource& ControlNodes();  // cluster-scoped
-const kube::Resource& Runners();       // cluster-scoped
+const kube::Resource& ControlNodes();      // cluster-scoped
+const kube::Resource& Runners();           // cluster-scoped
 const kube::Resource& WorkloadPolicies();  // cluster-scoped (src/runners/policy)
 
 inline constexpr char kGroup[] = "runners.hyperslice.dev";

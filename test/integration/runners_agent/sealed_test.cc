@@ -33,9 +33,8 @@ class SealedAgentTest : public ::testing::Test {
     auto signed_image = env->registry->PushTestImage("sealed/signed");
     auto untrusted_image = env->registry->PushTestImage("sealed/untrusted");
     if (!signed_image.ok() || !untrusted_image.ok()) {
-      setup_error_ = new std::string("push: " + (signed_image.ok() ? untrusted_image.error()
-                                                                 : signed_image.error())
-                                                    .message);
+      setup_error_ = new std::string(
+          "push: " + (signed_image.ok() ? untrusted_image.error() : signed_image.error()).message);
       return;
     }
     signed_ = new std::string(*signed_image);
@@ -57,8 +56,8 @@ class SealedAgentTest : public ::testing::Test {
          boost::json::object{
              {"trustedKeys", boost::json::array{boost::json::object{
                                  {"name", "release"}, {"publicKey", trusted_->public_pem}}}},
-             {"launchPolicy", boost::json::object{{"allowedEnvOverrides",
-                                                   boost::json::array{"MODEL"}}}}}}};
+             {"launchPolicy",
+              boost::json::object{{"allowedEnvOverrides", boost::json::array{"MODEL"}}}}}}};
     std::string policy_file = env->dir + "/sealed-policy.json";
     std::ofstream(policy_file) << boost::json::serialize(policy);
     // --require-digest=false: the policy itself, not the runner's digest rule, refuses tags.

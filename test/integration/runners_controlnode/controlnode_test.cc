@@ -23,13 +23,18 @@
 #include "src/kube/object_helpers.h"
 #include "src/kube/quantity.h"
 #include "src/kube/store.h"
+#include "src/runners/attest/attest.h"
 #include "src/runners/controlnode/api.h"
 #include "src/runners/controlnode/controlnode.h"
+#include "src/runners/controlnode/kubelet_backend.h"
 #include "src/runners/link/link.h"
+#include "src/runners/policy/policy.h"
 #include "test/integration/runners_controlnode/agent_double.h"
 #include "test/testenv/crds.h"
 #include "test/testenv/eventually.h"
+#include "test/testenv/registry.h"
 #include "test/testenv/testenv.h"
+#include "test/unit/runners_attest/signing.h"
 
 namespace hyperslice {
 namespace {
@@ -68,8 +73,9 @@ class ControlNodeTest : public ::testing::Test {
     ASSERT_TRUE(client_);
     Status crds =
         testenv::InstallCrds({HS_DEPLOY_DIR "/crds/runners.hyperslice.dev_controlnodes.yaml",
-                              HS_DEPLOY_DIR "/crds/runners.hyperslice.dev_runners.yaml"},
-                             {cn::ControlNodes(), cn::Runners()});
+                              HS_DEPLOY_DIR "/crds/runners.hyperslice.dev_runners.yaml",
+                              HS_DEPLOY_DIR "/crds/runners.hyperslice.dev_workloadpolicies.yaml"},
+                             {cn::ControlNodes(), cn::Runners(), cn::WorkloadPolicies()});
     ASSERT_TRUE(crds.ok()) << crds.error().message;
     ns_ = testenv::TestNamespace();
     kube::ManagerOptions mo;
@@ -88,6 +94,14 @@ class ControlNodeTest : public ::testing::Test {
     oo.probe_interval = 200ms;
     oo.unhealthy_after = 2s;
     oo.lease_renew_interval = 1s;
+    // Sealed control nodes read cosign signatures from a local registry (docker-registry on
+    // loopback); without it the sealed cases skip.
+    if (auto reg = testenv::LocalRegistry::Start(); reg.ok()) {
+      registry_ = std::move(*reg);
+      oo.registry.insecure_registries = {registry_->host()};
+    } else {
+      registry_error_ = reg.error().message;
+    }
     auto set = cn::RegisterOperator(*mgr_, oo);
     ASSERT_TRUE(set.ok()) << set.error().message;
     set_ = *set;
@@ -101,6 +115,7 @@ class ControlNodeTest : public ::testing::Test {
     // outlive it (UBSan: "member call on address … which does not point to an object of type
     // 'Clock'" in ~WorkQueue at exit).
     set_.reset();
+    registry_.reset();
   }
 
   static std::unique_ptr<AgentDouble> Agent(const std::string& name,
@@ -197,6 +212,8 @@ class ControlNodeTest : public ::testing::Test {
   static inline std::shared_ptr<cn::ControlNodeSet> set_;
   static inline std::thread run_;
   static inline std::string ns_;
+  static inline std::unique_ptr<testenv::LocalRegistry> registry_;
+  static inline std::string registry_error_;
 };
 
 TEST_F(ControlNodeTest, NodeCarriesSummedCapacityLeaseAndAJobRunsOnTheRightRunner) {
@@ -486,6 +503,108 @@ TEST_F(ControlNodeTest, UnlinkedRunnerGetsAOneTimeJoinToken) {
   // No new token once consumed.
   std::this_thread::sleep_for(1500ms);  // a runner resync period: nothing must appear
   EXPECT_FALSE(Get(kube::resources::Secrets(), ns_, secret));
+}
+
+}  // namespace
+}  // namespace hyperslice
+
+namespace hyperslice {
+namespace {
+
+// Sealed control node: a pod sent past admission (bound straight to the Node, no webhook) that
+// its WorkloadPolicy does not admit is refused before any runner sees it — unsigned, signed by an
+// untrusted key, by tag, overriding the command; a signed one runs. Its kubelet API backend
+// refuses exec, attach, port-forward and logs.
+TEST_F(ControlNodeTest, SealedControlNodeRefusesWhatItsWorkloadPolicyDoesNotAdmit) {
+  if (!registry_) GTEST_SKIP() << "no local registry: " << registry_error_;
+  using runners::attest::testing::NewSigningKey;
+  using runners::attest::testing::SignBase64;
+  auto trusted = NewSigningKey();
+  auto untrusted = NewSigningKey();
+  // Signatures only: the control node reads the .sig tag, never the image itself.
+  const std::string repo = registry_->host() + "/sealed/app";
+  auto image = [&](char c) { return repo + "@sha256:" + std::string(64, c); };
+  auto sign = [&](const std::string& ref, const runners::attest::testing::SigningKey& key) {
+    std::string payload = runners::attest::MakeSimpleSigning(repo, ref.substr(ref.find('@') + 1));
+    Status st = registry_->PushCosignSignature(ref, payload, SignBase64(key, payload));
+    ASSERT_TRUE(st.ok()) << st.error().message;
+  };
+  sign(image('1'), trusted);
+  sign(image('3'), untrusted);
+  json::object policy{
+      {"apiVersion", "runners.hyperslice.dev/v1alpha1"},
+      {"kind", "WorkloadPolicy"},
+      {"metadata", json::object{{"name", "sealed-models"}}},
+      {"spec", json::object{
+                   {"trustedKeys", json::array{json::object{{"name", "release"},
+                                                            {"publicKey", trusted.public_pem}}}}}}};
+  ASSERT_TRUE(client_->Create(cn::WorkloadPolicies(), "", policy).ok());
+  Apply(cn::ControlNodes(), "",
+        R"({"apiVersion":"runners.hyperslice.dev/v1alpha1","kind":"ControlNode",)"
+        R"("metadata":{"name":"cn-sealed"},"spec":{"address":"127.0.0.1","sealed":true,)"
+        R"("workloadPolicy":"sealed-models"}})");
+  auto a = Agent("sealed-a", {{"cpu", "4"}, {"memory", "8Gi"}}, "europe-west4-a");
+  MakeRunner("sealed-a", "cn-sealed", a->address());
+  ASSERT_TRUE(Eventually([&] { return NodeQuantity("cn-sealed", "capacity", "cpu") == "4"; }, 30s));
+  // Pods are admitted once the namespace's default ServiceAccount exists.
+  ASSERT_TRUE(Eventually([&] { return Get(kServiceAccounts, ns_, "default").has_value(); }, 30s));
+
+  BoundPod("sealed-signed", "cn-sealed", "", image('1'));
+  BoundPod("sealed-unsigned", "cn-sealed", "", image('2'));
+  BoundPod("sealed-untrusted", "cn-sealed", "", image('3'));
+  BoundPod("sealed-tag", "cn-sealed", "", repo + ":v1");
+  Apply(kube::resources::Pods(), ns_,
+        R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"sealed-args"},"spec":{)"
+        R"("nodeName":"cn-sealed","restartPolicy":"Never","automountServiceAccountToken":false,)"
+        R"("containers":[{"name":"main","image":")" +
+            image('1') + R"(","args":["sh"]}]}})");
+  for (const auto& [pod, reason] : std::vector<std::pair<std::string, std::string>>{
+           {"sealed-unsigned", runners::policy::kReasonImageUnsigned},
+           {"sealed-untrusted", runners::policy::kReasonImageUntrusted},
+           {"sealed-tag", runners::policy::kReasonImageNotByDigest},
+           {"sealed-args", runners::policy::kReasonCommandOverride}}) {
+    ASSERT_TRUE(Eventually([&] { return PodPhase(pod) == "Failed"; }, 30s)) << pod;
+    auto p = Pod(pod);
+    EXPECT_EQ(Str(*p, "status", "reason"), reason) << pod;
+    EXPECT_EQ(Condition(*p, cn::kRefusedCondition, "reason"), reason) << pod;
+    EXPECT_NE(Condition(*p, cn::kRefusedCondition, "message").find("workload policy sealed-models"),
+              std::string::npos)
+        << pod;
+    EXPECT_TRUE(Eventually([&] { return HasEvent(pod, reason); })) << pod;
+    EXPECT_EQ(a->RunPodCalls(PodUid(pod)), 0) << pod;
+  }
+  ASSERT_TRUE(Eventually([&] { return PodPhase("sealed-signed") == "Running"; }, 30s));
+  EXPECT_EQ(a->TotalRunPodCalls(), 1);
+
+  // The kubelet API's backend: no administrative access, no logs (the policy does not allow them).
+  auto backend = cn::MakeKubeletBackend(client_, set_);
+  runners::kubeletapi::ExecRequest er;
+  er.namespace_name = ns_;
+  er.pod = "sealed-signed";
+  er.container = "main";
+  er.command = {"/bin/sh"};
+  Status exec = backend->AdmitExec(er);
+  ASSERT_FALSE(exec.ok());
+  EXPECT_EQ(exec.error().http_status, 403);
+  EXPECT_EQ(exec.error().reason, runners::policy::kReasonAdminAccess);
+  EXPECT_NE(exec.error().message.find("control node cn-sealed is sealed"), std::string::npos);
+  for (const char* kind : {"attach", "portForward"}) {
+    Status st = backend->AdmitUnsupported(kind, ns_, "sealed-signed");
+    ASSERT_FALSE(st.ok()) << kind;
+    EXPECT_EQ(st.error().http_status, 403) << kind;
+  }
+  struct NoSink : runners::kubeletapi::LogSink {
+    bool Write(std::string_view) override { return true; }
+    bool Cancelled() const override { return false; }
+    bool WaitCancelled(std::chrono::milliseconds) override { return false; }
+  } sink;
+  Status logs = backend->Logs(ns_, "sealed-signed", "main", {}, sink);
+  ASSERT_FALSE(logs.ok());
+  EXPECT_EQ(logs.error().reason, runners::policy::kReasonLogs);
+  // Exec on an unsealed control node's pod is admitted (the refusal is the seal's).
+  BoundPod("unsealed", "cn-bad-absent", "");
+  er.pod = "unsealed";
+  EXPECT_TRUE(backend->AdmitExec(er).ok());
 }
 
 }  // namespace
