@@ -54,7 +54,7 @@ class DevicePluginReconciler {
 }  // namespace
 
 Status RegisterDevicePluginController(kube::Manager& mgr, const OperatorOptions& options,
-                                      std::shared_ptr<kube::SharedInformer> groups) {
+                                      const std::shared_ptr<kube::SharedInformer>& groups) {
   auto reconciler = std::make_shared<DevicePluginReconciler>(options, groups);
   kube::ControllerOptions co;
   co.name = "tpu-device-plugin";

@@ -210,6 +210,6 @@ class GroupTeardown {
 // A controller of one key: the DaemonSet is applied while any TPUNodeGroup lives (not being
 // deleted) and deleted when none does; woken by every group event.
 Status RegisterDevicePluginController(kube::Manager& mgr, const OperatorOptions& options,
-                                      std::shared_ptr<kube::SharedInformer> groups);
+                                      const std::shared_ptr<kube::SharedInformer>& groups);
 
 }  // namespace hyperslice::tpu::internal
