@@ -12,6 +12,7 @@
 #include "src/tpu/api.h"
 #include "src/tpu/internal/json_fields.h"
 #include "src/tpu/internal/reasons.h"
+#include "src/tpu/internal/status_condition.h"
 
 namespace hyperslice::tpu::internal {
 namespace {
@@ -44,16 +45,13 @@ std::string ChildPhases::Describe(const ChildCtx& ctx) const {
 
 void ChildPhases::SetReady(ChildCtx& ctx, bool ready, const std::string& reason,
                            const std::string& message, bool warning) const {
-  kube::Object holder{{"status", ctx.status}};
-  auto before = kube::FindCondition(holder, kCondReady);
   kube::Condition c;
   c.type = kCondReady;
   c.status = ready ? "True" : "False";
   c.reason = reason;
   c.message = message;
   c.observed_generation = kube::Generation(ctx.cr);
-  kube::SetCondition(holder, c);
-  ctx.status = holder.at("status").as_object();
+  auto before = SetStatusCondition(ctx.status, c);
   const bool changed = !before || before->status != c.status || before->reason != reason ||
                        before->message != message;
   // An Event per transition (status or reason) and per warning (the recorder aggregates repeats);

@@ -7,6 +7,7 @@
 #include "src/tpu/internal/json_fields.h"
 #include "src/tpu/internal/nodegroup_phases.h"
 #include "src/tpu/internal/reasons.h"
+#include "src/tpu/internal/status_condition.h"
 
 namespace hyperslice::tpu::internal {
 namespace {
@@ -43,16 +44,13 @@ std::string JoinNames(const std::vector<std::string>& v, size_t max) {
 
 void SetGroupCondition(GroupCtx& ctx, kube::EventRecorder* events, const std::string& type,
                        bool status, const std::string& reason, const std::string& message) {
-  kube::Object holder{{"status", ctx.status}};
-  auto before = kube::FindCondition(holder, type);
   kube::Condition c;
   c.type = type;
   c.status = status ? "True" : "False";
   c.reason = reason;
   c.message = message.empty() ? reason : message;
   c.observed_generation = ctx.generation;
-  kube::SetCondition(holder, c);
-  ctx.status = holder.at("status").as_object();
+  auto before = SetStatusCondition(ctx.status, c);
   bool changed = !before || before->status != c.status || before->reason != c.reason ||
                  before->message != c.message;
   if (!changed) return;
