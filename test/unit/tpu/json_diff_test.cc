@@ -1,14 +1,13 @@
-// The pure parts of the GCE-child lifecycle: owner marks on GCE resources and the drift
-// comparison between a child's spec and what GCE returns.
+// JsonDifferences (src/tpu/internal/json_diff.h): the drift comparison between a child's spec and
+// what GCE returns.
+#include "src/tpu/internal/json_diff.h"
+
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
-
-#include "src/tpu/api.h"
-#include "src/tpu/internal/gce_child.h"
 
 namespace hyperslice::tpu::internal {
 namespace {
@@ -54,39 +53,6 @@ TEST(JsonDifferences, PartialUrlEqualsTheFullOne) {
 
 TEST(JsonDifferences, ArraysMustHaveTheSameLength) {
   EXPECT_EQ(Diff(R"({"tags":["a","b"]})", R"({"tags":["a"]})"), (std::vector<std::string>{"tags"}));
-}
-
-TEST(OwnerMarks, DescriptionRoundTrip) {
-  GceOwner owner{"ns", "slice", "uid-1", "cluster-a"};
-  std::string d = DescriptionWithOwner("TPU slice ns/slice", owner);
-  EXPECT_EQ(d, "TPU slice ns/slice; hyperslice owner=ns/slice uid=uid-1 cluster=cluster-a");
-  OwnerMarks m = OwnerMarksFromDescription(d);
-  EXPECT_EQ(m.uid, "uid-1");
-  EXPECT_EQ(m.cluster, "cluster-a");
-  EXPECT_EQ(DescriptionWithOwner("", owner), OwnerDescription(owner));
-  EXPECT_TRUE(ForeignOwnerMessage(m, owner).empty());
-}
-
-TEST(OwnerMarks, LabelsCarryTheSameFacts) {
-  GceOwner owner{"ns", "Slice.One", "UID-1", "cluster-a"};
-  auto labels = OwnerLabels(owner);
-  EXPECT_EQ(labels[kGceLabelManaged], "true");
-  EXPECT_EQ(labels[kGceLabelGroup], GceLabelValue("ns-Slice.One"));
-  json::object as_json;
-  for (const auto& [k, v] : labels) as_json[k] = v;
-  OwnerMarks m = OwnerMarksFromLabels(as_json);
-  EXPECT_EQ(m.uid, "uid-1");  // GCE label values are lower case
-  EXPECT_TRUE(ForeignOwnerMessage(m, owner).empty());
-}
-
-TEST(OwnerMarks, AnotherClusterOrGroupIsForeign) {
-  GceOwner owner{"ns", "slice", "uid-1", "cluster-a"};
-  EXPECT_NE(ForeignOwnerMessage({"uid-1", "cluster-b"}, owner).find("cluster-b"),
-            std::string::npos);
-  EXPECT_NE(ForeignOwnerMessage({"uid-2", "cluster-a"}, owner).find("uid-2"), std::string::npos);
-  // No marks: a resource made by hand, adopted by name.
-  EXPECT_TRUE(ForeignOwnerMessage({}, owner).empty());
-  EXPECT_TRUE(OwnerMarksFromDescription("made by hand").uid.empty());
 }
 
 }  // namespace
