@@ -38,7 +38,7 @@
 #include "src/kube/client.h"
 #include "src/kube/config.h"
 #include "src/kube/informer.h"
-#include "src/kube/informer_object.h"
+#include "src/kube/internal/informer_object.h"
 #include "src/localcluster/localcluster.h"
 
 extern char** environ;

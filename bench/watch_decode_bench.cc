@@ -16,7 +16,7 @@
 #include <benchmark/benchmark.h>
 #include <boost/json/parse.hpp>
 
-#include "src/kube/watch_decoder.h"
+#include "src/kube/internal/watch_decoder.h"
 
 namespace {
 

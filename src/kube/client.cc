@@ -11,8 +11,8 @@
 #include <boost/json.hpp>
 
 #include "src/base/log.h"
-#include "src/kube/rest_metrics.h"
-#include "src/kube/watch_decoder.h"
+#include "src/kube/internal/rest_metrics.h"
+#include "src/kube/internal/watch_decoder.h"
 
 namespace hyperslice::kube {
 namespace {

@@ -33,10 +33,10 @@
 #include "src/base/clock.h"
 #include "src/base/result.h"
 #include "src/kube/informer.h"
+#include "src/kube/internal/workqueue.h"
 #include "src/kube/manager.h"
 #include "src/kube/metrics.h"
 #include "src/kube/resource.h"
-#include "src/kube/workqueue.h"
 
 namespace hyperslice::kube {
 

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "src/base/log.h"
-#include "src/kube/informer_object.h"
+#include "src/kube/internal/informer_object.h"
 
 namespace hyperslice::kube {
 

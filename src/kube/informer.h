@@ -16,7 +16,7 @@
 //  - Handlers must not throw (an exception is caught, logged and dropped) and must not call Stop().
 //
 // Objects are shared, immutable (store.h). By default metadata.managedFields is dropped and each
-// object is packed in one allocation (informer_object.h).
+// object is packed in one allocation (internal/informer_object.h).
 //
 // Thread-safety: every method may be called from any thread. AddIndex only before Start().
 #pragma once
@@ -37,7 +37,7 @@
 #include "src/base/clock.h"
 #include "src/base/result.h"
 #include "src/kube/client.h"
-#include "src/kube/reflector.h"
+#include "src/kube/internal/reflector.h"
 #include "src/kube/store.h"
 
 namespace hyperslice::kube {
@@ -53,7 +53,7 @@ struct InformerOptions {
   std::string label_selector;
   std::string field_selector;
   bool drop_managed_fields = true;  // like controller-runtime's cache DefaultTransform
-  bool pack_objects = true;         // one allocation per cached object (informer_object.h)
+  bool pack_objects = true;         // one allocation per cached object (internal/informer_object.h)
   // Applied to every object before it is cached (after managedFields are dropped).
   std::function<void(Object&)> transform;
   // Reflector tuning (page size, watch timeout, backoff, clock). ns/selectors above win.

@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "src/base/log.h"
-#include "src/kube/health_server.h"
 #include "src/kube/informer.h"
-#include "src/kube/leader_election.h"
+#include "src/kube/internal/health_server.h"
+#include "src/kube/internal/leader_election.h"
 
 namespace hyperslice::kube {
 namespace {

@@ -3,12 +3,13 @@
 // - Runnables are started by Run(). Those that need leader election (controllers, by default)
 //   start only once this process holds the Lease, and stop as soon as it stops holding it; the
 //   others (informers, caches) start at once, like controller-runtime.
-// - Leader election uses a coordination.k8s.io/v1 Lease (leader_election.h). When leadership is
+// - Leader election uses a coordination.k8s.io/v1 Lease (internal/leader_election.h). When
+// leadership is
 //   lost, Run() stops every runnable and returns an error: the process should exit, as a
 //   controller-runtime manager does, and a fresh process campaigns again.
 // - Health: /healthz (liveness), /readyz (ready once every non-leader runnable reports Ready(),
 //   i.e. caches synced, whether or not this process leads) and /metrics (Prometheus text) on
-//   one loopback HTTP server (health_server.h).
+//   one loopback HTTP server (internal/health_server.h).
 // - Graceful shutdown: Stop(), SIGTERM or SIGINT (when handle_signals is set) stop handing out
 //   work; in-flight reconciles may finish for graceful_shutdown_timeout; the Lease is released
 //   (ReleaseOnCancel) so a successor need not wait for it to expire.

@@ -2,11 +2,11 @@
 // format 0.0.4 (`# HELP` / `# TYPE` lines, `_bucket{le=...}` / `_sum` / `_count`).
 //
 // Backed by prometheus-cpp's core library (Debian 12 ships it as prometheus-cpp-dev), used only for
-// its metric types and text serializer; HTTP serving is ours (src/kube/health_server.h over
-// net::HttpServer), so civetweb is never started. The library stays behind this header.
+// its metric types and text serializer; HTTP serving is ours (src/kube/internal/health_server.h
+// over net::HttpServer), so civetweb is never started. The library stays behind this header.
 //
 // Names and labels follow controller-runtime and client-go so dashboards written for Go
-// operators work unchanged (see the constants in controller.h and workqueue.h).
+// operators work unchanged (see the constants in controller.h and internal/workqueue.h).
 //
 // Thread-safety: every method of Registry and of the metric handles is thread-safe. Handles are
 // owned by the Registry and stay valid for its lifetime.

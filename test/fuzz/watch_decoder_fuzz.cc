@@ -1,4 +1,4 @@
-// libFuzzer target over the watch-stream decoder (src/kube/watch_decoder.h).
+// libFuzzer target over the watch-stream decoder (src/kube/internal/watch_decoder.h).
 //
 // Besides "never crashes, never leaks, no UB" (ASan/UBSan), it checks a differential property:
 // the events decoded and the error reached are the same whether the input arrives in one piece or
@@ -14,7 +14,7 @@
 
 #include <boost/json/serialize.hpp>
 
-#include "src/kube/watch_decoder.h"
+#include "src/kube/internal/watch_decoder.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <boost/json.hpp>
 
 #include "src/kube/client.h"
-#include "src/kube/rest_metrics.h"
+#include "src/kube/internal/rest_metrics.h"
 #include "src/localcluster/localcluster.h"
 #include "test/testenv/testenv.h"
 

@@ -15,7 +15,7 @@
 #include <boost/json.hpp>
 
 #include "src/kube/client.h"
-#include "src/kube/watch_decoder.h"
+#include "src/kube/internal/watch_decoder.h"
 #include "src/net/http.h"
 #include "test/testenv/testenv.h"
 

@@ -23,7 +23,7 @@
 
 #include <gtest/gtest.h>
 
-#include "src/kube/leader_election.h"
+#include "src/kube/internal/leader_election.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::kube {

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "src/kube/watch_decoder.h"
+#include "src/kube/internal/watch_decoder.h"
 
 namespace hyperslice::kube {
 namespace {

@@ -1,4 +1,4 @@
-#include "src/kube/informer_object.h"
+#include "src/kube/internal/informer_object.h"
 
 #include <gtest/gtest.h>
 #include <boost/json/parse.hpp>

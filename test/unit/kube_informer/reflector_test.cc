@@ -1,4 +1,4 @@
-#include "src/kube/reflector.h"
+#include "src/kube/internal/reflector.h"
 
 #include <future>
 #include <set>

@@ -1,4 +1,4 @@
-#include "src/kube/watch_decoder.h"
+#include "src/kube/internal/watch_decoder.h"
 
 #include <algorithm>
 #include <string>

@@ -1,4 +1,4 @@
-#include "src/kube/leader_election.h"
+#include "src/kube/internal/leader_election.h"
 
 #include "src/kube/object_helpers.h"
 

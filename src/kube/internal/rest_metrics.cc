@@ -1,4 +1,4 @@
-#include "src/kube/rest_metrics.h"
+#include "src/kube/internal/rest_metrics.h"
 
 #include <map>
 #include <mutex>

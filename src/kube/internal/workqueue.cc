@@ -1,4 +1,4 @@
-#include "src/kube/workqueue.h"
+#include "src/kube/internal/workqueue.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,8 +1,8 @@
-#include "src/kube/health_server.h"
+#include "src/kube/internal/health_server.h"
 
 #include <charconv>
 
-#include "src/kube/rest_metrics.h"
+#include "src/kube/internal/rest_metrics.h"
 #include "src/net/server.h"
 
 namespace hyperslice::kube {
