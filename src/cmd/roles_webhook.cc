@@ -16,6 +16,7 @@
 #include "src/cmd/roles.h"
 #include "src/kube/client.h"
 #include "src/kube/config.h"
+#include "src/runners/policy/policy.h"
 #include "src/webhook/flags.h"
 #include "src/webhook/self_signed.h"
 #include "src/webhook/webhook.h"
@@ -110,6 +111,11 @@ int RunWebhook(CLI::App& app) {
   options.tls_key_file = f.tls_key_file;
   options.admission.owner_unreadable = *policy;
   options.admission.cluster_domain = f.cluster_domain;
+  if (!f.sealed_insecure_registries.empty()) {
+    runners::registry::RegistryOptions ro;
+    ro.insecure_registries = f.sealed_insecure_registries;
+    options.admission.signatures = runners::policy::NewRegistrySignatureSource(ro);
+  }
   options.source = f.owner_cache == "informer"
                        ? webhook::NewInformerObjectSource(*client, std::chrono::seconds(30))
                        : webhook::NewApiObjectSource(*client);

@@ -116,6 +116,10 @@ void AddFlags(CLI::App& app, Flags& f) {
   Value(app, "--self-signed-propagation-delay", f.propagation_delay,
         "time a new CA spends in the caBundle before the serving certificate it signs is used "
         "(lets the apiserver see the new bundle)");
+  Value(app, "--sealed-insecure-registry", f.sealed_insecure_registries,
+        "host:port of a registry read over plain HTTP for sealed control nodes' image "
+        "signatures (loopback test registries); may be repeated")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   Value(app, "--mutating-webhook-configuration", f.mutating_config,
         "MutatingWebhookConfiguration whose caBundle --self-signed sets; empty: none");
   Value(app, "--validating-webhook-configuration", f.validating_config,

@@ -53,6 +53,8 @@ struct Flags {
   std::string cert_lifetime = "90d";
   std::string check_interval = "5m";
   std::string propagation_delay = "1m";
+  // Registries spoken over plain HTTP when reading sealed control nodes' image signatures.
+  std::vector<std::string> sealed_insecure_registries;
 
   std::vector<std::string> ExtraSans() const;  // extra_sans split at commas, empties dropped
 };

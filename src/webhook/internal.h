@@ -70,6 +70,12 @@ std::vector<std::string> NodeGroupSpecProblems(const boost::json::object& spec);
 // decided on a live read, so a class created or raised a moment ago is seen).
 Decision ValidateTgp(const boost::json::object& request, ObjectSource& source, bool allow_live);
 
+// Pods on CREATE/UPDATE that may land on a sealed control node (runners.hyperslice.dev): its
+// WorkloadPolicy's check (src/runners/policy), with the reason in the denial. Always needs_live
+// for such pods (signatures are read from registries); others are admitted at once.
+Decision ValidateSealedPod(const boost::json::object& request, ObjectSource& source,
+                           const AdmissionOptions& options, bool allow_live);
+
 // The project a GCE instance template URI names ("" when it names none).
 using tpu::ProjectOfTemplateUri;
 

@@ -290,6 +290,8 @@ ReviewResult Review(const std::string& path, std::string_view body, ObjectSource
     d = internal::ValidateNodeGroup(*request);
   } else if (path == kValidateTgpPath) {
     d = internal::ValidateTgp(*request, source, allow_live);
+  } else if (path == kValidateSealedPodsPath) {
+    d = internal::ValidateSealedPod(*request, source, options, allow_live);
   } else {
     return PlainError(404, "no admission webhook at " + path);
   }

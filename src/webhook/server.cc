@@ -72,7 +72,8 @@ class Metrics {
         mutate_pods_(MakeHook(kMutatePodsPath)),
         mutate_(MakeHook(kMutatePath)),
         validate_(MakeHook(kValidateNodeGroupsPath)),
-        validate_tgp_(MakeHook(kValidateTgpPath)) {}
+        validate_tgp_(MakeHook(kValidateTgpPath)),
+        validate_sealed_pods_(MakeHook(kValidateSealedPodsPath)) {}
 
   // The series every admission touches, resolved once per webhook path: Family::Add hashes its
   // label map under a lock, which the hot path should not pay five times per request.
@@ -85,13 +86,14 @@ class Metrics {
     prometheus::Counter* patched;
     prometheus::Counter* denied;
   };
-  // The series of an admission path (kMutatePodsPath, kMutatePath, kValidateNodeGroupsPath or
-  // kValidateTgpPath); nullptr for any other path.
+  // The series of an admission path (kMutatePodsPath, kMutatePath, kValidateNodeGroupsPath,
+  // kValidateTgpPath or kValidateSealedPodsPath); nullptr for any other path.
   const Hook* For(const std::string& path) const {
     if (path == kMutatePodsPath) return &mutate_pods_;
     if (path == kMutatePath) return &mutate_;
     if (path == kValidateNodeGroupsPath) return &validate_;
     if (path == kValidateTgpPath) return &validate_tgp_;
+    if (path == kValidateSealedPodsPath) return &validate_sealed_pods_;
     return nullptr;
   }
 
@@ -144,6 +146,7 @@ class Metrics {
   Hook mutate_;
   Hook validate_;
   Hook validate_tgp_;
+  Hook validate_sealed_pods_;
 };
 
 class ServerImpl : public Server {

@@ -11,7 +11,8 @@
 //    StatefulSets on CREATE/UPDATE, adding TPU_WORKER_HOSTNAMES to their pod template.
 //
 // Paths: POST /mutate-pods, POST /mutate (StatefulSets and Pods), POST /validate-tpunodegroups,
-// POST /validate-tgp (GPUNodePools and GPUNodeClasses) (AdmissionReview admission.k8s.io/v1 or
+// POST /validate-tgp (GPUNodePools and GPUNodeClasses), POST /validate-sealed-pods (Pods for sealed
+// control nodes: their WorkloadPolicy) (AdmissionReview admission.k8s.io/v1 or
 // v1beta1, answered in the version asked; Content-Type application/json), GET /healthz, GET /readyz
 // (and GET /, which upstream's chart probes), GET /metrics (Prometheus text).
 //
@@ -53,6 +54,9 @@
 namespace hyperslice::kube {
 class Client;
 }
+namespace hyperslice::runners::policy {
+class SignatureSource;
+}
 
 namespace hyperslice::webhook {
 
@@ -69,6 +73,9 @@ inline constexpr char kMutatePodsPath[] = "/mutate-pods";
 inline constexpr char kMutatePath[] = "/mutate";
 inline constexpr char kValidateNodeGroupsPath[] = "/validate-tpunodegroups";
 inline constexpr char kValidateTgpPath[] = "/validate-tgp";
+// Pods that may land on a sealed control node (issue 21): their WorkloadPolicy
+// (src/runners/policy; sealed_pods.cc says how such pods are recognised).
+inline constexpr char kValidateSealedPodsPath[] = "/validate-sealed-pods";
 
 // tpunodegroups.v1alpha1.tpu.google.com
 const kube::Resource& TPUNodeGroups();
@@ -124,6 +131,9 @@ Result<OwnerUnreadable> ParseOwnerUnreadable(const std::string& s);
 struct AdmissionOptions {
   OwnerUnreadable owner_unreadable = OwnerUnreadable::kDeny;
   std::string cluster_domain = "cluster.local";
+  // Where sealed control nodes' image signatures are read; null: registries over HTTPS with the
+  // system's trust.
+  std::shared_ptr<runners::policy::SignatureSource> signatures;
 };
 
 // The outcome of one AdmissionReview: an HTTP status and body (an AdmissionReview response for
