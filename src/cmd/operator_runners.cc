@@ -4,6 +4,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "src/base/command.h"
 #include "src/base/log.h"
 
 namespace hyperslice::cmd {
@@ -29,6 +30,28 @@ Result<RunnersPart> StartRunnersPart(kube::Manager& mgr, RunnersPartOptions opti
       [credentials](const std::string&) -> Result<std::shared_ptr<grpc::ChannelCredentials>> {
     return credentials;
   };
+  std::string attestation_address = options.attestation_address;
+  if (!attestation_address.empty()) {
+    // The issuer URL names the port, so a free one is chosen before anything listens.
+    auto colon = attestation_address.rfind(':');
+    std::string host = colon == std::string::npos ? "" : attestation_address.substr(0, colon);
+    if (colon == std::string::npos || attestation_address.substr(colon + 1) == "0") {
+      HS_ASSIGN_OR_RETURN(int port,
+                          FreeLoopbackPort(host.empty() || host == "0.0.0.0" ? "127.0.0.1" : host));
+      attestation_address = host + ":" + std::to_string(port);
+    }
+    std::string name = !options.serving_names.empty()      ? options.serving_names.front()
+                       : host.empty() || host == "0.0.0.0" ? "127.0.0.1"
+                                                           : host;
+    part.attestation_issuer =
+        "https://" + name + ":" + attestation_address.substr(attestation_address.rfind(':') + 1);
+    HS_ASSIGN_OR_RETURN(std::string key, cn::EnsureAttestationKey(*options.client, o.ns,
+                                                                  options.attestation_key_secret));
+    HS_ASSIGN_OR_RETURN(
+        auto issuer, runners::attest::TokenIssuer::FromPrivateKeyPem(part.attestation_issuer, key));
+    o.token_issuer = std::move(issuer);
+  }
+  auto token_issuer = o.token_issuer;
   HS_ASSIGN_OR_RETURN(auto set, cn::RegisterOperator(mgr, std::move(o)));
   cn::ServersOptions sv;
   sv.client = options.client;
@@ -36,6 +59,8 @@ Result<RunnersPart> StartRunnersPart(kube::Manager& mgr, RunnersPartOptions opti
   sv.kubelet_address = options.kubelet_address;
   sv.serving_names = options.serving_names;
   sv.state_dir = options.state_dir;
+  sv.attestation_address = attestation_address;
+  sv.token_issuer = token_issuer;
   HS_ASSIGN_OR_RETURN(part.servers, cn::RunnerServers::Start(std::move(sv), part.ca, set));
   log::Info("runners: control nodes registered",
             {{"namespace", options.ns},

@@ -31,11 +31,16 @@ struct RunnersPartOptions {
   int workers = 4;
   // Registries a sealed control node reads cosign signatures from over plain HTTP.
   std::vector<std::string> insecure_registries;
+  // Sealed runners' token issuer: HTTPS discovery + JWKS there ("" = no tokens; port 0: a free
+  // loopback port). The issuer is https://<first serving name, else the host>:<port>.
+  std::string attestation_address;
+  std::string attestation_key_secret = "hyperslice-runners-attestation";
 };
 
 struct RunnersPart {
   runners::controlnode::RunnersCa ca;  // ca.ca.cert_pem is what agents verify the link with
   std::unique_ptr<runners::controlnode::RunnerServers> servers;  // live as long as the process
+  std::string attestation_issuer;  // the tokens' iss ("" without attestation_address)
 };
 
 // Registers the controllers on `mgr` (before mgr.Run()) and starts the servers.

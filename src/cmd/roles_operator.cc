@@ -81,6 +81,7 @@ struct OperatorFlags {
   std::string runners_ca_secret = "hyperslice-runners-ca";
   std::string runners_link_address = "0.0.0.0:10251";
   std::string runners_kubelet_address = "0.0.0.0:10250";
+  std::string runners_attestation_address = "0.0.0.0:10252";
   std::vector<std::string> runners_serving_names;  // extra SANs of the serving certificates
   std::string runners_state_dir = "/var/lib/hyperslice/runners";
   std::string runners_probe_interval = "10s";
@@ -268,6 +269,7 @@ Result<std::unique_ptr<runners::controlnode::RunnerServers>> RegisterRunners(
   o.ca_secret = f.runners_ca_secret;
   o.link_address = f.runners_link_address;
   o.kubelet_address = f.runners_kubelet_address;
+  o.attestation_address = f.runners_attestation_address;
   o.serving_names = f.runners_serving_names;
   o.state_dir = f.runners_state_dir;
   o.probe_interval = std::chrono::duration_cast<std::chrono::milliseconds>(*probe);
@@ -399,6 +401,10 @@ void SetupOperator(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--runners-kubelet-address", f.runners_kubelet_address,
                  "where the control nodes' kubelet API (logs, exec) listens")
+      ->capture_default_str();
+  app.add_option("--runners-attestation-address", f.runners_attestation_address,
+                 "where sealed runners' token issuer serves its OIDC discovery document and JWKS "
+                 "over HTTPS (\"\" = no attestation tokens)")
       ->capture_default_str();
   app.add_option("--runners-serving-name", f.runners_serving_names,
                  "an IP or DNS name to put in the link and kubelet API serving certificates "

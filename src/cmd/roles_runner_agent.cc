@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -33,6 +34,7 @@ struct RunnerAgentFlags {
   std::vector<std::string> capacity;
   std::vector<std::string> devices;
   int restart_backoff_ms = 2000;
+  bool print_reference_values = false;
   CLI::App* shim = nullptr;
   runners::agent::ShimOptions shim_options;
 };
@@ -114,6 +116,17 @@ void SetupRunnerAgent(CLI::App& app) {
   app.add_option("--zone", o.zone, "zone reported to the control node");
   app.add_option("--slice", o.slice, "multi-host slice id this runner belongs to");
   app.add_option("--slice-index", o.slice_index, "this runner's index within its slice");
+  app.add_flag("--sealed", o.sealed,
+               "sealed runner (issue 21): measure this binary, its config and every workload "
+               "into the TPM, answer attestation, serve workloads their token socket");
+  o.tpm_tcti = "device:/dev/tpmrm0";
+  app.add_option("--tpm", o.tpm_tcti,
+                 "TSS TCTI of the TPM a sealed agent uses (device:/dev/tpmrm0, "
+                 "swtpm:host=127.0.0.1,port=2321)")
+      ->capture_default_str();
+  app.add_flag("--print-reference-values", f.print_reference_values,
+               "print the AttestationPolicy referenceValues (agent/binary, agent/config) a sealed "
+               "agent with these flags measures, and exit");
   app.add_option("--restart-backoff-ms", f.restart_backoff_ms,
                  "first delay before restarting a container (doubled per restart, 5 min cap)")
       ->capture_default_str();
@@ -133,7 +146,8 @@ int RunRunnerAgent(CLI::App&) {
   if (f.shim != nullptr && f.shim->parsed()) return runners::agent::RunShim(f.shim_options);
   auto& o = f.options;
   // Checked here, not by CLI11: the shim subcommand does not take them.
-  if (o.runner_name.empty() || f.link_endpoint.empty() || f.link_ca_file.empty()) {
+  if (!f.print_reference_values &&
+      (o.runner_name.empty() || f.link_endpoint.empty() || f.link_ca_file.empty())) {
     log::Error("runner-agent needs --name, --link-endpoint and --link-ca-file");
     return 2;
   }
@@ -161,6 +175,23 @@ int RunRunnerAgent(CLI::App&) {
   }
   o.restart_backoff = std::chrono::milliseconds(f.restart_backoff_ms);
   if (o.advertise_address.empty()) o.advertise_address = o.listen;
+  if (f.print_reference_values) {
+    auto refs = runners::agent::SealedReferenceValues(o);
+    if (!refs.ok()) {
+      log::Error("cannot compute the reference values", {{"error", refs.error().message}});
+      return 1;
+    }
+    std::string out = "referenceValues:\n";
+    for (const auto& [name, digest] : *refs) {
+      out.append("  - name: ")
+          .append(name)
+          .append("\n    digests: [\"")
+          .append(digest)
+          .append("\"]\n");
+    }
+    std::fputs(out.c_str(), stdout);
+    return 0;
+  }
 
   BlockStopSignals();
   auto link_ca = ReadFile(f.link_ca_file, "link CA file");
@@ -198,6 +229,19 @@ int RunRunnerAgent(CLI::App&) {
     return 1;
   }
   o.identity = *identity;
+  // A workload's token request goes to the link controller with the identity current then.
+  std::mutex identity_mu;
+  runners::link::AgentIdentity token_identity = *identity;
+  if (o.sealed) {
+    o.attestation_tokens = [&](const runners::link::AttestationTokenRequest& r) {
+      runners::link::AgentIdentity id;
+      {
+        std::lock_guard lock(identity_mu);
+        id = token_identity;
+      }
+      return runners::link::RequestAttestationToken(lo, id, r);
+    };
+  }
   auto agent = runners::agent::Agent::Start(o);
   if (!agent.ok()) {
     log::Error("runner agent could not start", {{"error", agent.error().message}});
@@ -220,6 +264,10 @@ int RunRunnerAgent(CLI::App&) {
       auto renewed = runners::link::Renew(lo, current);
       if (renewed.ok()) {
         current = *renewed;
+        {
+          std::lock_guard id_lock(identity_mu);
+          token_identity = current;
+        }
         if (Status st = (*agent)->UpdateIdentity(current); !st.ok()) {
           log::Error("serving the renewed identity failed", {{"error", st.error().message}});
         }

@@ -8,13 +8,69 @@
  *   write:PATH      create PATH with "ok" (prints "write PATH: error" when it cannot)
  *   sleep:SECONDS   sleep
  *   exit:CODE       exit with CODE
+ *   token:AUD:NONCE ask the sealed runner's agent for an attestation token for audience AUD
+ *                   (which may contain colons; NONCE may not) (POST /v1/token on
+ *                   /run/hyperslice/teeserver.sock) and print "token=<JWT>", or
+ *                   "token error: <status line or errno>"
  * With no arguments it prints "hstest" and exits 0. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+/* HTTP/1.1 over the agent's unix socket, Connection: close, the body read to the end. */
+static void token(const char* spec) {
+  char aud[512], nonce[256];
+  const char* colon = strrchr(spec, ':'); /* the audience may hold colons, the nonce not */
+  if (!colon || (size_t)(colon - spec) >= sizeof aud || strlen(colon + 1) >= sizeof nonce) {
+    printf("token error: want token:AUDIENCE:NONCE\n");
+    return;
+  }
+  memcpy(aud, spec, (size_t)(colon - spec));
+  aud[colon - spec] = 0;
+  strcpy(nonce, colon + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  strcpy(sa.sun_path, "/run/hyperslice/teeserver.sock");
+  if (fd < 0 || connect(fd, (struct sockaddr*)&sa, sizeof sa) != 0) {
+    printf("token error: connect: %s\n", strerror(errno));
+    if (fd >= 0) close(fd);
+    return;
+  }
+  char body[1024], req[2048];
+  int blen = snprintf(body, sizeof body, "{\"audience\":\"%s\",\"nonces\":[\"%s\"]}", aud, nonce);
+  int rlen =
+      snprintf(req, sizeof req,
+               "POST /v1/token HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+               "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
+               blen, body);
+  if (write(fd, req, (size_t)rlen) != rlen) {
+    printf("token error: write: %s\n", strerror(errno));
+    close(fd);
+    return;
+  }
+  static char resp[16384];
+  size_t have = 0;
+  ssize_t n;
+  while (have < sizeof resp - 1 && (n = read(fd, resp + have, sizeof resp - 1 - have)) > 0)
+    have += (size_t)n;
+  resp[have] = 0;
+  close(fd);
+  char* eol = strstr(resp, "\r\n");
+  char* start = strstr(resp, "\r\n\r\n");
+  if (!eol || !start || strncmp(resp, "HTTP/1.1 200", 12) != 0) {
+    if (eol) *eol = 0;
+    printf("token error: %s %s\n", resp, start ? start + 4 : "");
+    return;
+  }
+  printf("token=%s\n", start + 4);
+}
 
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
@@ -30,12 +86,18 @@ int main(int argc, char** argv) {
       fprintf(stderr, "%s\n", a + 7);
     } else if (strncmp(a, "env:", 4) == 0) {
       const char* v = getenv(a + 4);
-      if (v) printf("%s=%s\n", a + 4, v); else printf("%s unset\n", a + 4);
+      if (v)
+        printf("%s=%s\n", a + 4, v);
+      else
+        printf("%s unset\n", a + 4);
     } else if (strcmp(a, "args") == 0) {
       for (int j = 0; j < argc; ++j) printf("arg[%d]=%s\n", j, argv[j]);
     } else if (strncmp(a, "cat:", 4) == 0) {
       FILE* f = fopen(a + 4, "r");
-      if (!f) { printf("cat %s: %s\n", a + 4, strerror(errno)); continue; }
+      if (!f) {
+        printf("cat %s: %s\n", a + 4, strerror(errno));
+        continue;
+      }
       char buf[4096];
       size_t n;
       while ((n = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, n, stdout);
@@ -43,11 +105,15 @@ int main(int argc, char** argv) {
       printf("\n");
     } else if (strncmp(a, "write:", 6) == 0) {
       int fd = open(a + 6, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd < 0 || write(fd, "ok", 2) != 2) printf("write %s: %s\n", a + 6, strerror(errno));
-      else printf("write %s: ok\n", a + 6);
+      if (fd < 0 || write(fd, "ok", 2) != 2)
+        printf("write %s: %s\n", a + 6, strerror(errno));
+      else
+        printf("write %s: ok\n", a + 6);
       if (fd >= 0) close(fd);
     } else if (strncmp(a, "sleep:", 6) == 0) {
       sleep((unsigned)atoi(a + 6));
+    } else if (strncmp(a, "token:", 6) == 0) {
+      token(a + 6);
     } else if (strncmp(a, "exit:", 5) == 0) {
       return atoi(a + 5);
     } else {

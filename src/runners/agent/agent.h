@@ -58,7 +58,26 @@ struct AgentOptions {
       insecure_registries;  // host:port spoken over plain HTTP (loopback tests)
   std::string registry_ca_pem;
   std::chrono::milliseconds restart_backoff{2000};
+  // Sealed runners (issue 21; src/runners/README.md "Sealed runners"): measure into the TPM at
+  // `tpm_tcti` ("device:/dev/tpmrm0", "swtpm:host=127.0.0.1,port=2321"), answer Attest, give
+  // containers their token socket. `attestation_tokens` asks the link controller for a token.
+  bool sealed = false;
+  std::string tpm_tcti;
+  link::AttestationTokenIssuer attestation_tokens;
+  // The executable measured as agent/binary ("" = /proc/self/exe).
+  std::string binary_path;
 };
+
+// The configuration a sealed agent measures as agent/config: JSON with sorted keys of what decides
+// what it runs and how (runtime, capacity, devices, host-network and digest policy, insecure
+// registries, registry CA, sealed, the workload policy's keys and launch policy) — not its name, location, slice, addresses, state dir, TPM
+// address or identity, which differ between the runners of one fleet without changing the
+// software, so one reference value fits a fleet.
+std::string SealedConfigDocument(const AgentOptions& options);
+// The two measurements a sealed agent with these options makes at start (what an admin puts in
+// an AttestationPolicy's referenceValues). Errors: kNotFound (binary unreadable).
+Result<std::vector<std::pair<std::string, std::string>>> SealedReferenceValues(
+    const AgentOptions& options);
 
 class Agent {
  public:

@@ -144,6 +144,9 @@ Result<std::string> RuntimeConfig(const BundleInput& in) {
     if (m.read_only()) opts.emplace_back("ro");
     mounts.push_back(Mount(m.container_path(), "bind", source, opts));
   }
+  for (const auto& [path, dir] : in.agent_binds) {
+    mounts.push_back(Mount(path, "bind", dir, {"rbind", "rprivate"}));
+  }
 
   json::object resources;
   json::array dev_rules = {{{"allow", false}, {"access", "rwm"}}};

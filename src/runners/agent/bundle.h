@@ -27,6 +27,9 @@ struct BundleInput {
   std::map<std::string, std::string> volume_dirs;  // volume name -> host directory
   std::vector<DeviceNode> devices;
   std::string cgroups_path;
+  // Extra read-only-to-the-pod bind mounts the agent adds (container path -> host directory):
+  // a sealed runner's token socket directory.
+  std::map<std::string, std::string> agent_binds;
 };
 
 // Errors: kInvalidArgument (bad quantity, sub_path escaping its volume, no command to run).

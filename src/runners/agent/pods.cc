@@ -475,6 +475,9 @@ Status PodManager::StartContainer(Pod& pod, const v1::Container& c, bool /*init*
     in.volume_dirs[v.name()] = pod.dir + "/volumes/" + v.name();
   if (auto it = pod.devices.find(c.name()); it != pod.devices.end()) in.devices = it->second;
   in.cgroups_path = "/hyperslice-runner/" + id;
+  if (o_.before_start) {
+    HS_ASSIGN_OR_RETURN(in.agent_binds, o_.before_start(pod.spec, c, image));
+  }
   HS_ASSIGN_OR_RETURN(std::string config, RuntimeConfig(in));
   HS_RETURN_IF_ERROR(WriteFile(cdir + "/config.json", config));
   ShimOptions so{o_.runtime->binary(), o_.runtime->root(), id, cdir, cdir, attempt};

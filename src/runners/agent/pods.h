@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,6 +45,12 @@ struct PodManagerOptions {
   // `signatures`); both outlive the manager.
   const policy::WorkloadPolicy* workload_policy = nullptr;
   policy::SignatureSource* signatures = nullptr;
+  // Sealed runners: called before each start of a container (after its image is pulled); measures
+  // it and returns the directories to bind into it (container path -> host dir). An error keeps
+  // the container from starting (the step is retried).
+  std::function<Result<std::map<std::string, std::string>>(
+      const v1::RunPodRequest& pod, const v1::Container& container, const Image& image)>
+      before_start;
 };
 
 // Error::reason values of admission refusals (the gRPC service maps kFailedPrecondition-like

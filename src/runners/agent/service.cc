@@ -17,7 +17,9 @@
 #include "src/base/log.h"
 #include "src/runners/agent.grpc.pb.h"
 #include "src/runners/agent/agent.h"
+#include "src/runners/agent/attester.h"
 #include "src/runners/agent/pods.h"
+#include "src/runners/sealed/sealed.h"
 
 namespace hyperslice::runners::agent {
 namespace fs = std::filesystem;
@@ -171,8 +173,9 @@ grpc::Status ServeExec(const Runtime& runtime, PodManager& pods, grpc::ServerCon
 
 class Service final : public v1::RunnerAgent::Service {
  public:
-  Service(const AgentOptions& o, PodManager& pods, const Runtime& runtime, std::string boot_id)
-      : o_(o), pods_(pods), runtime_(runtime), boot_id_(std::move(boot_id)) {}
+  Service(const AgentOptions& o, PodManager& pods, const Runtime& runtime, std::string boot_id,
+          Attester* attester)
+      : o_(o), pods_(pods), runtime_(runtime), boot_id_(std::move(boot_id)), attester_(attester) {}
 
   grpc::Status Info(grpc::ServerContext* ctx, const v1::InfoRequest*, v1::RunnerInfo* r) override {
     if (auto st = Authorize(ctx); !st.ok()) return st;
@@ -188,6 +191,7 @@ class Service final : public v1::RunnerAgent::Service {
     r->set_boot_id(boot_id_);
     r->mutable_policy()->set_allow_host_network(o_.allow_host_network);
     r->mutable_policy()->set_require_digest(o_.require_digest);
+    r->mutable_policy()->set_sealed(o_.sealed);
     r->set_slice(o_.slice);
     r->set_slice_index(o_.slice_index);
     return grpc::Status::OK;
@@ -215,6 +219,7 @@ class Service final : public v1::RunnerAgent::Service {
       grace = std::chrono::seconds(std::max<int64_t>(req->grace_seconds(), 0));
     }
     if (Status st = pods_.Delete(req->uid(), grace); !st.ok()) return ToGrpc(st.error());
+    if (attester_ != nullptr) attester_->ForgetPod(req->uid());
     return grpc::Status::OK;
   }
 
@@ -285,9 +290,47 @@ class Service final : public v1::RunnerAgent::Service {
     return ServeExec(runtime_, pods_, ctx, stream);
   }
 
+  grpc::Status AttestationIdentity(grpc::ServerContext* ctx, const v1::AttestationIdentityRequest*,
+                                   v1::AttestationIdentityResponse* resp) override {
+    if (auto st = Sealed(ctx); !st.ok()) return st;
+    auto r = attester_->Identity();
+    if (!r.ok()) return ToGrpc(r.error());
+    *resp = std::move(*r);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ActivateCredential(grpc::ServerContext* ctx,
+                                  const v1::ActivateCredentialRequest* req,
+                                  v1::ActivateCredentialResponse* resp) override {
+    if (auto st = Sealed(ctx); !st.ok()) return st;
+    auto r = attester_->ActivateCredential(req->credential_blob(), req->encrypted_secret());
+    if (!r.ok()) return ToGrpc(r.error());
+    resp->set_secret(*r);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Attest(grpc::ServerContext* ctx, const v1::AttestRequest* req,
+                      v1::AttestResponse* resp) override {
+    if (auto st = Sealed(ctx); !st.ok()) return st;
+    if (req->nonce().size() != 32) return {grpc::StatusCode::INVALID_ARGUMENT, "nonce: 32 bytes"};
+    auto r = attester_->Quote(req->nonce(), req->report_data());
+    if (!r.ok()) return ToGrpc(r.error());
+    *resp = std::move(*r);
+    return grpc::Status::OK;
+  }
+
   void SetStopping() { stopping_ = true; }
 
  private:
+  grpc::Status Sealed(grpc::ServerContext* ctx) const {
+    if (auto st = Authorize(ctx); !st.ok()) return st;
+    if (attester_ == nullptr) {
+      return {grpc::StatusCode::FAILED_PRECONDITION,
+              std::string(sealed::kReasonNotSealed) + ": this runner agent is not sealed"};
+    }
+    return grpc::Status::OK;
+  }
+
   // gRPC verified the client's chain against the runners CA (and its validity); only a control
   // node's identity may drive this runner.
   static grpc::Status Authorize(grpc::ServerContext* ctx) {
@@ -306,6 +349,7 @@ class Service final : public v1::RunnerAgent::Service {
   PodManager& pods_;
   const Runtime& runtime_;
   std::string boot_id_;
+  Attester* attester_;  // null unless sealed
   std::atomic<bool> stopping_{false};
 };
 
@@ -352,10 +396,24 @@ class AgentImpl final : public Agent {
       po.workload_policy = &*o_.workload_policy;
       po.signatures = signatures_.get();
     }
+    if (o_.sealed) {
+      // Measured before anything runs: the binary and config, then every workload as it starts.
+      AttesterOptions ao;
+      ao.tcti = o_.tpm_tcti;
+      ao.binary_path = o_.binary_path.empty() ? "/proc/self/exe" : o_.binary_path;
+      ao.config_document = SealedConfigDocument(o_);
+      ao.pods_dir = o_.state_dir + "/pods";
+      ao.tokens = o_.attestation_tokens;
+      HS_ASSIGN_OR_RETURN(attester_, Attester::Start(std::move(ao)));
+      po.before_start = [a = attester_.get()](const v1::RunPodRequest& pod, const v1::Container& c,
+                                              const Image& image) {
+        return a->BeforeStart(pod, c, image);
+      };
+    }
     pods_ = std::make_unique<PodManager>(po);
     HS_RETURN_IF_ERROR(pods_->Recover());
     CollectOrphans();
-    service_ = std::make_unique<Service>(o_, *pods_, *runtime_, NewBootId());
+    service_ = std::make_unique<Service>(o_, *pods_, *runtime_, NewBootId(), attester_.get());
     return Serve(o_.listen);
   }
 
@@ -430,6 +488,7 @@ class AgentImpl final : public Agent {
   AgentOptions o_;
   std::mutex mu_;
   std::unique_ptr<Runtime> runtime_;
+  std::unique_ptr<Attester> attester_;  // sealed only; outlives pods_ (their before_start)
   std::unique_ptr<ImageStore> images_;
   std::unique_ptr<policy::SignatureSource> signatures_;  // sealed: the workload policy's reads
   std::unique_ptr<PodManager> pods_;

@@ -53,6 +53,12 @@ const kube::Resource& WorkloadPolicies() {
   return r;
 }
 
+const kube::Resource& AttestationPolicies() {
+  static const kube::Resource r{kGroup, "v1alpha1", "attestationpolicies", "AttestationPolicy",
+                                false};
+  return r;
+}
+
 Result<ResourceList> ParseResources(const json::object* obj, const std::string& field) {
   ResourceList out;
   if (obj == nullptr) return out;
@@ -118,6 +124,7 @@ Result<ControlNodeSpec> ParseControlNode(const kube::Object& obj) {
   if (s.sealed && s.workload_policy.empty()) {
     return Invalid("spec.workloadPolicy: a sealed control node needs a WorkloadPolicy");
   }
+  s.attestation_policy = std::string(StringField(*spec, "attestationPolicy"));
   return s;
 }
 
@@ -185,6 +192,58 @@ Result<RunnerSpec> ParseRunner(const kube::Object& obj) {
   if (const json::object* p = ObjectField(*spec, "policy")) {
     s.allow_host_network = BoolField(*p, "allowHostNetwork").value_or(false);
     s.require_digest = BoolField(*p, "requireDigest").value_or(true);
+  }
+  s.sealed = BoolField(*spec, "sealed").value_or(false);
+  s.attestation_policy = std::string(StringField(*spec, "attestationPolicy"));
+  return s;
+}
+
+Result<AttestationPolicySpec> ParseAttestationPolicy(const kube::Object& obj) {
+  AttestationPolicySpec s;
+  s.name = std::string(kube::MetaString(obj, "name"));
+  if (const json::object* meta = ObjectField(obj, "metadata")) {
+    s.generation = IntField(*meta, "generation").value_or(0);
+  }
+  const json::object* spec = ObjectField(obj, "spec");
+  if (spec == nullptr) return Invalid("spec is required");
+  s.ek_ca_pem = std::string(StringField(*spec, "ekCACertificates"));
+  if (s.ek_ca_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+    return Invalid("spec.ekCACertificates: no PEM certificate");
+  }
+  if (const json::array* refs = ArrayField(*spec, "referenceValues")) {
+    for (const json::value& v : *refs) {
+      if (!v.is_object()) return Invalid("spec.referenceValues: entries must be objects");
+      std::string name(StringField(v.as_object(), "name"));
+      if (name.empty()) return Invalid("spec.referenceValues: name is required");
+      const json::array* digests = ArrayField(v.as_object(), "digests");
+      if (digests == nullptr || digests->empty()) {
+        return Invalid("spec.referenceValues[" + name + "].digests: at least one is required");
+      }
+      for (const json::value& d : *digests) {
+        const bool hex64 =
+            d.is_string() && d.as_string().size() == 64 &&
+            d.as_string().find_first_not_of("0123456789abcdef") == json::string::npos;
+        if (!hex64) {
+          return Invalid("spec.referenceValues[" + name + "].digests: want 64 lowercase hex");
+        }
+        s.reference_values[name].emplace_back(d.as_string());
+      }
+    }
+  }
+  if (const json::array* req = ArrayField(*spec, "requiredMeasurements")) {
+    for (const json::value& v : *req) {
+      if (v.is_string()) s.required.emplace_back(v.as_string());
+    }
+  } else {
+    s.required = {"agent/binary", "agent/config"};
+  }
+  if (auto r = IntField(*spec, "reattestIntervalSeconds")) {
+    if (*r < 1) return Invalid("spec.reattestIntervalSeconds: must be positive");
+    s.reattest_interval = std::chrono::seconds(*r);
+  }
+  if (auto t = IntField(*spec, "tokenLifetimeSeconds")) {
+    if (*t < 10 || *t > 3600) return Invalid("spec.tokenLifetimeSeconds: 10 to 3600");
+    s.token_lifetime = std::chrono::seconds(*t);
   }
   return s;
 }

@@ -3,6 +3,7 @@
 // src/runners/README.md ("API") documents them for users.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -15,9 +16,10 @@
 
 namespace hyperslice::runners::controlnode {
 
-const kube::Resource& ControlNodes();      // cluster-scoped
-const kube::Resource& Runners();           // cluster-scoped
-const kube::Resource& WorkloadPolicies();  // cluster-scoped (src/runners/policy)
+const kube::Resource& ControlNodes();         // cluster-scoped
+const kube::Resource& Runners();              // cluster-scoped
+const kube::Resource& WorkloadPolicies();     // cluster-scoped (src/runners/policy)
+const kube::Resource& AttestationPolicies();  // cluster-scoped (sealed runners, issue 21)
 
 inline constexpr char kGroup[] = "runners.hyperslice.dev";
 // Node label and taint key (value: the ControlNode's name); only pods tolerating the taint land.
@@ -35,6 +37,11 @@ inline constexpr char kNodeFinalizer[] = "runners.hyperslice.dev/node";
 inline constexpr char kJoinTokenConsumedAnnotation[] = "runners.hyperslice.dev/join-token-consumed";
 // Pod status reason when its runner stopped answering for longer than the bound.
 inline constexpr char kRunnerLostReason[] = "RunnerLost";
+// Sealed runners (issue 21): the Runner's phase while its last appraisal failed, the pod status
+// reason of its pods failed then, and the Runner condition that says whether it is attested.
+inline constexpr char kUntrustedPhase[] = "Untrusted";
+inline constexpr char kRunnerUntrustedReason[] = "RunnerUntrusted";
+inline constexpr char kAttestedCondition[] = "Attested";
 
 struct ControlNodeSpec {
   std::string name;                                  // the ControlNode's name
@@ -47,8 +54,9 @@ struct ControlNodeSpec {
   std::vector<kube::Taint> taints;            // extra Node taints
   ResourceList reserved;                      // capacityPolicy.reserved
   int max_pods_per_runner = 110;              // capacityPolicy.maxPodsPerRunner
-  bool sealed = false;                        // spec.sealed (issue 21)
-  std::string workload_policy;                // spec.workloadPolicy: a WorkloadPolicy's name
+  bool sealed = false;             // spec.sealed (issue 21): every runner it links is sealed
+  std::string workload_policy;     // spec.workloadPolicy: a WorkloadPolicy's name
+  std::string attestation_policy;  // spec.attestationPolicy: its runners' default
   int64_t generation = 0;
 };
 // Errors: kInvalidArgument naming the field.
@@ -65,11 +73,30 @@ struct RunnerSpec {
   int slice_index = 0;
   bool allow_host_network = false;
   bool require_digest = true;
+  bool sealed = false;             // spec.sealed (a sealed ControlNode makes it sealed as well)
+  std::string attestation_policy;  // spec.attestationPolicy ("" = the ControlNode's)
   std::map<std::string, std::string> labels;
   int64_t generation = 0;
 };
 // Errors: kInvalidArgument naming the field (exactly one placement, host:port, gce fields).
 Result<RunnerSpec> ParseRunner(const kube::Object& obj);
+
+// AttestationPolicy (deploy/crds/runners.hyperslice.dev_attestationpolicies.yaml): what a sealed
+// runner must measure.
+struct AttestationPolicySpec {
+  std::string name;
+  std::string ek_ca_pem;  // spec.ekCACertificates
+  // spec.referenceValues as name -> allowed hex digests; spec.requiredMeasurements (default
+  // agent/binary and agent/config). Workload measurements are checked against the pods the
+  // control node sent, not listed here.
+  std::map<std::string, std::vector<std::string>> reference_values;
+  std::vector<std::string> required;
+  std::chrono::seconds reattest_interval{60};
+  std::chrono::seconds token_lifetime{300};
+  int64_t generation = 0;
+};
+// Errors: kInvalidArgument naming the field.
+Result<AttestationPolicySpec> ParseAttestationPolicy(const kube::Object& obj);
 
 // "cpu" -> milli etc. from a {name: quantity} object; unparsable entries are an error.
 Result<ResourceList> ParseResources(const boost::json::object* obj, const std::string& field);

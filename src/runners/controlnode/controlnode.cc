@@ -19,8 +19,10 @@
 #include "src/kube/object_helpers.h"
 #include "src/kube/store.h"
 #include "src/runners/controlnode/api.h"
+#include "src/runners/controlnode/attestation.h"
 #include "src/runners/controlnode/pod_request.h"
 #include "src/runners/policy/policy.h"
+#include "src/runners/sealed/sealed.h"
 
 namespace hyperslice::runners::controlnode {
 namespace {
@@ -285,6 +287,9 @@ struct RunnerEntry {
   std::string control_node;
   std::string address;
   std::shared_ptr<AgentLink> link;
+  // Sealed runners only: the verifier of this runner (issue 21).
+  std::string policy;
+  std::shared_ptr<RunnerAttestation> attestation;
 };
 
 struct Assignment {
@@ -308,6 +313,7 @@ class System final : public ControlNodeSet,
     cn_informer_ = mgr.informers()->For(ControlNodes());
     runner_informer_ = mgr.informers()->For(Runners());
     signatures_ = policy::NewRegistrySignatureSource(o_.registry);
+    nonces_ = std::make_shared<attest::NonceRegistry>();
   }
 
   Status Register(kube::Manager& mgr) {
@@ -368,6 +374,7 @@ class System final : public ControlNodeSet,
       nodes.swap(nodes_);
     }
     for (auto& [_, e] : links) {
+      if (e.attestation) e.attestation->Stop();
       if (e.link) e.link->Stop();
     }
     for (auto& [_, n] : nodes) {
@@ -415,6 +422,79 @@ class System final : public ControlNodeSet,
     out.allow_logs = p.ok() && p->allow_logs;
     return out;
   }
+
+  Result<std::string> IssueAttestationToken(const link::AttestationTokenRequest& r) override {
+    auto refuse = [&](const std::string& why) {
+      Error e = Error::Make(Error::Code::kForbidden, why);
+      e.reason = sealed::kReasonAttestationRefused;
+      return e;
+    };
+    if (!o_.token_issuer) return refuse("this operator issues no attestation tokens");
+    auto attestation = Attestation(r.runner);
+    if (!attestation) return refuse("runner " + r.runner + " is not a linked sealed runner");
+    // The pod must be one this control node placed on that runner, and the container its own.
+    kube::ObjectPtr pod = PodByUid(r.runner, r.pod_uid);
+    if (!pod) return refuse("pod " + r.pod_uid + " does not run on runner " + r.runner);
+    std::string image;
+    for (const char* list : {"initContainers", "containers"}) {
+      const json::object* spec = ObjectField(*pod, "spec");
+      const json::array* cs = spec ? ArrayField(*spec, list) : nullptr;
+      if (cs == nullptr) continue;
+      for (const auto& c : *cs) {
+        if (c.is_object() && StringField(c.as_object(), "name") == r.container) {
+          image = S(StringField(c.as_object(), "image"));
+        }
+      }
+    }
+    std::string digest = sealed::ImageDigest(image);
+    if (digest.rfind("sha256:", 0) != 0) {
+      return refuse("container " + r.container + " has no image pinned by digest");
+    }
+    // A fresh quote bound to this request: the runner is trusted now, not at the last period.
+    std::string binding = "hyperslice-token\n" + r.audience;
+    for (const auto& n : r.nonces) binding += "\n" + n;
+    auto state = attestation->AppraiseNow(binding);
+    if (!state.ok()) {
+      if (state.error().code == Error::Code::kForbidden) {
+        return refuse("runner " + r.runner + " is not trusted: " + state.error().message);
+      }
+      return state.error();
+    }
+    const std::string name = sealed::WorkloadImageName(r.pod_uid, r.container);
+    auto m = std::find_if(state->measurements.begin(), state->measurements.end(),
+                          [&](const attest::Measurement& x) { return x.name == name; });
+    if (m == state->measurements.end() || "sha256:" + attest::Hex(m->digest) != digest) {
+      return refuse("the image measured for " + r.container + " is not " + digest);
+    }
+    auto policy = ReadPolicy(state->policy);
+    attest::TokenClaims claims;
+    claims.subject = r.runner;
+    claims.audience = r.audience;
+    claims.issued_at = std::chrono::system_clock::now();
+    claims.expires_at =
+        claims.issued_at + (policy.ok() ? policy->token_lifetime : std::chrono::seconds(300));
+    claims.hwmodel = "TPM2";
+    claims.dbgstat = "disabled-since-boot";
+    claims.image_digest = digest;
+    claims.eat_nonce = r.nonces;
+    claims.extra_json = json::serialize(json::object{
+        {"submods",
+         json::object{{"container", json::object{{"name", r.container},
+                                                 {"image_reference", image},
+                                                 {"pod", kube::ObjectKey(*pod)},
+                                                 {"pod_uid", r.pod_uid}}},
+                      {"runner", json::object{{"name", r.runner},
+                                              {"ek_subject", state->ek_subject},
+                                              {"attestation_policy", state->policy}}}}}});
+    auto token = o_.token_issuer->Issue(std::move(claims));
+    if (token.ok()) {
+      log::Info("attestation token issued", {{"runner", r.runner},
+                                             {"pod", kube::ObjectKey(*pod)},
+                                             {"container", r.container},
+                                             {"audience", r.audience}});
+    }
+    return token;
+  }
   std::vector<std::string> NodeNames() override {
     std::lock_guard lock(mu_);
     std::vector<std::string> out;
@@ -449,6 +529,44 @@ class System final : public ControlNodeSet,
     return it == runners_.end() ? nullptr : it->second.link;
   }
 
+  std::shared_ptr<RunnerAttestation> Attestation(const std::string& runner) {
+    std::lock_guard lock(mu_);
+    auto it = runners_.find(runner);
+    return it == runners_.end() ? nullptr : it->second.attestation;
+  }
+
+  // Sealed runners take pods only while their last appraisal passed; others while healthy.
+  bool Usable(const std::string& runner, const AgentSnapshot& snap) {
+    if (!snap.healthy) return false;
+    auto a = Attestation(runner);
+    return !a || a->State().verdict == AttestationState::Verdict::kTrusted;
+  }
+
+  Result<AttestationPolicySpec> ReadPolicy(const std::string& name) {
+    if (name.empty()) return Error::Make(Error::Code::kNotFound, "no policy named");
+    HS_ASSIGN_OR_RETURN(kube::Object obj, client_->Get(AttestationPolicies(), "", name));
+    return ParseAttestationPolicy(obj);
+  }
+
+  // A pod of a control node's Node placed on `runner`, by uid.
+  kube::ObjectPtr PodByUid(const std::string& runner, const std::string& uid) {
+    std::vector<std::shared_ptr<kube::SharedInformer>> infs;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [_, n] : nodes_) {
+        if (n.pods) infs.push_back(n.pods);
+      }
+    }
+    for (const auto& inf : infs) {
+      for (const auto& p : inf->store().List()) {
+        if (kube::MetaString(*p, "uid") != uid) continue;
+        auto rs = SplitComma(Annotation(*p, kRunnerAnnotation));
+        if (std::find(rs.begin(), rs.end(), runner) != rs.end()) return p;
+      }
+    }
+    return nullptr;
+  }
+
   void EnqueueAllRunners() {
     if (!runner_ctrl_) return;
     for (const auto& k : runner_informer_->store().ListKeys()) runner_ctrl_->Enqueue(k);
@@ -460,6 +578,17 @@ class System final : public ControlNodeSet,
       if (!cn.empty()) cn_ctrl_->Enqueue(S(cn));
     }
   }
+  void EnqueuePodsOfRunnerAnywhere(const std::string& runner) {
+    std::string cn;
+    {
+      std::lock_guard lock(mu_);
+      auto it = runners_.find(runner);
+      if (it == runners_.end()) return;
+      cn = it->second.control_node;
+    }
+    EnqueuePodsOfRunner(cn, runner);
+  }
+
   void EnqueuePodsOfRunner(const std::string& control_node, const std::string& runner) {
     std::shared_ptr<kube::SharedInformer> inf;
     {
@@ -549,7 +678,7 @@ class System final : public ControlNodeSet,
       std::string zone = snap.info->zone().empty() ? r.zone : snap.info->zone();
       regions.insert(region);
       zones.insert(zone);
-      if (!snap.healthy) continue;
+      if (!Usable(r.name, snap)) continue;  // a sealed runner adds nothing until attested
       ++healthy;
       ResourceList caps = RunnerCapacity(*snap.info, *spec);
       for (const auto& [k, v] : caps) capacity[k] += v;
@@ -897,30 +1026,39 @@ class System final : public ControlNodeSet,
   // --- Runner: validation, join token, link, status -------------------------------------------
   void StopLink(const std::string& runner) {
     std::shared_ptr<AgentLink> link;
+    std::shared_ptr<RunnerAttestation> attestation;
     {
       std::lock_guard lock(mu_);
       auto it = runners_.find(runner);
       if (it == runners_.end()) return;
       link = it->second.link;
+      attestation = it->second.attestation;
       runners_.erase(it);
     }
+    if (attestation) attestation->Stop();
     if (link) link->Stop();
   }
 
-  Result<std::shared_ptr<AgentLink>> EnsureLink(const RunnerSpec& r, const std::string& address) {
+  // `sealed`: with a RunnerAttestation against AttestationPolicy `policy`.
+  Result<std::shared_ptr<AgentLink>> EnsureLink(const RunnerSpec& r, const std::string& address,
+                                                bool sealed, const std::string& policy) {
     std::shared_ptr<AgentLink> old;
+    std::shared_ptr<RunnerAttestation> old_attestation;
     {
       std::lock_guard lock(mu_);
       auto it = runners_.find(r.name);
       if (it != runners_.end() && it->second.address == address &&
-          it->second.control_node == r.control_node) {
+          it->second.control_node == r.control_node &&
+          (it->second.attestation != nullptr) == sealed && it->second.policy == policy) {
         return it->second.link;
       }
       if (it != runners_.end()) {
         old = it->second.link;
+        old_attestation = it->second.attestation;
         runners_.erase(it);
       }
     }
+    if (old_attestation) old_attestation->Stop();
     if (old) old->Stop();
     AgentLinkOptions lo;
     lo.runner = r.name;
@@ -933,13 +1071,39 @@ class System final : public ControlNodeSet,
     auto pods = pod_ctrl_;
     std::string name = r.name;
     lo.on_change = [ctrl, name] { ctrl->Enqueue(name); };
-    lo.on_pod = [pods](const v1::PodStatus& p) {
+    // A sealed runner is appraised again whenever one of its pods changes (a workload started:
+    // the agent measured it before); the verifier coalesces the triggers.
+    auto attestation_slot = std::make_shared<std::weak_ptr<RunnerAttestation>>();
+    lo.on_pod = [pods, attestation_slot](const v1::PodStatus& p) {
       pods->Enqueue(kube::ObjectKey(p.pod().namespace_(), p.pod().name()));
+      if (auto a = attestation_slot->lock()) a->Trigger();
     };
     auto link = std::make_shared<AgentLink>(std::move(lo));
     HS_RETURN_IF_ERROR(link->Start());
+    std::shared_ptr<RunnerAttestation> attestation;
+    if (sealed) {
+      AttestationOptions ao;
+      ao.runner = r.name;
+      ao.policy_name = policy;
+      ao.stub = link->stub();
+      std::weak_ptr<System> weak = shared_from_this();
+      ao.policy = [weak](const std::string& name) -> Result<AttestationPolicySpec> {
+        auto self = weak.lock();
+        if (!self) return Error::Make(Error::Code::kUnavailable, "stopping");
+        return self->ReadPolicy(name);
+      };
+      ao.nonces = nonces_;
+      ao.rpc_timeout = std::min<Ms>(o_.rpc_timeout, Ms(30000));
+      ao.on_change = [ctrl, name, weak] {
+        ctrl->Enqueue(name);
+        if (auto self = weak.lock()) self->EnqueuePodsOfRunnerAnywhere(name);
+      };
+      attestation = std::make_shared<RunnerAttestation>(std::move(ao));
+      *attestation_slot = attestation;
+      attestation->Start();
+    }
     std::lock_guard lock(mu_);
-    runners_[r.name] = RunnerEntry{r.control_node, address, link};
+    runners_[r.name] = RunnerEntry{r.control_node, address, link, policy, attestation};
     return link;
   }
 
@@ -1027,7 +1191,10 @@ class System final : public ControlNodeSet,
       set("Ready", false, "WaitingForAgent", msg);
       return write();
     }
-    auto link = EnsureLink(*spec, address);
+    const bool sealed_runner = spec->sealed || cn->sealed;
+    const std::string policy =
+        spec->attestation_policy.empty() ? cn->attestation_policy : spec->attestation_policy;
+    auto link = EnsureLink(*spec, address, sealed_runner, policy);
     if (!link.ok()) {
       st["phase"] = "Pending";
       set("Linked", false, "CredentialsUnavailable", link.error().message);
@@ -1042,7 +1209,51 @@ class System final : public ControlNodeSet,
                         : (snap.answered || was_phase == "Linked" || was_phase == "Unhealthy")
                             ? "Unhealthy"
                             : "Linking";
+    std::shared_ptr<RunnerAttestation> attestation = sealed_runner ? Attestation(name) : nullptr;
+    std::optional<AttestationState> att;
+    if (attestation) att = attestation->State();
+    if (att && att->verdict == AttestationState::Verdict::kUntrusted) phase = kUntrustedPhase;
     st["phase"] = phase;
+    if (att) {
+      json::array mismatches;
+      for (const auto& m : att->mismatches) mismatches.emplace_back(m);
+      json::object a{{"policy", att->policy},
+                     {"trusted", att->verdict == AttestationState::Verdict::kTrusted},
+                     {"mismatches", mismatches}};
+      if (!att->ek_subject.empty()) a["ekSubject"] = att->ek_subject;
+      if (att->last_appraisal.time_since_epoch().count() > 0) {
+        // Like lastSeen: refreshed when the verdict changes or every unhealthy_after/2.
+        const json::object* prev_a = old_status ? ObjectField(*old_status, "attestation") : nullptr;
+        auto prev = kube::ParseTime(prev_a ? StringField(*prev_a, "lastAppraisal") : "");
+        bool same = prev_a && jsonfield::BoolField(*prev_a, "trusted").value_or(false) ==
+                                  (att->verdict == AttestationState::Verdict::kTrusted);
+        a["lastAppraisal"] = same && prev && att->last_appraisal - *prev < o_.unhealthy_after / 2
+                                 ? S(StringField(*prev_a, "lastAppraisal"))
+                                 : kube::FormatTime(att->last_appraisal);
+      }
+      st["attestation"] = a;
+      const bool trusted = att->verdict == AttestationState::Verdict::kTrusted;
+      const kube::Object* before = obj.get();
+      bool was = false;
+      std::string was_message;
+      if (const json::array* conds = old_status ? ArrayField(*old_status, "conditions") : nullptr) {
+        for (const auto& c : *conds) {
+          if (c.is_object() && StringField(c.as_object(), "type") == kAttestedCondition) {
+            was = StringField(c.as_object(), "status") == "True";
+            was_message = S(StringField(c.as_object(), "message"));
+          }
+        }
+      }
+      set(kAttestedCondition, trusted, att->reason, att->message);
+      if (!trusted && att->verdict == AttestationState::Verdict::kUntrusted &&
+          (was || was_message != att->message)) {
+        events_->Event(*before, kube::EventType::kWarning, "RunnerUntrusted", att->message);
+      } else if (trusted && !was) {
+        events_->Event(*before, kube::EventType::kNormal, "RunnerAttested", att->message);
+      }
+    } else {
+      st.erase("attestation");
+    }
     if (snap.info) {
       json::object caps;
       for (const auto& [k, v] : snap.info->capacity()) caps[k] = v;
@@ -1072,7 +1283,11 @@ class System final : public ControlNodeSet,
     set("Linked", snap.answered, snap.answered ? "AgentAnswered" : "Linking",
         snap.answered ? "the agent answered over the runner link" : "dialing " + address);
     set("Healthy", snap.healthy, snap.healthy ? "AgentHealthy" : "AgentUnreachable", health_msg);
-    set("Ready", snap.healthy, snap.healthy ? "Linked" : phase, health_msg);
+    if (att && att->verdict != AttestationState::Verdict::kTrusted && snap.healthy) {
+      set("Ready", false, att->reason, att->message);
+    } else {
+      set("Ready", snap.healthy, snap.healthy ? "Linked" : phase, health_msg);
+    }
     if (snap.healthy) {
       Status rm = tokens_->Remove(name);  // linked: the token, if any, is spent
       if (!rm.ok())
@@ -1258,7 +1473,8 @@ class System final : public ControlNodeSet,
     if (Terminal(phase)) {
       // A pod failed as RunnerLost whose runner came back: its copy there must not run on.
       const json::object* st = ObjectField(pod, "status");
-      if (st != nullptr && StringField(*st, "reason") == kRunnerLostReason) {
+      if (st != nullptr && (StringField(*st, "reason") == kRunnerLostReason ||
+                            StringField(*st, "reason") == kRunnerUntrustedReason)) {
         for (const auto& r : runners) {
           auto link = Link(r);
           if (link && link->Pod(uid)) HS_RETURN_IF_ERROR(link->DeletePod(uid, 0));
@@ -1323,7 +1539,7 @@ class System final : public ControlNodeSet,
           AgentSnapshot s = link->Snapshot(false);
           RunnerCandidate c;
           c.name = r.name;
-          c.healthy = s.healthy;
+          c.healthy = Usable(r.name, s);
           c.slice = s.info && !s.info->slice().empty() ? s.info->slice() : r.slice;
           c.slice_index =
               s.info && !s.info->slice().empty() ? s.info->slice_index() : r.slice_index;
@@ -1389,6 +1605,16 @@ class System final : public ControlNodeSet,
         }
         return kube::ReconcileResult{};  // not linked yet: its link change re-enqueues this pod
       }
+      if (auto a = Attestation(r)) {
+        AttestationState as = a->State();
+        if (as.verdict == AttestationState::Verdict::kUntrusted) {
+          RunnerLost(pod, r, "runner " + r + " is untrusted: " + as.message,
+                     kRunnerUntrustedReason);
+          return kube::ReconcileResult{};
+        }
+        // Not appraised yet: its verdict re-enqueues this pod.
+        if (as.verdict != AttestationState::Verdict::kTrusted) return kube::ReconcileResult{};
+      }
       if (!s.pods_synced) return kube::ReconcileResult{};  // re-enqueued once listed
       std::optional<v1::PodStatus> have = link->Pod(uid);
       if (!have) {
@@ -1404,6 +1630,8 @@ class System final : public ControlNodeSet,
             return built.error();
           }
         }
+        // What the agent must measure before the containers start.
+        if (auto a = Attestation(r)) a->ExpectWorkload(*req);
         auto start = std::chrono::steady_clock::now();
         auto ran = link->RunPod(*req);
         if (!ran.ok()) {
@@ -1440,7 +1668,8 @@ class System final : public ControlNodeSet,
     return kube::ReconcileResult{};
   }
 
-  void RunnerLost(const kube::Object& pod, const std::string& runner, const std::string& msg) {
+  void RunnerLost(const kube::Object& pod, const std::string& runner, const std::string& msg,
+                  const char* reason = kRunnerLostReason) {
     std::string now = kube::FormatTime(std::chrono::system_clock::now());
     json::array cs;
     if (const json::object* st = ObjectField(pod, "status")) {
@@ -1455,15 +1684,15 @@ class System final : public ControlNodeSet,
           }
           o["ready"] = false;
           o["started"] = false;
-          o["state"] = json::object{{"terminated", json::object{{"exitCode", 137},
-                                                                {"reason", kRunnerLostReason},
-                                                                {"message", msg},
-                                                                {"finishedAt", now}}}};
+          o["state"] = json::object{
+              {"terminated",
+               json::object{
+                   {"exitCode", 137}, {"reason", reason}, {"message", msg}, {"finishedAt", now}}}};
           cs.push_back(std::move(o));
         }
       }
     }
-    json::object status{{"phase", "Failed"}, {"reason", kRunnerLostReason}, {"message", msg}};
+    json::object status{{"phase", "Failed"}, {"reason", reason}, {"message", msg}};
     if (!cs.empty()) status["containerStatuses"] = cs;
     Status st = PatchStatus(kube::resources::Pods(), S(kube::MetaString(pod, "namespace")),
                             S(kube::MetaString(pod, "name")), status);
@@ -1472,7 +1701,7 @@ class System final : public ControlNodeSet,
                 {{"pod", kube::ObjectKey(pod)}, {"error", st.error().message}});
       return;
     }
-    events_->Event(pod, kube::EventType::kWarning, kRunnerLostReason, msg);
+    events_->Event(pod, kube::EventType::kWarning, reason, msg);
     registry_
         .GetCounter("hyperslice_runners_pods_lost_total",
                     "Pods failed because their runner was lost", {{"runner", runner}})
@@ -1488,6 +1717,7 @@ class System final : public ControlNodeSet,
   std::unique_ptr<policy::SignatureSource> signatures_;  // sealed control nodes' image checks
   std::shared_ptr<kube::SharedInformer> cn_informer_, runner_informer_;
   std::shared_ptr<kube::Controller> cn_ctrl_, runner_ctrl_, pod_ctrl_;
+  std::shared_ptr<attest::NonceRegistry> nonces_;  // one verifier: nonces for every runner
   std::string boot_id_ = kube::FormatMicroTime(std::chrono::system_clock::now());
 
   std::mutex place_mu_;                         // one placement at a time (capacity accounting)

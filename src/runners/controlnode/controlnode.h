@@ -27,6 +27,7 @@
 
 #include "src/base/result.h"
 #include "src/runners/agent.grpc.pb.h"
+#include "src/runners/attest/attest.h"
 #include "src/runners/controlnode/agent_link.h"
 #include "src/runners/controlnode/join_tokens.h"
 #include "src/runners/registry/registry.h"
@@ -53,6 +54,10 @@ struct OperatorOptions {
   int lease_duration_seconds = 40;
   std::chrono::seconds join_token_ttl{std::chrono::hours(24)};
   int workers = 4;
+  // Sealed runners: signs workloads' attestation tokens (absent: tokens are refused). The
+  // operator serves its JWKS and OIDC discovery document (servers.h).
+  std::shared_ptr<attest::TokenIssuer> token_issuer;
+  std::chrono::milliseconds rpc_timeout{30000};  // enrolment and quotes (at most 30 s)
   std::string kubelet_version = "v1.36.3-hyperslice";
   // How a sealed control node reads images' cosign signatures (its WorkloadPolicy's check).
   registry::RegistryOptions registry;
@@ -85,6 +90,12 @@ class ControlNodeSet {
     bool allow_logs = false;
   };
   virtual Sealing SealingOf(const std::string& node) = 0;
+
+  // Sealed runners: a workload's attestation token (link::LinkServer::Options::attestation_tokens).
+  // A fresh appraisal of the runner bound to the request, the pod placed on that runner, its
+  // container's measured image digest equal to the pod's; kForbidden with reason
+  // sealed::kReasonAttestationRefused otherwise.
+  virtual Result<std::string> IssueAttestationToken(const link::AttestationTokenRequest& r) = 0;
   // Node names of the registered control nodes (the kubelet API's serving certificate names).
   virtual std::vector<std::string> NodeNames() = 0;
 };

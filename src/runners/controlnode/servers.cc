@@ -18,6 +18,7 @@
 #include "src/base/log.h"
 #include "src/kube/client.h"
 #include "src/kube/resource.h"
+#include "src/net/server.h"
 #include "src/runners/controlnode/kubelet_backend.h"
 #include "src/runners/kubeletapi/kubeletapi.h"
 #include "src/runners/link/link.h"
@@ -104,6 +105,9 @@ class Servers final : public RunnerServers {
       log::Info("runners: agent linked",
                 {{"runner", r.runner_name}, {"agent_address", r.agent_address}});
     };
+    lo.attestation_tokens = [set = set_](const link::AttestationTokenRequest& r) {
+      return set->IssueAttestationToken(r);
+    };
     HS_ASSIGN_OR_RETURN(link_, link::LinkServer::Start(std::move(lo)));
 
     // Kubelet API: a certificate from the runners CA until the CSR's is issued.
@@ -127,12 +131,14 @@ class Servers final : public RunnerServers {
     ko.threads = 2;
     HS_ASSIGN_OR_RETURN(kubelet_, kubeletapi::Server::Start(
                                       std::move(ko), MakeKubeletBackend(options_.client, set_)));
+    if (!options_.attestation_address.empty()) HS_RETURN_IF_ERROR(ServeAttestation());
     csr_thread_ = std::thread([this] { CsrLoop(); });
     return OkStatus();
   }
 
   uint16_t link_port() const override { return link_ ? static_cast<uint16_t>(link_->port()) : 0; }
   uint16_t kubelet_port() const override { return kubelet_ ? kubelet_->port() : 0; }
+  uint16_t attestation_port() const override { return oidc_ ? oidc_->port() : 0; }
   bool serving_from_csr() const override { return from_csr_.load(); }
 
   void Stop() override {
@@ -143,11 +149,50 @@ class Servers final : public RunnerServers {
     }
     cv_.notify_all();
     if (csr_thread_.joinable()) csr_thread_.join();
+    if (oidc_) oidc_->Stop();
     if (kubelet_) kubelet_->Stop();
     if (link_) link_->Stop();
   }
 
  private:
+  // The relying parties' view of the issuer: discovery and keys, nothing else.
+  Status ServeAttestation() {
+    if (!options_.token_issuer) {
+      return Error::Make(Error::Code::kInvalidArgument, "attestation address without an issuer");
+    }
+    net::pki::CertRequest req;
+    req.common_name = "hyperslice-attestation-issuer";
+    req.server = true;
+    req.validity = std::chrono::hours(24 * 365);
+    AddNames(req);
+    const std::string host = Host(options_.attestation_address);
+    if (!host.empty() && host != "0.0.0.0" && IsIp(host)) req.ip_addresses.push_back(host);
+    HS_ASSIGN_OR_RETURN(net::pki::KeyPair kp, net::pki::Issue(ca_.ca, req));
+    const std::string cert = options_.state_dir + "/attestation-issuer.crt";
+    const std::string key = options_.state_dir + "/attestation-issuer.key";
+    HS_RETURN_IF_ERROR(WriteFile(key, kp.key_pem));
+    HS_RETURN_IF_ERROR(WriteFile(cert, kp.cert_pem));
+    net::HttpServer::Options ho;
+    ho.address = host.empty() ? "0.0.0.0" : host;
+    HS_ASSIGN_OR_RETURN(ho.port, Port(options_.attestation_address));
+    ho.tls = net::ServerTlsFiles{cert, key};
+    ho.max_body_bytes = 1024;
+    std::shared_ptr<attest::TokenIssuer> issuer = options_.token_issuer;
+    HS_ASSIGN_OR_RETURN(
+        oidc_, net::HttpServer::Start(std::move(ho), [issuer](const net::ServerRequest& r,
+                                                              std::shared_ptr<net::Responder> w) {
+          if (r.method != "GET") return w->Send(405, R"({"error":"method not allowed"})");
+          if (r.path == "/.well-known/openid-configuration") {
+            return w->Send(200, issuer->OidcDiscovery());
+          }
+          if (r.path == "/jwks") return w->Send(200, issuer->Jwks());
+          w->Send(404, R"({"error":"not found"})");
+        }));
+    log::Info("runners: attestation token issuer serving",
+              {{"issuer", issuer->issuer()}, {"port", static_cast<int64_t>(oidc_->port())}});
+    return OkStatus();
+  }
+
   void AddNames(net::pki::CertRequest& req) {
     for (const auto& n : options_.serving_names) {
       (IsIp(n) ? req.ip_addresses : req.dns_names).push_back(n);
@@ -285,6 +330,7 @@ class Servers final : public RunnerServers {
   std::string cert_file_, key_file_;
   std::unique_ptr<link::LinkServer> link_;
   std::unique_ptr<kubeletapi::Server> kubelet_;
+  std::unique_ptr<net::HttpServer> oidc_;
   std::atomic<bool> from_csr_{false};
   std::mutex mu_;
   std::condition_variable cv_;
@@ -328,6 +374,34 @@ Result<RunnersCa> EnsureRunnersCa(kube::Client& client, const std::string& ns,
   if (!created.ok()) return created.error();
   log::Info("runners: created the runners CA Secret", {{"namespace", ns}, {"name", name}});
   return ca;
+}
+
+Result<std::string> EnsureAttestationKey(kube::Client& client, const std::string& ns,
+                                         const std::string& name) {
+  auto secret = client.Get(kube::resources::Secrets(), ns, name);
+  if (!secret.ok() && secret.error().code != Error::Code::kNotFound) return secret.error();
+  if (secret.ok()) {
+    std::string key = DataField(*secret, "key.pem");
+    if (key.empty()) {
+      return Error::Make(Error::Code::kInvalidArgument,
+                         "attestation key Secret " + ns + "/" + name + " has no key.pem");
+    }
+    return key;
+  }
+  // A P-256 key as the agents' identities have (MakeCsr makes one); the CSR is not used.
+  HS_ASSIGN_OR_RETURN(net::pki::CsrAndKey fresh, net::pki::MakeCsr("hyperslice-attestation"));
+  json::object obj{{"apiVersion", "v1"},
+                   {"kind", "Secret"},
+                   {"type", "Opaque"},
+                   {"metadata", json::object{{"name", name}, {"namespace", ns}}},
+                   {"data", json::object{{"key.pem", Base64Encode(fresh.key_pem)}}}};
+  auto created = client.Create(kube::resources::Secrets(), ns, obj);
+  if (!created.ok() && created.error().code == Error::Code::kAlreadyExists) {
+    return EnsureAttestationKey(client, ns, name);  // another replica made it first
+  }
+  if (!created.ok()) return created.error();
+  log::Info("runners: created the attestation key Secret", {{"namespace", ns}, {"name", name}});
+  return fresh.key_pem;
 }
 
 Result<std::unique_ptr<RunnerServers>> RunnerServers::Start(ServersOptions options, RunnersCa ca,

@@ -9,7 +9,10 @@
 //    kubelet's is: a CSR for kubernetes.io/kubelet-serving (CN system:node:<node>,
 //    O system:nodes, SANs the control nodes' addresses), approved by the operator, signed by
 //    kube-controller-manager. Until it is issued the server presents a certificate from the
-//    runners CA (the apiserver verifies kubelets only with --kubelet-certificate-authority).
+//    runners CA (the apiserver verifies kubelets only with --kubelet-certificate-authority);
+//  - sealed runners' token issuer (issue 21): the OIDC discovery document
+//    (/.well-known/openid-configuration) and the JWKS (/jwks) over HTTPS with a certificate from
+//    the runners CA, and AttestationToken on the link server.
 #pragma once
 
 #include <chrono>
@@ -37,6 +40,11 @@ struct RunnersCa {
 Result<RunnersCa> EnsureRunnersCa(kube::Client& client, const std::string& ns,
                                   const std::string& name);
 
+// The ES256 key that signs attestation tokens: `key.pem` of Secret `ns/name`, created when
+// missing so that tokens stay verifiable across operator restarts. Errors: API errors.
+Result<std::string> EnsureAttestationKey(kube::Client& client, const std::string& ns,
+                                         const std::string& name);
+
 struct ServersOptions {
   std::shared_ptr<kube::Client> client;
   std::string link_address = "0.0.0.0:10251";     // host:port
@@ -46,6 +54,10 @@ struct ServersOptions {
   std::vector<std::string> serving_names;
   std::string state_dir;  // serving certificate files (created, 0700)
   std::chrono::seconds csr_timeout{120};
+  // Sealed runners: where the issuer's discovery document and JWKS are served ("" = nowhere);
+  // the issuer's URL must be https://<a serving name or this host>:<this port>.
+  std::string attestation_address;
+  std::shared_ptr<attest::TokenIssuer> token_issuer;
 };
 
 class RunnerServers {
@@ -55,6 +67,7 @@ class RunnerServers {
                                                       std::shared_ptr<ControlNodeSet> set);
   virtual uint16_t link_port() const = 0;
   virtual uint16_t kubelet_port() const = 0;
+  virtual uint16_t attestation_port() const = 0;  // 0 when not serving
   // The kubelet serving certificate came from an approved, signed CSR (not the fallback).
   virtual bool serving_from_csr() const = 0;
   virtual void Stop() = 0;

@@ -139,6 +139,23 @@ Result<AgentIdentity> Renew(const LinkClientOptions& options, const AgentIdentit
   return id;
 }
 
+Result<std::string> RequestAttestationToken(const LinkClientOptions& options,
+                                            const AgentIdentity& current,
+                                            const AttestationTokenRequest& request) {
+  v1::AttestationTokenRequest req;
+  req.set_pod_uid(request.pod_uid);
+  req.set_container(request.container);
+  req.set_audience(request.audience);
+  for (const auto& n : request.nonces) req.add_nonces(n);
+  v1::AttestationTokenResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + options.timeout);
+  grpc::Status st =
+      Stub(options, current.cert_pem, current.key_pem)->AttestationToken(&ctx, req, &resp);
+  if (!st.ok()) return FromGrpc(st, "attestation token for " + options.runner_name);
+  return resp.token();
+}
+
 std::chrono::system_clock::time_point RenewalTime(const AgentIdentity& identity) {
   return identity.obtained + (identity.not_after - identity.obtained) * 2 / 3;
 }

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <grpcpp/support/status.h>
 
@@ -98,6 +99,18 @@ struct LinkedRunner {
   bool renewal = false;
 };
 
+// A workload's request for an attestation token (sealed runners, issue 21), as the link server
+// passes it on: `runner` is the identity of the mutual-TLS session, never the request's.
+struct AttestationTokenRequest {
+  std::string runner;
+  std::string pod_uid;
+  std::string container;
+  std::string audience;
+  std::vector<std::string> nonces;
+};
+// Issues the token or refuses (kForbidden with a reason; the server answers PERMISSION_DENIED).
+using AttestationTokenIssuer = std::function<Result<std::string>(const AttestationTokenRequest&)>;
+
 // The RunnerLink gRPC server. TLS with `serving`; client certificates are requested and, when
 // sent, verified against the CA: Link needs none (the join token authenticates), Renew needs the
 // runner's current certificate.
@@ -110,6 +123,8 @@ class LinkServer {
     JoinTokenStore* tokens = nullptr;    // not owned; must outlive the server
     std::chrono::seconds validity{std::chrono::hours(24)};
     std::function<void(const LinkedRunner&)> on_linked;  // optional, called on gRPC threads
+    // AttestationToken: absent -> UNIMPLEMENTED (no sealed runners served here).
+    AttestationTokenIssuer attestation_tokens;
   };
   virtual ~LinkServer() = default;
   static Result<std::unique_ptr<LinkServer>> Start(Options options);
@@ -144,6 +159,11 @@ Result<AgentIdentity> LoadIdentity(const std::string& state_dir);
 Result<AgentIdentity> Link(const LinkClientOptions& options, const std::string& join_token);
 // Renews over mutual TLS with `current`; persists and returns the new identity.
 Result<AgentIdentity> Renew(const LinkClientOptions& options, const AgentIdentity& current);
+// A workload's attestation token through the link controller (mutual TLS with `current`); the
+// request's runner is ignored (the session names it). Errors: FromGrpc's.
+Result<std::string> RequestAttestationToken(const LinkClientOptions& options,
+                                            const AgentIdentity& current,
+                                            const AttestationTokenRequest& request);
 // When to renew: 2/3 of the way from when it was obtained to its expiry.
 std::chrono::system_clock::time_point RenewalTime(const AgentIdentity& identity);
 

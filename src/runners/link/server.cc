@@ -56,11 +56,46 @@ class LinkService final : public v1::RunnerLink::Service {
 
   grpc::Status Renew(grpc::ServerContext* ctx, const v1::RenewRequest* req,
                      v1::LinkResponse* resp) override {
-    // gRPC verified the chain and validity of a presented certificate; absence is checked here.
+    std::string runner;
+    if (grpc::Status st = SessionRunner(ctx, &runner); !st.ok()) return st;
+    if (req->csr_pem().empty() || req->agent_address().empty()) {
+      return {grpc::StatusCode::INVALID_ARGUMENT, "csr_pem and agent_address are required"};
+    }
+    return Answer(runner, req->csr_pem(), req->agent_address(), true, resp);
+  }
+
+  grpc::Status AttestationToken(grpc::ServerContext* ctx, const v1::AttestationTokenRequest* req,
+                                v1::AttestationTokenResponse* resp) override {
+    if (!options_.attestation_tokens) {
+      return {grpc::StatusCode::UNIMPLEMENTED, "this link server issues no attestation tokens"};
+    }
+    AttestationTokenRequest r;
+    if (grpc::Status st = SessionRunner(ctx, &r.runner); !st.ok()) return st;
+    if (req->pod_uid().empty() || req->container().empty() || req->audience().empty()) {
+      return {grpc::StatusCode::INVALID_ARGUMENT, "pod_uid, container and audience are required"};
+    }
+    r.pod_uid = req->pod_uid();
+    r.container = req->container();
+    r.audience = req->audience();
+    r.nonces.assign(req->nonces().begin(), req->nonces().end());
+    auto token = options_.attestation_tokens(r);
+    if (!token.ok()) {
+      log::Warn("attestation token refused",
+                {{"runner", r.runner}, {"pod_uid", r.pod_uid}, {"reason", token.error().message}});
+      return ToGrpc(token.error());
+    }
+    resp->set_token(*token);
+    return grpc::Status::OK;
+  }
+
+ private:
+  // The runner named by the session's client certificate. gRPC verified the chain and validity
+  // of a presented certificate; absence and the organisation are checked here.
+  static grpc::Status SessionRunner(grpc::ServerContext* ctx, std::string* runner) {
     auto certs = ctx->auth_context()->FindPropertyValues("x509_pem_cert");
     if (certs.empty()) {
       return {grpc::StatusCode::UNAUTHENTICATED,
-              std::string(kReasonIdentityRefused) + ": renewal needs the runner's certificate"};
+              std::string(kReasonIdentityRefused) + ": this call needs the runner's certificate"};
     }
     std::string pem(certs.front().data(), certs.front().size());
     auto info = net::pki::Inspect(pem);
@@ -69,13 +104,10 @@ class LinkService final : public v1::RunnerLink::Service {
       return {grpc::StatusCode::PERMISSION_DENIED,
               std::string(kReasonIdentityRefused) + ": not a runner identity"};
     }
-    if (req->csr_pem().empty() || req->agent_address().empty()) {
-      return {grpc::StatusCode::INVALID_ARGUMENT, "csr_pem and agent_address are required"};
-    }
-    return Answer(info->common_name, req->csr_pem(), req->agent_address(), true, resp);
+    *runner = info->common_name;
+    return grpc::Status::OK;
   }
 
- private:
   grpc::Status Answer(const std::string& runner, const std::string& csr, const std::string& address,
                       bool renewal, v1::LinkResponse* resp) {
     auto cert = SignRunnerCsr(options_.ca, runner, csr, address, options_.validity);
