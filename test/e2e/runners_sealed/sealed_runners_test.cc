@@ -75,7 +75,7 @@ std::vector<std::string> FleetFlags(const std::string& registry) {
 // One `hyperslice runner-agent --sealed` on its own loopback address and software TPM.
 class SealedAgent {
  public:
-  SealedAgent(std::string name, std::string ip, const std::string& dir, const Swtpm& tpm)
+  SealedAgent(std::string name, const std::string& ip, const std::string& dir, const Swtpm& tpm)
       : name_(std::move(name)), tcti_(tpm.Tcti()) {
     state_dir_ = dir + "/" + name_;
     fs::create_directories(state_dir_);
