@@ -1191,7 +1191,9 @@ class System final : public ControlNodeSet,
       set("Ready", false, "WaitingForAgent", msg);
       return write();
     }
-    const bool sealed_runner = spec->sealed || cn->sealed;
+    // Attested when the Runner says so or its ControlNode names an AttestationPolicy for all
+    // its runners (a sealed ControlNode alone is the workload policy, not attestation).
+    const bool sealed_runner = spec->sealed || !cn->attestation_policy.empty();
     const std::string policy =
         spec->attestation_policy.empty() ? cn->attestation_policy : spec->attestation_policy;
     auto link = EnsureLink(*spec, address, sealed_runner, policy);

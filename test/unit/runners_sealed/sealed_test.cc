@@ -162,7 +162,7 @@ TEST(ParseRunner, SealedSwitchAndPolicy) {
   EXPECT_EQ(r->attestation_policy, "fleet");
   auto cn = controlnode::ParseControlNode(
       boost::json::parse(R"({"metadata":{"name":"cn"},"spec":{"sealed":true,)"
-                         R"("attestationPolicy":"fleet"}})")
+                         R"("workloadPolicy":"signed","attestationPolicy":"fleet"}})")
           .as_object());
   ASSERT_TRUE(cn.ok());
   EXPECT_TRUE(cn->sealed);
