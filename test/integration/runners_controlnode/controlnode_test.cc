@@ -558,11 +558,13 @@ TEST_F(ControlNodeTest, SealedControlNodeRefusesWhatItsWorkloadPolicyDoesNotAdmi
         R"("nodeName":"cn-sealed","restartPolicy":"Never","automountServiceAccountToken":false,)"
         R"("containers":[{"name":"main","image":")" +
             image('1') + R"(","args":["sh"]}]}})");
-  for (const auto& [pod, reason] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& refusal : std::vector<std::pair<std::string, std::string>>{
            {"sealed-unsigned", runners::policy::kReasonImageUnsigned},
            {"sealed-untrusted", runners::policy::kReasonImageUntrusted},
            {"sealed-tag", runners::policy::kReasonImageNotByDigest},
            {"sealed-args", runners::policy::kReasonCommandOverride}}) {
+    const std::string& pod = refusal.first;
+    const std::string& reason = refusal.second;
     ASSERT_TRUE(Eventually([&] { return PodPhase(pod) == "Failed"; }, 30s)) << pod;
     auto p = Pod(pod);
     EXPECT_EQ(Str(*p, "status", "reason"), reason) << pod;

@@ -228,7 +228,7 @@ class RegistrySignaturesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto server = net::HttpServer::Start(
-        {}, [this](const net::ServerRequest& req, std::shared_ptr<net::Responder> r) {
+        {}, [this](const net::ServerRequest& req, const std::shared_ptr<net::Responder>& r) {
           std::lock_guard lock(mu_);
           paths_.push_back(req.path);
           auto it = objects_.find(req.path);
