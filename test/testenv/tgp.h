@@ -1,16 +1,34 @@
 // Set-up shared by the tests of the ephemeral-GPU controllers (src/gpu): the tgp.io CRDs from a
-// deploy/ folder, and a provider-credentials Secret where seed 002 puts it. Header-only, so
-// hs_testenv itself does not depend on hs_gpu.
+// deploy/ folder, a provider-credentials Secret where seed 002 puts it, seed 002's class, pool and
+// GPU pod read from deploy/examples (not pasted into each test), and the clean-up every GPU test
+// does. Header-only, so hs_testenv itself does not depend on hs_gpu.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <string>
+#include <string_view>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
 
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
 #include "src/gpu/api.h"
+#include "src/gpu/claim_controller.h"
+#include "src/gpu/class_controller.h"
+#include "src/gpu/offer_cache.h"
+#include "src/gpu/providers.h"
+#include "src/gpu/unavailable_offers.h"
 #include "src/kube/client.h"
+#include "src/kube/events.h"
+#include "src/kube/manager.h"
+#include "src/kube/metrics.h"
+#include "src/kube/object_helpers.h"
+#include "src/kube/yaml.h"
 #include "test/testenv/crds.h"
+#include "test/testenv/eventually.h"
 
 namespace hyperslice::testenv {
 
@@ -44,6 +62,168 @@ inline Status PutSecret(kube::Client& client, const std::string& ns, const std::
   auto created = client.Create(kube::resources::Secrets(), ns, secret);
   if (!created.ok()) return created.error();
   return OkStatus();
+}
+
+// What `hyperslice operator --gpu` shares between its GPU controllers (src/cmd/roles_operator.cc),
+// for tests that run them in process: one manager, offer cache, memory of unavailable offers
+// (3 min) and event recorder ("hyperslice-gpu").
+struct GpuControllerKit {
+  std::shared_ptr<kube::Client> client;
+  std::unique_ptr<kube::Manager> manager;
+  std::shared_ptr<gpu::OfferCache> cache;
+  std::shared_ptr<gpu::UnavailableOffers> unavailable;
+  std::shared_ptr<kube::EventRecorder> events;
+
+  // The class controller's options for providers on simulators: offers refreshed every 2 s,
+  // `endpoints` as the operator's --gpu-endpoint defaults (seed 002's class names none), and the
+  // provider clients told a 50 requests/s limit (the simulators enforce the real providers'
+  // limits; a test should not wait on them).
+  gpu::ClassControllerOptions ClassOptions(std::map<std::string, std::string> endpoints) const {
+    gpu::ClassControllerOptions co;
+    co.client = client;
+    co.cache = cache;
+    co.events = events;
+    co.offer_refresh_interval = std::chrono::seconds(2);
+    co.factory = [](const gpu::ProviderConfig& c) {
+      gpu::ProviderConfig x = c;
+      x.requests_per_second = 50;
+      x.burst = 50;
+      return gpu::NewProvider(x);
+    };
+    co.default_endpoints = std::move(endpoints);
+    return co;
+  }
+  // The claim controller's shared parts (client, cache, unavailable offers, events).
+  gpu::ClaimControllerOptions ClaimOptions() const {
+    gpu::ClaimControllerOptions cl;
+    cl.client = client;
+    cl.cache = cache;
+    cl.unavailable = unavailable;
+    cl.events = events;
+    return cl;
+  }
+};
+
+inline Result<GpuControllerKit> NewGpuControllerKit(std::shared_ptr<kube::Client> client,
+                                                    kube::metrics::Registry* registry) {
+  kube::ManagerOptions mo;
+  mo.client = client;
+  mo.registry = registry;
+  auto m = kube::Manager::Create(std::move(mo));
+  if (!m.ok()) return m.error();
+  GpuControllerKit kit;
+  kit.client = client;
+  kit.manager = std::move(*m);
+  kit.cache = std::make_shared<gpu::OfferCache>();
+  kit.unavailable = std::make_shared<gpu::UnavailableOffers>(std::chrono::minutes(3));
+  kube::EventRecorderOptions eo;
+  eo.component = "hyperslice-gpu";
+  kit.events = std::make_shared<kube::EventRecorder>(client, eo);
+  return kit;
+}
+
+// The string `key` of the object at dotted path `at` in `o` (`o` itself for ""), or "".
+inline std::string Str(const boost::json::object& o, std::string_view at, std::string_view key) {
+  const boost::json::object* obj = at.empty() ? &o : jsonfield::ObjectAt(o, at);
+  return obj != nullptr ? std::string(jsonfield::StringField(*obj, key)) : std::string();
+}
+
+// Every GPUNodeClaim; none when the list fails.
+inline std::vector<boost::json::object> ListClaims(kube::Client& client) {
+  auto l = client.List(gpu::GPUNodeClaims(), "");
+  return l.ok() ? l->items : std::vector<boost::json::object>{};
+}
+
+// Deletes every Pod of `ns` at once (grace period 0), without waiting.
+inline void DeletePodsNow(kube::Client& client, const std::string& ns) {
+  auto pods = client.List(kube::resources::Pods(), ns);
+  if (!pods.ok()) return;
+  for (const auto& p : pods->items) {
+    kube::DeleteOptions d;
+    d.grace_period_seconds = 0;
+    (void)client.Delete(kube::resources::Pods(), ns, Str(p, "metadata", "name"), d);
+  }
+}
+
+// Deletes every Node (the machines a test joined), without waiting.
+inline void DeleteNodes(kube::Client& client) {
+  auto nodes = client.List(kube::resources::Nodes(), "");
+  if (!nodes.ok()) return;
+  for (const auto& n : nodes->items) {
+    (void)client.Delete(kube::resources::Nodes(), "", Str(n, "metadata", "name"));
+  }
+}
+
+// A manifest of `deploy_dir`/examples as an object.
+inline boost::json::object ExampleObject(const std::string& deploy_dir, const std::string& file) {
+  return kube::YamlToJson(YAML::LoadFile(deploy_dir + "/examples/" + file)).as_object();
+}
+
+// Seed 002's GPUNodeClass and GPUNodePool as deploy/examples ships them.
+inline boost::json::object SeedGpuClass(const std::string& deploy_dir) {
+  return ExampleObject(deploy_dir, "gpunodeclass.yaml");
+}
+inline boost::json::object SeedGpuPool(const std::string& deploy_dir) {
+  return ExampleObject(deploy_dir, "gpunodepool.yaml");
+}
+
+// Creates `cls` (seed 002's class, perhaps with a test's additions) and `pool`, and waits until the
+// class is Ready.
+inline Status CreateGpuClassAndPool(kube::Client& client, const boost::json::object& cls,
+                                    const boost::json::object& pool,
+                                    std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+  auto created = client.Create(gpu::GPUNodeClasses(), "", cls);
+  if (!created.ok()) return created.error();
+  std::string ns = Str(pool, "metadata", "namespace");
+  auto pooled = client.Create(gpu::GPUNodePools(), ns.empty() ? "default" : ns, pool);
+  if (!pooled.ok()) return pooled.error();
+  std::string name = Str(cls, "metadata", "name");
+  if (!Eventually(
+          [&] {
+            auto c = client.Get(gpu::GPUNodeClasses(), "", name);
+            return c.ok() && kube::IsConditionTrue(*c, "Ready");
+          },
+          timeout)) {
+    return Error::Make(Error::Code::kTimeout, "GPUNodeClass " + name + " not Ready");
+  }
+  return OkStatus();
+}
+
+// Takes down what CreateGpuClassAndPool made, in the order that returns every machine: the pool
+// (nothing more is planned), every claim (their finalizers return the machines), then the class;
+// waits for each to go. An error names the first that did not.
+inline Status DeleteGpuClassAndPool(kube::Client& client, const std::string& pool_ns,
+                                    const std::string& pool, const std::string& cls) {
+  (void)client.Delete(gpu::GPUNodePools(), pool_ns, pool);
+  if (!Eventually([&] { return !client.Get(gpu::GPUNodePools(), pool_ns, pool).ok(); })) {
+    return Error::Make(Error::Code::kTimeout, "GPUNodePool " + pool + " still there");
+  }
+  for (const auto& c : ListClaims(client)) {
+    (void)client.Delete(gpu::GPUNodeClaims(), "", Str(c, "metadata", "name"));
+  }
+  if (!Eventually([&] { return ListClaims(client).empty(); })) {
+    return Error::Make(Error::Code::kTimeout, "GPUNodeClaims still there");
+  }
+  (void)client.Delete(gpu::GPUNodeClasses(), "", cls);
+  if (!Eventually([&] { return !client.Get(gpu::GPUNodeClasses(), "", cls).ok(); })) {
+    return Error::Make(Error::Code::kTimeout, "GPUNodeClass " + cls + " still there");
+  }
+  return OkStatus();
+}
+
+// A Pod asking for one GPU the way seed 002's Job does: the pod template of
+// deploy/examples/gpu-job.yaml (the pool's toleration and tgp.io/gpu-type selector, the CUDA image,
+// one nvidia.com/gpu), without the Job's command and restart policy, so it runs until deleted.
+inline boost::json::object SeedGpuPod(const std::string& deploy_dir, const std::string& name,
+                                      const std::string& ns = "default") {
+  boost::json::object job = ExampleObject(deploy_dir, "gpu-job.yaml");
+  boost::json::object spec = job.at("spec").at("template").at("spec").as_object();
+  spec.erase("restartPolicy");
+  for (auto& c : spec.at("containers").as_array()) c.as_object().erase("command");
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", name}, {"namespace", ns}}},
+          {"spec", std::move(spec)}};
 }
 
 }  // namespace hyperslice::testenv

@@ -71,10 +71,7 @@ uint64_t Seed() {
   return seed;
 }
 
-std::string Str(const bj::object& o, std::string_view dotted, std::string_view key) {
-  const bj::object* at = dotted.empty() ? &o : jsonfield::ObjectAt(o, dotted);
-  return at ? std::string(jsonfield::StringField(*at, key)) : std::string();
-}
+using testenv::Str;
 
 // Lambda's one-GPU RTX 4090 in one region, with room for every launch of the test.
 market::Listing Rtx4090() {
@@ -261,22 +258,9 @@ spec:
     return r.ok() ? OkStatus() : Status(r.error());
   }
 
+  // Seed 002's GPU pod, pinned to one provider's machines instead of the pool's GPU type.
   void CreatePod(const std::string& name, const std::string& provider) {
-    bj::object pod = kube::YamlToJson(YAML::Load(R"(
-apiVersion: v1
-kind: Pod
-metadata:
-  namespace: default
-spec:
-  containers:
-    - name: cuda
-      image: nvidia/cuda:12.4.0-base-ubuntu22.04
-      resources:
-        limits:
-          nvidia.com/gpu: 1
-)"))
-                         .as_object();
-    pod["metadata"].as_object()["name"] = name;
+    bj::object pod = testenv::SeedGpuPod(HS_DEPLOY_DIR, name);
     pod["spec"].as_object()["nodeSelector"] = bj::object{{kLabelProvider, provider}};
     auto created = client_->Create(kube::resources::Pods(), "default", pod);
     ASSERT_TRUE(created.ok()) << created.error().ToString();

@@ -60,10 +60,7 @@ constexpr char kClass[] = "cost-class";
 constexpr char kPool[] = "cost-pool";
 constexpr char kPoolKey[] = "default/cost-pool";
 
-std::string Str(const bj::object& o, std::string_view dotted, std::string_view key) {
-  const bj::object* at = dotted.empty() ? &o : jsonfield::ObjectAt(o, dotted);
-  return at ? std::string(jsonfield::StringField(*at, key)) : std::string();
-}
+using testenv::Str;
 
 int RunSeconds() {
   const char* v = std::getenv("HS_GPU_COST_RUN_SECONDS");
@@ -366,14 +363,7 @@ spec:
   }
 
   void TearDown() override {
-    auto pods = client_->List(kube::resources::Pods(), "default");
-    if (pods.ok()) {
-      for (const auto& p : pods->items) {
-        kube::DeleteOptions d;
-        d.grace_period_seconds = 0;
-        (void)client_->Delete(kube::resources::Pods(), "default", Str(p, "metadata", "name"), d);
-      }
-    }
+    testenv::DeletePodsNow(*client_, "default");
     if (op_ && op_->Alive()) {
       for (const auto& c : Claims())
         (void)client_->Delete(GPUNodeClaims(), "", Str(c, "metadata", "name"));
@@ -386,31 +376,13 @@ spec:
     if (nodes_) nodes_->Stop();
     if (lambda_) lambda_->Stop();
     if (paperspace_) paperspace_->Stop();
-    auto nodes = client_->List(kube::resources::Nodes(), "");
-    if (nodes.ok()) {
-      for (const auto& n : nodes->items) {
-        (void)client_->Delete(kube::resources::Nodes(), "", Str(n, "metadata", "name"));
-      }
-    }
+    testenv::DeleteNodes(*client_);
     if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
 
+  // Seed 002's GPU pod, pinned to one provider's machines instead of the pool's GPU type.
   void CreatePod(const std::string& name, const std::string& provider) {
-    bj::object pod = kube::YamlToJson(YAML::Load(R"(
-apiVersion: v1
-kind: Pod
-metadata:
-  namespace: default
-spec:
-  containers:
-    - name: cuda
-      image: nvidia/cuda:12.4.0-base-ubuntu22.04
-      resources:
-        limits:
-          nvidia.com/gpu: 1
-)"))
-                         .as_object();
-    pod["metadata"].as_object()["name"] = name;
+    bj::object pod = testenv::SeedGpuPod(HS_DEPLOY_DIR, name);
     pod["spec"].as_object()["nodeSelector"] = bj::object{{kLabelProvider, provider}};
     auto created = client_->Create(kube::resources::Pods(), "default", pod);
     ASSERT_TRUE(created.ok()) << created.error().ToString();

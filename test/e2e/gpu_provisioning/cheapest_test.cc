@@ -49,10 +49,7 @@ struct Sim {
   std::unique_ptr<market::MarketSimulator> server;
 };
 
-std::string Str(const bj::object& o, std::string_view dotted, std::string_view key) {
-  const bj::object* at = dotted.empty() ? &o : jsonfield::ObjectAt(o, dotted);
-  return at ? std::string(jsonfield::StringField(*at, key)) : std::string();
-}
+using testenv::Str;
 
 // Launch payloads each provider takes (issue 3/4 renders real ones).
 Result<BootPayload> Payload(const BootContext& b) {
@@ -312,23 +309,9 @@ TEST_F(Cheapest, EachProviderInTurnHoldsTheCheapestOfferAndGetsTheLaunch) {
     }));
 
     std::string pod = "a100-" + std::to_string(round++);
-    bj::object obj = kube::YamlToJson(YAML::Load(R"(
-apiVersion: v1
-kind: Pod
-metadata:
-  namespace: default
-spec:
-  nodeSelector:
-    tgp.io/gpu-type: A100-80GB
-  containers:
-    - name: main
-      image: nvidia/cuda:12.4.0-base-ubuntu22.04
-      resources:
-        limits:
-          nvidia.com/gpu: 1
-)"))
-                         .as_object();
-    obj["metadata"].as_object()["name"] = pod;
+    // Seed 002's GPU pod asking for an A100 instead of the pool's RTX 4090.
+    bj::object obj = testenv::SeedGpuPod(HS_DEPLOY_DIR, pod);
+    obj["spec"].as_object()["nodeSelector"] = bj::object{{"tgp.io/gpu-type", "A100-80GB"}};
     ASSERT_TRUE(client_->Create(kube::resources::Pods(), "default", obj).ok());
     bj::object claim;
     ASSERT_TRUE(Eventually(

@@ -57,32 +57,42 @@ inline market::Listing Rtx4090(const std::string& region, MicroUsd price, int ca
   return sim::lambda::Rtx4090Listing(region, price, capacity);
 }
 
-// The seed's GPU pod spec (its toleration, its selector, one GPU), indented to sit under a
-// `spec:` key at `indent` spaces.
-inline std::string GpuPodSpec(int indent) {
-  static constexpr char kSpec[] = R"(nodeSelector:
-  tgp.io/gpu-type: RTX4090
-tolerations:
-  - key: gpu-node
-    operator: Equal
-    value: "true"
-    effect: NoSchedule
-containers:
-  - name: cuda
-    image: nvidia/cuda:12.4.0-base-ubuntu22.04
-    resources:
-      limits:
-        nvidia.com/gpu: 1
-)";
-  std::string out = "\n";
-  std::string pad(static_cast<size_t>(indent), ' ');
-  std::string_view rest(kSpec);
-  while (!rest.empty()) {
-    auto nl = rest.find('\n');
-    out += pad;
-    out += rest.substr(0, nl + 1);
-    rest.remove_prefix(nl + 1);
+// `v` as block YAML at `indent` spaces, each key and scalar written as its JSON (a valid YAML
+// scalar), so that it can continue a mapping written around it.
+inline void AppendYamlBlock(const bj::value& v, int indent, std::string& out) {
+  const std::string pad(static_cast<size_t>(indent), ' ');
+  auto nested = [](const bj::value& x) {
+    return (x.is_object() && !x.as_object().empty()) || (x.is_array() && !x.as_array().empty());
+  };
+  if (v.is_object()) {
+    for (const auto& [k, val] : v.as_object()) {
+      out += pad + bj::serialize(bj::value(k)) + ":";
+      if (nested(val)) {
+        out += "\n";
+        AppendYamlBlock(val, indent + 2, out);
+      } else {
+        out += " " + bj::serialize(val) + "\n";
+      }
+    }
+    return;
   }
+  for (const auto& item : v.as_array()) {
+    if (item.is_object() && nested(item)) {
+      std::string block;
+      AppendYamlBlock(item, indent + 2, block);
+      block.replace(0, pad.size() + 2, pad + "- ");
+      out += block;
+    } else {
+      out += pad + "- " + bj::serialize(item) + "\n";
+    }
+  }
+}
+
+// Seed 002's GPU pod spec (testenv::SeedGpuPod: deploy/examples/gpu-job.yaml's template, its
+// toleration, its selector, one GPU), indented to sit under a `spec:` key at `indent` spaces.
+inline std::string GpuPodSpec(int indent) {
+  std::string out = "\n";
+  AppendYamlBlock(testenv::SeedGpuPod(HS_DEPLOY_DIR, "unused").at("spec"), indent, out);
   return out;
 }
 
@@ -115,10 +125,7 @@ inline bj::object Yaml(const std::string& text) {
   return kube::YamlToJson(YAML::Load(text)).as_object();
 }
 
-inline std::string Str(const bj::object& o, std::string_view dotted, std::string_view key) {
-  const bj::object* at = dotted.empty() ? &o : jsonfield::ObjectAt(o, dotted);
-  return at ? std::string(jsonfield::StringField(*at, key)) : std::string();
-}
+using testenv::Str;
 
 // The fixture: seed 002's class and pool on a real apiserver + scheduler, the GPU controllers in
 // process, the Lambda simulator selling RTX 4090s and A10s and the RunPod simulator selling the
@@ -182,40 +189,17 @@ class GpuHarness : public ::testing::Test {
                            {{"RUNPOD_API_KEY", "sim-key"}, {"LAMBDA_LABS_API_KEY", "sim-key"}})
             .ok());
 
-    kube::ManagerOptions mo;
-    mo.client = client_;
-    mo.registry = &registry_;
-    auto m = kube::Manager::Create(std::move(mo));
-    ASSERT_TRUE(m.ok()) << m.error().ToString();
-    manager_ = std::move(*m);
-    auto cache = std::make_shared<OfferCache>();
-    auto unavailable = std::make_shared<UnavailableOffers>(std::chrono::minutes(3));
-    kube::EventRecorderOptions eo;
-    eo.component = "hyperslice-gpu";
-    auto events = std::make_shared<kube::EventRecorder>(client_, eo);
+    auto kit = testenv::NewGpuControllerKit(client_, &registry_);
+    ASSERT_TRUE(kit.ok()) << kit.error().ToString();
+    manager_ = std::move(kit->manager);
+    auto cache = kit->cache;
+    auto unavailable = kit->unavailable;
+    auto events = kit->events;
 
-    ClassControllerOptions co;
-    co.client = client_;
-    co.cache = cache;
-    co.events = events;
-    co.offer_refresh_interval = 2s;
-    // The simulator allows what Lambda allows (1 request/s, 1 launch per 12 s); the client is
-    // told a faster limit, so the test does not wait on it.
-    co.factory = [](const ProviderConfig& c) {
-      ProviderConfig x = c;
-      x.requests_per_second = 50;
-      x.burst = 50;
-      return NewProvider(x);
-    };
-    // Seed 002's class names no endpoints: the operator's --gpu-endpoint defaults point them at
-    // the simulators, so the class is applied exactly as the seed writes it.
-    co.default_endpoints = {{kLambda, sim_->api_endpoint()}, {kRunPod, runpod_->api_endpoint()}};
+    ClassControllerOptions co =
+        kit->ClassOptions({{kLambda, sim_->api_endpoint()}, {kRunPod, runpod_->api_endpoint()}});
     ASSERT_TRUE(RegisterClassController(*manager_, co).ok());
-    ClaimControllerOptions cl;
-    cl.client = client_;
-    cl.cache = cache;
-    cl.unavailable = unavailable;
-    cl.events = events;
+    ClaimControllerOptions cl = kit->ClaimOptions();
     cl.cluster_id = "e2e-cluster";
     cl.ambiguous_settle = 2s;
     cl.registration_timeout = 15s;  // stand-in Nodes register within a second or two
@@ -249,48 +233,22 @@ class GpuHarness : public ::testing::Test {
     runner_ = std::thread([this] { (void)manager_->Run(); });
 
     // Seed 002's class and pool, unchanged (deploy/examples holds them as the seed writes them).
-    bj::object cls =
-        kube::YamlToJson(YAML::LoadFile(HS_DEPLOY_DIR "/examples/gpunodeclass.yaml")).as_object();
-    ASSERT_TRUE(client_->Create(GPUNodeClasses(), "", cls).ok());
-    ASSERT_TRUE(
-        client_
-            ->Create(GPUNodePools(), "default",
-                     kube::YamlToJson(YAML::LoadFile(HS_DEPLOY_DIR "/examples/gpunodepool.yaml"))
-                         .as_object())
-            .ok());
-    ASSERT_TRUE(Eventually(
-        [&] {
-          auto c = client_->Get(GPUNodeClasses(), "", "standard-gpu-class");
-          return c.ok() && kube::IsConditionTrue(*c, "Ready");
-        },
-        60s));
+    Status seeded = testenv::CreateGpuClassAndPool(*client_, testenv::SeedGpuClass(HS_DEPLOY_DIR),
+                                                   testenv::SeedGpuPool(HS_DEPLOY_DIR));
+    ASSERT_TRUE(seeded.ok()) << seeded.error().ToString();
   }
 
   void TearDown() override {
     // Pods first (nothing pending, nothing to plan), then the pool (nothing to plan for), then
     // the claims (their finalizer returns the machines), then the class.
-    auto pods = client_->List(kube::resources::Pods(), "default");
-    if (pods.ok()) {
-      for (const auto& p : pods->items) {
-        kube::DeleteOptions d;
-        d.grace_period_seconds = 0;
-        (void)client_->Delete(kube::resources::Pods(), "default", Str(p, "metadata", "name"), d);
-      }
-    }
+    testenv::DeletePodsNow(*client_, "default");
     EXPECT_TRUE(Eventually([&] {
       auto l = client_->List(kube::resources::Pods(), "default");
       return l.ok() && l->items.empty();
     }));
-    (void)client_->Delete(GPUNodePools(), "default", "ml-workload-pool");
-    EXPECT_TRUE(Eventually(
-        [&] { return !client_->Get(GPUNodePools(), "default", "ml-workload-pool").ok(); }));
-    for (auto& c : ListClaims()) {
-      (void)client_->Delete(GPUNodeClaims(), "", Str(c, "metadata", "name"));
-    }
-    EXPECT_TRUE(Eventually([&] { return ListClaims().empty(); }, 60s)) << Diagnose("");
-    (void)client_->Delete(GPUNodeClasses(), "", "standard-gpu-class");
-    EXPECT_TRUE(
-        Eventually([&] { return !client_->Get(GPUNodeClasses(), "", "standard-gpu-class").ok(); }));
+    Status cleaned = testenv::DeleteGpuClassAndPool(*client_, "default", "ml-workload-pool",
+                                                    "standard-gpu-class");
+    EXPECT_TRUE(cleaned.ok()) << cleaned.error().ToString() << "\n" << Diagnose("");
     if (manager_) manager_->Stop();
     if (runner_.joinable()) runner_.join();
     kubelet_stop_ = true;
@@ -312,12 +270,7 @@ class GpuHarness : public ::testing::Test {
       }
       runpod_->Stop();
     }
-    auto nodes = client_->List(kube::resources::Nodes(), "");
-    if (nodes.ok()) {
-      for (const auto& n : nodes->items) {
-        (void)client_->Delete(kube::resources::Nodes(), "", Str(n, "metadata", "name"));
-      }
-    }
+    testenv::DeleteNodes(*client_);
   }
 
   // The provider name a machine's providerID carries (the market's own, "lambdalabs", "runpod").
@@ -455,10 +408,7 @@ class GpuHarness : public ::testing::Test {
     return n;
   }
 
-  std::vector<bj::object> ListClaims() {
-    auto l = client_->List(GPUNodeClaims(), "");
-    return l.ok() ? l->items : std::vector<bj::object>{};
-  }
+  std::vector<bj::object> ListClaims() { return testenv::ListClaims(*client_); }
 
   void CreateGpuPod(const std::string& name) {
     bj::object pod = Yaml(std::string(R"(

@@ -49,6 +49,7 @@
 #include "src/webhook/webhook.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/examples.h"
+#include "test/testenv/shell.h"
 
 namespace hyperslice::tpu {
 namespace {
@@ -65,15 +66,7 @@ constexpr char kGroup[] = "my-tpu-node-group";
 
 using testenv::Eventually;  // polls a condition until it holds or the timeout passes
 
-std::pair<int, std::string> Shell(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return {-1, ""};
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  int rc = pclose(p);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
-}
+using testenv::Shell;  // {exit code, stdout+stderr}
 
 std::string Str(const json::object& o, std::string_view k) {
   auto* v = o.if_contains(k);

@@ -29,6 +29,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "src/localcluster/localcluster.h"
+#include "test/testenv/files.h"
 
 namespace hyperslice::deploy_test {
 namespace {
@@ -180,10 +181,7 @@ fs::path MakeTempDir(const std::string& prefix) {
 
 void WriteFile(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using testenv::ReadFile;
 
 // The kustomizations a user may apply on their own.
 const std::vector<std::string> kKustomizations = {

@@ -33,6 +33,7 @@
 #include "test/testenv/command.h"
 #include "test/testenv/crds.h"
 #include "test/testenv/eventually.h"
+#include "test/testenv/files.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice {
@@ -68,12 +69,7 @@ const kube::Resource* ResourceOf(const std::string& kind) {
   return nullptr;
 }
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testenv::ReadFile;
 
 // Once per binary: the three CRDs (and TPUNodeGroup's, so every informer of the webhook syncs at
 // once), the webhook server with its informer cache, its ValidatingWebhookConfiguration, and seed

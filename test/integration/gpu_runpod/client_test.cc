@@ -100,7 +100,7 @@ TEST(RunPodClient, OnDemandCreateRunningDelete) {
   EXPECT_FALSE(m->spot);
 
   Instance got;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(Eventually([&] {
     auto g = p->Get(inst->id);
     if (g.ok()) got = *g;
     return g.ok() && g->state == InstanceState::kRunning;
@@ -118,7 +118,7 @@ TEST(RunPodClient, OnDemandCreateRunningDelete) {
   EXPECT_TRUE(others->empty());
 
   ASSERT_TRUE(p->Delete(inst->id).ok());
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(Eventually([&] {
     auto g = p->Get(inst->id);
     return !g.ok() && KindOf(g.error()) == ErrorKind::kNotFound;
   }));
@@ -147,14 +147,14 @@ TEST(RunPodClient, SpotWithBidAndReclaim) {
   ASSERT_TRUE(m.has_value());
   EXPECT_TRUE(m->spot);
   EXPECT_EQ(m->price, 900002);
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(Eventually([&] {
     auto g = p->Get(inst->id);
     return g.ok() && g->state == InstanceState::kRunning;
   }));
   // The provider takes it back: EXITED, reclaimed, still listed until we terminate it.
   ASSERT_EQ(f.Control("reclaim", {{"id", inst->id}}), 200);
   Instance got;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(Eventually([&] {
     auto g = p->Get(inst->id);
     if (g.ok()) got = *g;
     return g.ok() && g->state == InstanceState::kTerminated;

@@ -13,6 +13,7 @@
 #include "sim/runpod/simulator.h"
 #include "src/gpu/providers.h"
 #include "src/net/http.h"
+#include "test/testenv/eventually.h"
 
 namespace hyperslice::gpu::runpod_test {
 
@@ -81,16 +82,6 @@ struct SimFixture {
   std::shared_ptr<net::HttpClient> control, api;
 };
 
-// Polls `pred` until true or `timeout` (the condition is the signal; the poll interval only
-// bounds latency).
-inline bool WaitFor(const std::function<bool()>& pred,
-                    std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
-  auto end = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
-}
+using testenv::Eventually;
 
 }  // namespace hyperslice::gpu::runpod_test

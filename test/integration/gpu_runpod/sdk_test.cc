@@ -110,7 +110,7 @@ TEST_F(RunPodSdk, ListsCreatesReadsAndTerminatesAPod) {
 
   // Read it once the container runs.
   ASSERT_TRUE(
-      WaitFor([&] { return f.sim->market().Get(id)->state == sim::market::State::kRunning; }));
+      Eventually([&] { return f.sim->market().Get(id)->state == sim::market::State::kRunning; }));
   auto got = Run(f, {"get", id});
   ASSERT_EQ(got.exit_code, 0) << got.out;
   EXPECT_EQ(got.json.at("id").as_string(), id);
@@ -130,8 +130,8 @@ TEST_F(RunPodSdk, ListsCreatesReadsAndTerminatesAPod) {
   EXPECT_EQ(f.Counter("podTerminate"), 1);
   auto state = f.sim->market().Get(id)->state;
   EXPECT_TRUE(state == sim::market::State::kStopping || state == sim::market::State::kTerminated);
-  ASSERT_TRUE(
-      WaitFor([&] { return f.sim->market().Get(id)->state == sim::market::State::kTerminated; }));
+  ASSERT_TRUE(Eventually(
+      [&] { return f.sim->market().Get(id)->state == sim::market::State::kTerminated; }));
   // Gone from RunPod's point of view: get_pod answers None, get_pods an empty list.
   auto gone = Run(f, {"get", id});
   ASSERT_EQ(gone.exit_code, 0) << gone.out;

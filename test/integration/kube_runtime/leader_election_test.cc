@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "src/kube/internal/leader_election.h"
+#include "test/testenv/eventually.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::kube {
@@ -130,14 +131,7 @@ class Helper {
   bool reaped_ = false;
 };
 
-bool WaitFor(const std::function<bool()>& pred, milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  return true;
-}
+using testenv::Eventually;
 
 std::set<int> Pids(const std::vector<Interval>& ivs) {
   std::set<int> s;
@@ -188,7 +182,7 @@ TEST(LeaderElection, TwoProcessesExactlyOneReconcilesAndKillNineFailsOver) {
   Helper b(cluster.kubeconfig_path(), ns, lease, log);
   std::map<int, Helper*> by_pid{{a.pid(), &a}, {b.pid(), &b}};
 
-  ASSERT_TRUE(WaitFor([&] { return !ReadLog(log).empty(); }, milliseconds(60000)))
+  ASSERT_TRUE(Eventually([&] { return !ReadLog(log).empty(); }, milliseconds(60000)))
       << "no process started reconciling";
   // Both candidates keep campaigning; only the holder may reconcile.
   std::this_thread::sleep_for(milliseconds(3 * kLeaseMs / 2));
@@ -203,7 +197,7 @@ TEST(LeaderElection, TwoProcessesExactlyOneReconcilesAndKillNineFailsOver) {
   const int64_t killed_at = NowNs();
   by_pid[leader]->Kill9();
 
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(Eventually(
       [&] {
         auto ivs = ReadLog(log);
         return std::any_of(ivs.begin(), ivs.end(), [&](auto& iv) { return iv.pid == follower; });
@@ -227,7 +221,7 @@ TEST(LeaderElection, TwoProcessesExactlyOneReconcilesAndKillNineFailsOver) {
   EXPECT_EQ(LeaseHolder(*admin, ns, lease), "helper-" + std::to_string(follower));
 
   // The new leader keeps reconciling; then a graceful stop releases the Lease.
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(Eventually(
       [&] {
         auto ivs = ReadLog(log);
         return std::count_if(ivs.begin(), ivs.end(), [&](auto& iv) { return iv.pid == follower; }) >
@@ -259,9 +253,9 @@ TEST(LeaderElection, LeaseRecordHasClientGoFields) {
   auto le = LeaderElector::Create(admin, c);
   ASSERT_TRUE(le.ok()) << le.error().ToString();
   (*le)->Start();
-  ASSERT_TRUE(WaitFor([&] { return (*le)->IsLeader(); }, milliseconds(20000)));
+  ASSERT_TRUE(Eventually([&] { return (*le)->IsLeader(); }, milliseconds(20000)));
   // IsLeader() turns true just before the callback runs on the elector's thread.
-  ASSERT_TRUE(WaitFor([&] { return started.load() == 1; }, milliseconds(5000)));
+  ASSERT_TRUE(Eventually([&] { return started.load() == 1; }, milliseconds(5000)));
   auto lease = admin->Get(resources::Leases(), ns, "le-fields");
   ASSERT_TRUE(lease.ok());
   const auto& spec = lease->at("spec").as_object();
@@ -290,7 +284,7 @@ TEST(LeaderElection, LeaseRecordHasClientGoFields) {
   // Release on stop: the second candidate acquires promptly, counting one transition.
   (*le)->Stop();
   EXPECT_EQ(stopped.load(), 1);
-  ASSERT_TRUE(WaitFor([&] { return (*le2)->IsLeader(); }, milliseconds(2 * kRetryMs + 1000)));
+  ASSERT_TRUE(Eventually([&] { return (*le2)->IsLeader(); }, milliseconds(2 * kRetryMs + 1000)));
   lease = admin->Get(resources::Leases(), ns, "le-fields");
   ASSERT_TRUE(lease.ok());
   EXPECT_EQ(lease->at("spec").at("holderIdentity").as_string(), "candidate-2");
@@ -333,11 +327,11 @@ TEST(LeaderElectionZ, LeaderThatCannotRenewStopsWithinRenewDeadline) {
   auto le = LeaderElector::Create(admin, c);
   ASSERT_TRUE(le.ok());
   (*le)->Start();
-  ASSERT_TRUE(WaitFor([&] { return (*le)->IsLeader(); }, milliseconds(20000)));
+  ASSERT_TRUE(Eventually([&] { return (*le)->IsLeader(); }, milliseconds(20000)));
   std::this_thread::sleep_for(milliseconds(kRetryMs / 2));
   const int64_t cut_at = NowNs();
   ASSERT_TRUE(cluster.StopApiserver().ok());
-  ASSERT_TRUE(WaitFor([&] { return stopped_at.load() != 0; }, milliseconds(kLeaseMs * 3)))
+  ASSERT_TRUE(Eventually([&] { return stopped_at.load() != 0; }, milliseconds(kLeaseMs * 3)))
       << "a leader that cannot renew must stop leading";
   EXPECT_FALSE((*le)->IsLeader());
   const double ms = static_cast<double>(stopped_at.load() - cut_at) / 1e6;

@@ -16,6 +16,7 @@
 #include "src/kube/informer.h"
 #include "src/kube/object_helpers.h"
 #include "src/net/http.h"
+#include "test/testenv/eventually.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::kube {
@@ -23,14 +24,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-bool WaitFor(const std::function<bool()>& pred, milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  return true;
-}
+using testenv::Eventually;
 
 net::Response Get(uint16_t port, const std::string& path) {
   net::HttpClient::Options o;
@@ -86,6 +80,40 @@ ManagerOptions LeOptions(const std::string& identity, const std::string& lease,
   return o;
 }
 
+// The Lease's holder and renewTime as the apiserver has them ("" when it cannot be read).
+std::pair<std::string, std::string> LeaseRecord(const std::string& lease) {
+  auto l = testenv::AdminClient()->Get(resources::Leases(), testenv::TestNamespace(), lease);
+  if (!l.ok()) return {};
+  const auto* spec = l->if_contains("spec");
+  if (spec == nullptr || !spec->is_object()) return {};
+  auto field = [&](const char* k) {
+    const auto* v = spec->as_object().if_contains(k);
+    return v != nullptr && v->is_string() ? std::string(v->as_string()) : std::string();
+  };
+  return {field("holderIdentity"), field("renewTime")};
+}
+
+// Waits until `holder` has renewed `lease` `n` more times. A negative check ("the standby did
+// not take over") is measured in the electors' own rounds (each renewal is one retry period of
+// the leader, and the standby tries once per retry period too), not in a fixed wall-clock window
+// that a slow machine could fill with fewer rounds.
+bool WaitForRenewals(const std::string& lease, const std::string& holder, int n) {
+  auto [who, last] = LeaseRecord(lease);
+  if (who != holder) return false;
+  int seen = 0;
+  return Eventually(
+      [&] {
+        auto [h, renew] = LeaseRecord(lease);
+        if (h != holder) return false;
+        if (renew != last) {
+          last = renew;
+          ++seen;
+        }
+        return seen >= n;
+      },
+      milliseconds(20000), milliseconds(50));
+}
+
 TEST(Manager, ServesHealthReadinessAndMetricsWithControllerRuntimeNames) {
   metrics::Registry reg;
   auto m = Manager::Create(LeOptions("mgr-health", "mgr-health", &reg));
@@ -114,7 +142,7 @@ TEST(Manager, ServesHealthReadinessAndMetricsWithControllerRuntimeNames) {
   EXPECT_EQ(health.body, "ok");
   // Once Run() has started the caches, readiness names the one not synced.
   net::Response not_ready;
-  EXPECT_TRUE(WaitFor(
+  EXPECT_TRUE(Eventually(
       [&] {
         not_ready = Get(port, "/readyz?verbose");
         return not_ready.body.find("configmap-informer not synced") != std::string::npos;
@@ -123,9 +151,9 @@ TEST(Manager, ServesHealthReadinessAndMetricsWithControllerRuntimeNames) {
       << not_ready.body;
   EXPECT_EQ(not_ready.status, 500);
   cache->synced = true;
-  EXPECT_TRUE(WaitFor([&] { return Get(port, "/readyz").status == 200; }, milliseconds(5000)));
+  EXPECT_TRUE(Eventually([&] { return Get(port, "/readyz").status == 200; }, milliseconds(5000)));
 
-  ASSERT_TRUE(WaitFor([&] { return reconciles.load() >= 1; }, milliseconds(20000)));
+  ASSERT_TRUE(Eventually([&] { return reconciles.load() >= 1; }, milliseconds(20000)));
   EXPECT_TRUE((*m)->IsLeader());
   auto metrics = Get(port, "/metrics");
   EXPECT_EQ(metrics.status, 200);
@@ -181,14 +209,15 @@ TEST(Manager, StandbyIsReadyButDoesNotReconcileUntilTheLeaderStops) {
   auto first = make("first", &reg1, &first_calls, /*slow=*/true);
   Status s1, s2;
   std::thread t1([&] { s1 = first->Run(); });
-  ASSERT_TRUE(WaitFor([&] { return in_reconcile.load(); }, milliseconds(20000)));
+  ASSERT_TRUE(Eventually([&] { return in_reconcile.load(); }, milliseconds(20000)));
 
   auto second = make("second", &reg2, &second_calls, /*slow=*/false);
   std::thread t2([&] { s2 = second->Run(); });
-  EXPECT_TRUE(WaitFor([&] { return Get(second->health_port(), "/readyz").status == 200; },
-                      milliseconds(5000)))
+  EXPECT_TRUE(Eventually([&] { return Get(second->health_port(), "/readyz").status == 200; },
+                         milliseconds(5000)))
       << "a standby replica is ready (readiness does not depend on leadership)";
-  std::this_thread::sleep_for(milliseconds(1500));
+  // Three of the leader's renewals: the standby has tried (and failed) to acquire each round.
+  ASSERT_TRUE(WaitForRenewals(lease, "first", 3)) << "the leader stopped renewing its Lease";
   EXPECT_EQ(second_calls.load(), 0);
   EXPECT_FALSE(second->IsLeader());
 
@@ -199,14 +228,16 @@ TEST(Manager, StandbyIsReadyButDoesNotReconcileUntilTheLeaderStops) {
     t1.join();
     first_stopped = true;
   });
-  std::this_thread::sleep_for(milliseconds(700));
+  // The stopping leader keeps renewing while its reconcile runs (the Lease is released only after
+  // it): two renewals after Stop() began, Run() has still not returned.
+  ASSERT_TRUE(WaitForRenewals(lease, "first", 2)) << "the Lease was released during the reconcile";
   EXPECT_FALSE(first_stopped.load()) << "Run returned while a reconcile was still running";
   EXPECT_EQ(second_calls.load(), 0) << "the standby started while the leader was reconciling";
   finish = true;
   stopper.join();
   EXPECT_TRUE(s1.ok());
   // Released, not expired: the standby takes over within a couple of retry periods.
-  ASSERT_TRUE(WaitFor([&] { return second_calls.load() > 0; }, milliseconds(3000)));
+  ASSERT_TRUE(Eventually([&] { return second_calls.load() > 0; }, milliseconds(3000)));
   EXPECT_EQ(first_calls.load(), 1) << "the stopping leader must not start new reconciles";
   second->Stop();
   t2.join();
@@ -230,7 +261,7 @@ TEST(Manager, WithoutLeaderElectionControllersStartAtOnce) {
   (*m)->Add(c);
   (*m)->Add(std::make_shared<Seed>(c));
   std::thread t([&] { EXPECT_TRUE((*m)->Run().ok()); });
-  EXPECT_TRUE(WaitFor([&] { return calls.load() == 1; }, milliseconds(5000)));
+  EXPECT_TRUE(Eventually([&] { return calls.load() == 1; }, milliseconds(5000)));
   EXPECT_TRUE((*m)->IsLeader());
   (*m)->Stop();
   t.join();
@@ -298,8 +329,8 @@ TEST(Manager, ControllersReconcileWhatTheSharedInformersSee) {
       t.join();
     }
   } stop_and_join{**m, t};
-  ASSERT_TRUE(WaitFor([&] { return Get((*m)->health_port(), "/readyz").status == 200; },
-                      milliseconds(20000)))
+  ASSERT_TRUE(Eventually([&] { return Get((*m)->health_port(), "/readyz").status == 200; },
+                         milliseconds(20000)))
       << "ready once the informer cache has synced";
 
   // Created while running: delivered by the watch.
@@ -310,17 +341,26 @@ TEST(Manager, ControllersReconcileWhatTheSharedInformersSee) {
   other["metadata"].as_object().erase("labels");
   ASSERT_TRUE(admin->Create(resources::ConfigMaps(), ns, other).ok());
 
-  EXPECT_TRUE(WaitFor(
+  EXPECT_TRUE(Eventually(
       [&] {
         std::lock_guard lock(mu);
         return seen_direct.count(ns + "/parent") && seen_direct.count(ns + "/child") &&
                seen_owner.count(ns + "/parent");
       },
       milliseconds(20000)));
-  std::this_thread::sleep_for(milliseconds(300));
+  // A labelled object created after the unlabelled one: the watch delivers events in order and the
+  // controller's one worker reconciles its queue in order, so once this one is seen, the unlabelled
+  // one would have been seen before it had the selector let it through.
+  ASSERT_TRUE(admin->Create(resources::ConfigMaps(), ns, make("sentinel")).ok());
+  ASSERT_TRUE(Eventually(
+      [&] {
+        std::lock_guard lock(mu);
+        return seen_direct.count(ns + "/sentinel") > 0;
+      },
+      milliseconds(20000)));
   {
     std::lock_guard lock(mu);
-    EXPECT_EQ(seen_direct, (std::set<std::string>{ns + "/parent", ns + "/child"}))
+    EXPECT_EQ(seen_direct, (std::set<std::string>{ns + "/parent", ns + "/child", ns + "/sentinel"}))
         << "the label selector keeps other objects out of the cache";
     EXPECT_EQ(seen_owner, (std::set<std::string>{ns + "/parent"}));
   }

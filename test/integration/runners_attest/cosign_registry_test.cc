@@ -14,6 +14,7 @@
 #include "src/net/http.h"
 #include "src/runners/attest/attest.h"
 #include "test/integration/runners_attest/swtpm.h"
+#include "test/testenv/files.h"
 
 namespace hyperslice::runners::attest {
 namespace {
@@ -27,12 +28,7 @@ using testing::WaitFor;
 
 constexpr char kCosignVersion[] = "2.6.5";  // cosign/go.mod pins the same
 
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testenv::ReadFile;
 
 // The cosign binary: $HYPERSLICE_COSIGN_BIN, or a complete build-cosign.sh cache folder.
 std::optional<std::string> FindCosign() {

@@ -40,7 +40,9 @@
 #include "src/tpu/internal/nodegroup_spec.h"
 #include "src/tpu/operator.h"
 #include "src/webhook/webhook.h"
+#include "test/testenv/eventually.h"
 #include "test/testenv/examples.h"
+#include "test/testenv/shell.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::tpu {
@@ -88,27 +90,9 @@ std::string Base64(const std::string& in) {
   return out;
 }
 
-// Polls `cond` every 50 ms until it holds or `timeout` passes.
-bool Eventually(const std::function<bool()>& cond, std::chrono::milliseconds timeout = 60s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return cond();
-}
+using testenv::Eventually;
 
-// Runs a shell command; returns {exit code, stdout+stderr}.
-std::pair<int, std::string> Shell(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return {-1, ""};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  int rc = pclose(p);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
-}
+using testenv::Shell;  // {exit code, stdout+stderr}
 
 // The simulator's control endpoint.
 class Control {

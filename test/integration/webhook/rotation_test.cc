@@ -22,6 +22,7 @@
 #include "src/base/base64.h"
 #include "src/kube/client.h"
 #include "src/net/pki.h"
+#include "test/testenv/files.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice {
@@ -68,12 +69,7 @@ std::vector<std::string> Certs(const std::string& pem) {
   return out;
 }
 
-std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testenv::ReadFile;
 
 json::object WebhookConfig(const std::string& kind, const std::string& name, const std::string& url,
                            const std::string& ns, const std::string& hook,

@@ -21,6 +21,7 @@
 #include "src/localcluster/localcluster.h"
 #include "src/net/pki.h"
 #include "src/webhook/webhook.h"
+#include "test/testenv/files.h"
 #include "test/unit/webhook/upstream_samples.h"
 
 namespace hyperslice::webhook {
@@ -36,10 +37,7 @@ const kube::Resource& Services() {
   return r;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using testenv::ReadFile;
 
 std::vector<std::string> EnvOf(const json::object& pod_spec, size_t container = 0) {
   std::vector<std::string> out;

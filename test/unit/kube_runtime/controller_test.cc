@@ -10,15 +10,16 @@
 #include <gtest/gtest.h>
 
 #include "src/base/fake_clock.h"
-#include "test/unit/kube_runtime/wait_for.h"
+#include "test/testenv/eventually.h"
+#include "test/unit/kube_runtime/settle.h"
 
 namespace hyperslice::kube {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testenv::Eventually;
 using testing::Settle;
-using testing::WaitFor;
 
 ControllerOptions Opts(const std::string& name, Clock* clock, metrics::Registry* reg,
                        int workers = 1) {
@@ -56,7 +57,7 @@ TEST(Controller, KeyAddedThousandTimesWhileInFlightIsReconciledAtMostTwice) {
   });
   ASSERT_TRUE(c.Start().ok());
   c.Enqueue("ns/obj");
-  ASSERT_TRUE(WaitFor([&] { return calls.load() == 1; }));
+  ASSERT_TRUE(Eventually([&] { return calls.load() == 1; }));
   std::vector<std::thread> adders;
   adders.reserve(4);
   for (int t = 0; t < 4; ++t) {
@@ -70,7 +71,7 @@ TEST(Controller, KeyAddedThousandTimesWhileInFlightIsReconciledAtMostTwice) {
     release = true;
   }
   cv.notify_all();
-  ASSERT_TRUE(WaitFor([&] { return Total(reg, "dedup", "success") == 2; }));
+  ASSERT_TRUE(Eventually([&] { return Total(reg, "dedup", "success") == 2; }));
   Settle();
   EXPECT_EQ(calls.load(), 2);
   EXPECT_EQ(max_concurrent.load(), 1) << "one key reconciled by two workers at once";
@@ -93,20 +94,20 @@ TEST(Controller, ErrorsRequeueWithExponentialBackoffOnTheClock) {
     std::lock_guard lock(mu);
     return at.size();
   };
-  ASSERT_TRUE(WaitFor([&] { return count() == 1; }));
+  ASSERT_TRUE(Eventually([&] { return count() == 1; }));
   for (int64_t expect_ms : {5, 10, 20, 40, 80, 160}) {
     size_t before = count();
     // The failed key is re-added by the worker after Reconcile returns; wait until it waits.
-    ASSERT_TRUE(WaitFor([&] { return c.queue().NumWaiting() == 1; }));
+    ASSERT_TRUE(Eventually([&] { return c.queue().NumWaiting() == 1; }));
     clock.Advance(milliseconds(expect_ms - 1));
     Settle();
     ASSERT_EQ(count(), before) << "retried before " << expect_ms << " ms";
     clock.Advance(milliseconds(1));
-    ASSERT_TRUE(WaitFor([&] { return count() == before + 1; }));
+    ASSERT_TRUE(Eventually([&] { return count() == before + 1; }));
   }
   // The error metrics are counted after Reconcile returns, so the 7th call seen above does not
   // mean its error is counted yet: wait for the counter itself.
-  ASSERT_TRUE(WaitFor([&] { return Total(reg, "failing", "error") >= 7; }));
+  ASSERT_TRUE(Eventually([&] { return Total(reg, "failing", "error") >= 7; }));
   std::lock_guard lock(mu);
   std::vector<int64_t> gaps;
   for (size_t i = 1; i < at.size(); ++i) {
@@ -130,15 +131,15 @@ TEST(Controller, RequeueAfterWaitsThatLongAndResetsBackoff) {
   });
   ASSERT_TRUE(c.Start().ok());
   c.Enqueue("k");
-  ASSERT_TRUE(WaitFor([&] { return calls.load() == 1 && c.queue().NumWaiting() == 1; }));
+  ASSERT_TRUE(Eventually([&] { return calls.load() == 1 && c.queue().NumWaiting() == 1; }));
   clock.Advance(seconds(29));
   Settle();
   EXPECT_EQ(calls.load(), 1);
   clock.Advance(seconds(1));
-  ASSERT_TRUE(WaitFor([&] { return calls.load() == 2; }));
+  ASSERT_TRUE(Eventually([&] { return calls.load() == 2; }));
   EXPECT_EQ(c.queue().NumRequeues("k"), 0);
   // Counted after the key is re-added (and after Reconcile returns): wait for the counter itself.
-  EXPECT_TRUE(WaitFor([&] { return Total(reg, "periodic", "requeue_after") >= 2; }));
+  EXPECT_TRUE(Eventually([&] { return Total(reg, "periodic", "requeue_after") >= 2; }));
 }
 
 TEST(Controller, ThrowingReconcilerIsAnErrorNotACrash) {
@@ -151,9 +152,9 @@ TEST(Controller, ThrowingReconcilerIsAnErrorNotACrash) {
   });
   ASSERT_TRUE(c.Start().ok());
   c.Enqueue("k");
-  ASSERT_TRUE(WaitFor([&] { return c.queue().NumWaiting() == 1; }));
+  ASSERT_TRUE(Eventually([&] { return c.queue().NumWaiting() == 1; }));
   clock.Advance(milliseconds(5));
-  ASSERT_TRUE(WaitFor([&] { return Total(reg, "thrower", "success") == 1; }));
+  ASSERT_TRUE(Eventually([&] { return Total(reg, "thrower", "success") == 1; }));
   EXPECT_EQ(calls.load(), 2);
   EXPECT_EQ(
       reg.GetCounter("controller_runtime_reconcile_panics_total", "", {{"controller", "thrower"}})
@@ -173,7 +174,7 @@ TEST(Controller, StopLetsTheRunningReconcileFinishAndDropsQueuedKeys) {
   });
   ASSERT_TRUE(c.Start().ok());
   c.Enqueue("a");
-  ASSERT_TRUE(WaitFor([&] { return in_reconcile.load(); }));
+  ASSERT_TRUE(Eventually([&] { return in_reconcile.load(); }));
   c.Enqueue("b");
   c.Enqueue("c");
   std::atomic<bool> stopped{false};
@@ -200,12 +201,12 @@ TEST(Controller, LeaderGateStopsNewReconciles) {
   c.SetLeaderGate([&] { return leader.load(); });
   ASSERT_TRUE(c.Start().ok());
   c.Enqueue("a");
-  ASSERT_TRUE(WaitFor([&] { return c.queue().Len() == 0 && c.queue().NumProcessing() == 0; }));
+  ASSERT_TRUE(Eventually([&] { return c.queue().Len() == 0 && c.queue().NumProcessing() == 0; }));
   Settle();
   EXPECT_EQ(calls.load(), 0);
   leader = true;
   c.Enqueue("a");
-  ASSERT_TRUE(WaitFor([&] { return calls.load() == 1; }));
+  ASSERT_TRUE(Eventually([&] { return calls.load() == 1; }));
 }
 
 TEST(Controller, ExposesControllerRuntimeMetrics) {
@@ -214,7 +215,7 @@ TEST(Controller, ExposesControllerRuntimeMetrics) {
                [&](const std::string&) { return Result<ReconcileResult>(ReconcileResult{}); });
   ASSERT_TRUE(c.Start().ok());
   c.Enqueue("ns/a");
-  ASSERT_TRUE(WaitFor([&] { return Total(reg, "exposed", "success") == 1; }));
+  ASSERT_TRUE(Eventually([&] { return Total(reg, "exposed", "success") == 1; }));
   std::string text = reg.Expose();
   for (const char* want : {
            "# TYPE controller_runtime_reconcile_total counter",

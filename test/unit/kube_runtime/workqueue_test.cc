@@ -8,15 +8,16 @@
 #include <gtest/gtest.h>
 
 #include "src/base/fake_clock.h"
-#include "test/unit/kube_runtime/wait_for.h"
+#include "test/testenv/eventually.h"
+#include "test/unit/kube_runtime/settle.h"
 
 namespace hyperslice::kube {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testenv::Eventually;
 using testing::Settle;
-using testing::WaitFor;
 
 WorkQueueOptions Opts(FakeClock& clock, metrics::Registry* reg = nullptr,
                       const std::string& name = "") {
@@ -132,7 +133,7 @@ TEST(WorkQueue, AddAfterQueuesWhenDueAndEarliestDelayWins) {
   Settle();
   EXPECT_EQ(q.Len(), 0u);
   clock.Advance(milliseconds(1));
-  ASSERT_TRUE(WaitFor([&] { return q.Len() == 1; }));
+  ASSERT_TRUE(Eventually([&] { return q.Len() == 1; }));
   EXPECT_EQ(q.Get(), "a");
   q.Done("a");
   clock.Advance(seconds(30));
@@ -193,7 +194,8 @@ TEST(WorkQueue, FailingKeyBacksOffExponentiallyOnTheClock) {
     Settle();
     ASSERT_EQ(q.Len(), 0u) << "retried before " << expect_ms << " ms";
     clock.Advance(milliseconds(1));
-    ASSERT_TRUE(WaitFor([&] { return q.Len() == 1; })) << "not retried at " << expect_ms << " ms";
+    ASSERT_TRUE(Eventually([&] { return q.Len() == 1; }))
+        << "not retried at " << expect_ms << " ms";
     ASSERT_EQ(q.Get(), "k");
     auto delay = std::chrono::duration_cast<milliseconds>(clock.Now() - last);
     EXPECT_EQ(delay.count(), expect_ms);
@@ -241,7 +243,7 @@ TEST(WorkQueue, NoItemIsProcessedByTwoWorkersAtOnce) {
     });
   }
   for (auto& t : producers) t.join();
-  ASSERT_TRUE(WaitFor([&] { return q.Len() == 0 && q.NumProcessing() == 0; }));
+  ASSERT_TRUE(Eventually([&] { return q.Len() == 0 && q.NumProcessing() == 0; }));
   q.ShutDown();
   for (auto& t : workers) t.join();
   EXPECT_EQ(violations.load(), 0);
@@ -265,7 +267,7 @@ TEST(WorkQueue, MetricsTrackDepthAddsAndDurations) {
   EXPECT_EQ(queued.Count(), 1u);
   EXPECT_DOUBLE_EQ(queued.Sum(), 0.25);
   clock.Advance(seconds(2));
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(Eventually([&] {
     return reg.GetGauge("workqueue_longest_running_processor_seconds", "", l).Value() >= 2;
   })) << "the unfinished-work gauges are refreshed by the queue's own thread";
   q.Done("a");

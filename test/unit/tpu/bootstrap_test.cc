@@ -13,30 +13,17 @@
 #include <gtest/gtest.h>
 
 #include "src/tpu/internal/bootstrap.h"
+#include "test/testenv/files.h"
+#include "test/testenv/shell.h"
 
 namespace hyperslice::tpu::internal {
 namespace {
 
 namespace fs = std::filesystem;
 
-// Runs a shell command; returns its exit status and stdout.
-std::pair<int, std::string> Shell(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return {-1, out};
-  std::array<char, 4096> buf{};
-  size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using testenv::Shell;
 
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testenv::ReadFile;
 
 class TempDir {
  public:
@@ -62,8 +49,9 @@ std::pair<std::string, std::string> CertAndCliHash(const fs::path& dir,
   auto gen = Shell("openssl req -x509 -nodes -days 1 -subj /CN=hs-test-ca " + keyopts +
                    " -keyout " + key + " -out " + crt + " 2>&1");
   EXPECT_EQ(gen.first, 0) << gen.second;
-  auto hash = Shell("openssl x509 -in " + crt +
-                    " -pubkey -noout | openssl pkey -pubin -outform der | sha256sum");
+  auto hash = Shell(
+      "openssl x509 -in " + crt + " -pubkey -noout | openssl pkey -pubin -outform der | sha256sum",
+      /*with_stderr=*/false);
   EXPECT_EQ(hash.first, 0) << hash.second;
   return {ReadFile(crt), "sha256:" + hash.second.substr(0, hash.second.find(' '))};
 }
