@@ -20,6 +20,7 @@
 #include "src/gpu/class_controller.h"
 #include "src/gpu/offer_cache.h"
 #include "src/gpu/providers.h"
+#include "src/gpu/provisioner.h"
 #include "src/gpu/unavailable_offers.h"
 #include "src/kube/client.h"
 #include "src/kube/events.h"
@@ -102,9 +103,19 @@ struct GpuControllerKit {
     cl.events = events;
     return cl;
   }
+  // The provisioner's, with pool statuses refreshed every second (tests read them).
+  gpu::ProvisionerOptions ProvisionerOptions() const {
+    gpu::ProvisionerOptions po;
+    po.client = client;
+    po.cache = cache;
+    po.unavailable = unavailable;
+    po.events = events;
+    po.status_interval = std::chrono::seconds(1);
+    return po;
+  }
 };
 
-inline Result<GpuControllerKit> NewGpuControllerKit(std::shared_ptr<kube::Client> client,
+inline Result<GpuControllerKit> NewGpuControllerKit(const std::shared_ptr<kube::Client>& client,
                                                     kube::metrics::Registry* registry) {
   kube::ManagerOptions mo;
   mo.client = client;

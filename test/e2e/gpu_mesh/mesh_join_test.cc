@@ -184,9 +184,6 @@ class GpuMesh : public ::testing::Test {
     auto kit = testenv::NewGpuControllerKit(client_, &registry_);
     ASSERT_TRUE(kit.ok()) << kit.error().ToString();
     manager_ = std::move(kit->manager);
-    auto cache = kit->cache;
-    auto unavailable = kit->unavailable;
-    auto events = kit->events;
 
     ClassControllerOptions co =
         kit->ClassOptions({{kLambda, sim_->api_endpoint()}, {kRunPod, runpod_->api_endpoint()}});
@@ -230,12 +227,7 @@ class GpuMesh : public ::testing::Test {
       return OkStatus();
     };
     ASSERT_TRUE(RegisterClaimController(*manager_, cl).ok());
-    ProvisionerOptions po;
-    po.client = client_;
-    po.cache = cache;
-    po.unavailable = unavailable;
-    po.events = events;
-    po.status_interval = 1s;
+    ProvisionerOptions po = kit->ProvisionerOptions();
     ASSERT_TRUE(RegisterProvisioner(*manager_, po).ok());
     runner_ = std::thread([this] { (void)manager_->Run(); });
 

@@ -192,9 +192,6 @@ class GpuHarness : public ::testing::Test {
     auto kit = testenv::NewGpuControllerKit(client_, &registry_);
     ASSERT_TRUE(kit.ok()) << kit.error().ToString();
     manager_ = std::move(kit->manager);
-    auto cache = kit->cache;
-    auto unavailable = kit->unavailable;
-    auto events = kit->events;
 
     ClassControllerOptions co =
         kit->ClassOptions({{kLambda, sim_->api_endpoint()}, {kRunPod, runpod_->api_endpoint()}});
@@ -218,16 +215,11 @@ class GpuHarness : public ::testing::Test {
       return p;
     };
     ASSERT_TRUE(RegisterClaimController(*manager_, cl).ok());
-    ProvisionerOptions po;
-    po.client = client_;
-    po.cache = cache;
-    po.unavailable = unavailable;
-    po.events = events;
-    po.status_interval = 1s;
+    ProvisionerOptions po = kit->ProvisionerOptions();
     ASSERT_TRUE(RegisterProvisioner(*manager_, po).ok());
     DisruptionControllerOptions dc;
     dc.client = client_;
-    dc.events = events;
+    dc.events = kit->events;
     dc.budget_retry = 500ms;
     ASSERT_TRUE(RegisterDisruptionController(*manager_, dc).ok());
     runner_ = std::thread([this] { (void)manager_->Run(); });

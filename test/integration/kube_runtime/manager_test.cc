@@ -98,8 +98,9 @@ std::pair<std::string, std::string> LeaseRecord(const std::string& lease) {
 // the leader, and the standby tries once per retry period too), not in a fixed wall-clock window
 // that a slow machine could fill with fewer rounds.
 bool WaitForRenewals(const std::string& lease, const std::string& holder, int n) {
-  auto [who, last] = LeaseRecord(lease);
-  if (who != holder) return false;
+  auto start = LeaseRecord(lease);
+  if (start.first != holder) return false;
+  std::string last = start.second;
   int seen = 0;
   return Eventually(
       [&] {
