@@ -69,6 +69,23 @@ bool ParseRef(const std::string& ref, const std::string& collection,
   return false;
 }
 
+// The machine-type families GCE offers (general purpose, compute/memory optimized, GPU and TPU
+// VMs), named <family>-<class>-<size>, plus the shared-core e2 and f1/g1 shapes. A name outside
+// them does not exist in any simulated zone, as an unknown name does not in GCE.
+bool KnownMachineType(const std::string& mt) {
+  static const std::regex kShape(
+      "(e2|n1|n2|n2d|n4|c2|c2d|c3|c3d|c4|c4a|c4d|t2a|t2d|m1|m2|m3|m4|h3|z3|a2|a3|a4|g2|g4|ct4p|"
+      "ct5l|ct5lp|ct5p|ct6e|tpu7x)-[a-z]+-[0-9]+[a-z]*|e2-(micro|small|medium)|f1-micro|g1-small");
+  return std::regex_match(mt, kShape);
+}
+
+// Accelerator types attachable as guestAccelerators (GPUs; TPU VMs get theirs from the machine
+// type, so tpu names are accepted as GCE lists them in acceleratorTypes too).
+bool KnownAcceleratorType(const std::string& at) {
+  static const std::regex kType("nvidia-[a-z0-9-]+|(tpu|ct)[a-z0-9-]*");
+  return std::regex_match(at, kType);
+}
+
 // List filters as GCE's list methods take them: clauses `field op value` joined by spaces, AND
 // or parentheses; op is = or != (value may use * wildcards) or eq/ne (value is a regular
 // expression, full match). Fields are dotted paths (labels.env, status).
@@ -303,6 +320,11 @@ const std::vector<SimulatorImpl::Route>& SimulatorImpl::Routes() const {
        "compute.regionAutoscalers.list",
        &S::EmptyRegionalList},
 
+      {"POST",
+       {"zones", "*", "instances"},
+       "compute.instances.insert",
+       &S::InsertInstance,
+       true},
       {"GET", {"zones", "*", "instances"}, "compute.instances.list", &S::ListInstances},
       {"GET", {"zones", "*", "instances", "*"}, "compute.instances.get", &S::GetInstance},
       {"DELETE",
@@ -668,6 +690,9 @@ Reply SimulatorImpl::GetRegion(Ctx& c) {
 Reply SimulatorImpl::GetMachineType(Ctx& c) {
   if (!KnownZone(c.args[0])) return Err(NotFound("projects/" + c.project + "/zones/" + c.args[0]));
   const std::string& mt = c.args[1];
+  if (!KnownMachineType(mt)) {
+    return Err(NotFound("projects/" + c.project + "/zones/" + c.args[0] + "/machineTypes/" + mt));
+  }
   int cpus = 4;
   if (auto dash = mt.rfind('-'); dash != std::string::npos) {
     try {
@@ -1276,6 +1301,81 @@ Reply SimulatorImpl::EmptyRegionalList(Ctx& c) {
 }
 
 // ---- instances ----
+
+
+// instances.insert. What GCE checks before it answers: the zone, the name, the machine type (a
+// name that does not exist is 400 invalid), accelerators, a boot disk, an existing name (409).
+// Capacity is the operation's business: a stockout ends it DONE with
+// ZONE_RESOURCE_POOL_EXHAUSTED and leaves no instance, as GCE does.
+Reply SimulatorImpl::InsertInstance(Ctx& c) {
+  const std::string& zone = c.args[0];
+  if (!KnownZone(zone)) return Err(NotFound("projects/" + c.project + "/zones/" + zone));
+  json::object body = c.body.as_object();
+  std::string name = StringAt(body, "name");
+  if (!body.contains("name")) return Err(Required("resource.name"));
+  if (!ValidName(name)) return Err(BadName("resource.name", name));
+  std::string mt_ref = StringAt(body, "machineType");
+  if (mt_ref.empty()) return Err(Required("resource.machineType"));
+  std::string mp, mzone, mt;
+  if (!ParseRef(mt_ref, "machineTypes", c.project, &mp, &mzone, &mt)) {
+    return Err(Invalid("Invalid value for field 'resource.machineType': '" + mt_ref +
+                           "'. The URL is malformed.",
+                       "resource.machineType"));
+  }
+  if ((!mzone.empty() && mzone != zone) || !KnownMachineType(mt)) {
+    return Err(Invalid("Invalid value for field 'resource.machineType': '" + mt_ref +
+                           "'. Machine type with name '" + mt + "' does not exist in zone '" +
+                           zone + "'.",
+                       "resource.machineType"));
+  }
+  if (auto* ga = body.if_contains("guestAccelerators"); ga && ga->is_array()) {
+    for (size_t i = 0; i < ga->as_array().size(); ++i) {
+      const auto& acc = ga->as_array()[i];
+      std::string field = "resource.guestAccelerators[" + std::to_string(i) + "].acceleratorType";
+      std::string ref = acc.is_object() ? StringAt(acc.as_object(), "acceleratorType") : "";
+      std::string ap, azone, at;
+      if (ref.empty()) return Err(Required(field));
+      if (!ParseRef(ref, "acceleratorTypes", c.project, &ap, &azone, &at) ||
+          (!azone.empty() && azone != zone) || !KnownAcceleratorType(at)) {
+        return Err(Invalid("Invalid value for field '" + field + "': '" + ref +
+                               "'. Accelerator type '" + at + "' does not exist in zone '" + zone +
+                               "'.",
+                           field));
+      }
+    }
+  }
+  auto* disks = body.if_contains("disks");
+  if (disks == nullptr || !disks->is_array() || disks->as_array().empty()) {
+    return Err(Invalid("Invalid value for field 'resource.disks': ''. No disks are specified.",
+                       "resource.disks"));
+  }
+  std::string key = c.project + "/" + zone + "/" + name;
+  std::string path = "projects/" + c.project + "/zones/" + zone + "/instances/" + name;
+  if (st_.instances.count(key)) return Err(AlreadyExists(path));
+  std::string reservation_key = SpecificReservationKey(body, c.project, zone);
+  std::string why;
+  auto now = std::chrono::steady_clock::now();
+  std::string id;
+  std::function<std::optional<OpError>()> on_done;
+  if (Fits(c.project, zone, mt, reservation_key, 1, &why)) {
+    id = StringAt(CreateInstance(c.project, zone, "", name, body, mt, reservation_key, now).body,
+                  "id");
+  } else {
+    std::string message =
+        why == "RESERVATION_NOT_FOUND"
+            ? "The resource 'projects/" + c.project + "/zones/" + zone + "/reservations/" +
+                  reservation_key.substr(reservation_key.rfind('/') + 1) + "' was not found"
+            : "The zone '" + path.substr(0, path.find("/instances/")) +
+                  "' does not have enough resources available to fulfill the request.  Try a "
+                  "different zone, or try again later.";
+    id = std::to_string(NewId());
+    on_done = [why, message] { return std::optional<OpError>(OpError{why, message, 400}); };
+  }
+  Operation& op = NewOperation(c, "zones", zone, "insert", Url(path), id, std::move(on_done));
+  if (op.forced_error) DeleteInstance(key);
+  tick_cv_.notify_all();
+  return Json(200, op.body);
+}
 
 Reply SimulatorImpl::GetInstance(Ctx& c) {
   auto it = st_.instances.find(c.project + "/" + c.args[0] + "/" + c.args[1]);

@@ -137,6 +137,7 @@ struct State {
   std::map<std::string, OpFailure> op_failures;
   std::map<std::string, int64_t> counters;
   milliseconds operation_latency{0}, instance_boot_latency{0};
+  uint32_t next_network_host = 2;  // the next VM's 10.128.x.y, as a 16-bit host number
 };
 
 struct Ctx {
@@ -203,9 +204,17 @@ class SimulatorImpl final : public Simulator {
   void ReconcileMig(Mig& mig, SteadyTime now);
   bool Fits(const std::string& project, const std::string& zone, const std::string& mt,
             const std::string& reservation_key, int64_t n, std::string* why) const;
-  Instance& CreateInstance(Mig& mig, const std::string& name, const json::object& properties,
-                           const std::string& mt, const std::string& reservation_key,
-                           SteadyTime now);
+  // mig_key is "" for an instance made by instances.insert.
+  Instance& CreateInstance(const std::string& project, const std::string& zone,
+                           const std::string& mig_key, const std::string& name,
+                           const json::object& properties, const std::string& mt,
+                           const std::string& reservation_key, SteadyTime now);
+  static std::string MigKey(const Mig& mig) {
+    return mig.project + "/" + mig.zone + "/" + mig.name;
+  }
+  // "<project>/<zone>/<name>" of a SPECIFIC_RESERVATION reservationAffinity; "" otherwise.
+  std::string SpecificReservationKey(const json::object& props, const std::string& project,
+                                     const std::string& zone) const;
   void DeleteInstance(const std::string& key);
   json::object ManagedInstanceJson(const Mig& mig, const MigMember& m) const;
   void RefreshMigStatus(Mig& mig);
@@ -269,6 +278,7 @@ class SimulatorImpl final : public Simulator {
   Reply EmptyZonalList(Ctx&);
   Reply EmptyRegionalList(Ctx&);
 
+  Reply InsertInstance(Ctx&);
   Reply GetInstance(Ctx&);
   Reply ListInstances(Ctx&);
   Reply DeleteInstanceApi(Ctx&);

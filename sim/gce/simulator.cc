@@ -607,20 +607,7 @@ void SimulatorImpl::ReconcileMig(Mig& mig, SteadyTime now) {
   json::object props;
   if (auto* p = tmpl->second.if_contains("properties"); p && p->is_object()) props = p->as_object();
   std::string mt = LastSegment(StringAt(props, "machineType"));
-  std::string reservation_key;
-  if (auto* ra = props.if_contains("reservationAffinity"); ra && ra->is_object()) {
-    const auto& rao = ra->as_object();
-    if (StringAt(rao, "consumeReservationType") == "SPECIFIC_RESERVATION") {
-      if (auto* vals = rao.if_contains("values"); vals && vals->is_array() &&
-                                                  !vals->as_array().empty() &&
-                                                  vals->as_array()[0].is_string()) {
-        std::string v(vals->as_array()[0].as_string());
-        std::string project = mig.project;
-        if (v.rfind("projects/", 0) == 0) project = v.substr(9, v.find('/', 9) - 9);
-        reservation_key = project + "/" + mig.zone + "/" + LastSegment(v);
-      }
-    }
-  }
+  std::string reservation_key = SpecificReservationKey(props, mig.project, mig.zone);
   bool bulk = false;
   if (auto* tsp = mig.body.if_contains("targetSizePolicy"); tsp && tsp->is_object()) {
     bulk = StringAt(tsp->as_object(), "mode") == "BULK";
@@ -657,7 +644,7 @@ void SimulatorImpl::ReconcileMig(Mig& mig, SteadyTime now) {
              &why)) {
       for (auto* m : pending) {
         m->last_errors.clear();
-        CreateInstance(mig, m->name, props, mt, reservation_key, now);
+        CreateInstance(mig.project, mig.zone, MigKey(mig), m->name, props, mt, reservation_key, now);
       }
       mig.bulk_in_progress = false;
       mig.bulk_last_check = json::object{{"timestamp", Now3339()}};
@@ -674,7 +661,7 @@ void SimulatorImpl::ReconcileMig(Mig& mig, SteadyTime now) {
     for (auto* m : pending) {
       if (Fits(mig.project, mig.zone, mt, reservation_key, 1, &why)) {
         m->last_errors.clear();
-        CreateInstance(mig, m->name, props, mt, reservation_key, now);
+        CreateInstance(mig.project, mig.zone, MigKey(mig), m->name, props, mt, reservation_key, now);
       } else {
         record_failure(*m, error_for(why));
         failed = true;
@@ -685,15 +672,34 @@ void SimulatorImpl::ReconcileMig(Mig& mig, SteadyTime now) {
   RefreshMigStatus(mig);
 }
 
-Instance& SimulatorImpl::CreateInstance(Mig& mig, const std::string& name,
+std::string SimulatorImpl::SpecificReservationKey(const json::object& props,
+                                                  const std::string& project,
+                                                  const std::string& zone) const {
+  auto* ra = props.if_contains("reservationAffinity");
+  if (ra == nullptr || !ra->is_object()) return {};
+  const auto& rao = ra->as_object();
+  if (StringAt(rao, "consumeReservationType") != "SPECIFIC_RESERVATION") return {};
+  auto* vals = rao.if_contains("values");
+  if (vals == nullptr || !vals->is_array() || vals->as_array().empty() ||
+      !vals->as_array()[0].is_string()) {
+    return {};
+  }
+  std::string v(vals->as_array()[0].as_string());
+  std::string owner = project;
+  if (v.rfind("projects/", 0) == 0) owner = v.substr(9, v.find('/', 9) - 9);
+  return owner + "/" + zone + "/" + LastSegment(v);
+}
+
+Instance& SimulatorImpl::CreateInstance(const std::string& project, const std::string& zone,
+                                        const std::string& mig_key, const std::string& name,
                                         const json::object& properties, const std::string& mt,
                                         const std::string& reservation_key, SteadyTime now) {
-  std::string key = mig.project + "/" + mig.zone + "/" + name;
+  std::string key = project + "/" + zone + "/" + name;
   Instance inst;
-  inst.project = mig.project;
-  inst.zone = mig.zone;
+  inst.project = project;
+  inst.zone = zone;
   inst.name = name;
-  inst.mig_key = mig.project + "/" + mig.zone + "/" + mig.name;
+  inst.mig_key = mig_key;
   inst.machine_type = mt;
   inst.reservation_key = reservation_key;
   inst.booting = true;
@@ -705,15 +711,15 @@ Instance& SimulatorImpl::CreateInstance(Mig& mig, const std::string& name,
       md["items"] = *items;
     }
   }
-  std::string self = Url("projects/" + mig.project + "/zones/" + mig.zone + "/instances/" + name);
+  std::string self = Url("projects/" + project + "/zones/" + zone + "/instances/" + name);
   json::object body{
       {"kind", "compute#instance"},
       {"id", std::to_string(NewId())},
       {"creationTimestamp", Now3339()},
       {"name", name},
-      {"machineType", ZoneUrl(mig.project, mig.zone) + "/machineTypes/" + mt},
+      {"machineType", ZoneUrl(project, zone) + "/machineTypes/" + mt},
       {"status", "PROVISIONING"},
-      {"zone", ZoneUrl(mig.project, mig.zone)},
+      {"zone", ZoneUrl(project, zone)},
       {"metadata", md},
       {"selfLink", self},
       {"cpuPlatform", "Unknown CPU Platform"},
@@ -734,7 +740,9 @@ Instance& SimulatorImpl::CreateInstance(Mig& mig, const std::string& name,
     nics = n->as_array();
   if (nics.empty()) nics.push_back(json::object{});
   int idx = 0;
-  uint32_t host = static_cast<uint32_t>(st_.instances.size() + 2);
+  // Never reused while the simulator runs (a deleted VM's address is not handed out again at
+  // once, as GCE's allocator does not either), so every instance has an address of its own.
+  uint32_t host = st_.next_network_host++;
   for (auto& nic : nics) {
     if (!nic.is_object()) nic = json::object{};
     auto& o = nic.as_object();
@@ -743,7 +751,7 @@ Instance& SimulatorImpl::CreateInstance(Mig& mig, const std::string& name,
     o["networkIP"] =
         "10.128." + std::to_string((host >> 8) & 0xff) + "." + std::to_string(host & 0xff);
     if (!o.contains("network"))
-      o["network"] = Url("projects/" + mig.project + "/global/networks/default");
+      o["network"] = Url("projects/" + project + "/global/networks/default");
   }
   body["networkInterfaces"] = std::move(nics);
   inst.body = std::move(body);

@@ -213,6 +213,14 @@ class ComputeImpl final : public Compute {
   }
 
   // --- instances -------------------------------------------------------------------------------
+  Result<Operation> InsertInstance(const std::string& project, const std::string& zone,
+                                   const object& instance) override {
+    return Mutate({.method = "instances.insert",
+                   .verb = "POST",
+                   .path = Path({"projects", project, "zones", zone, "instances"}),
+                   .body = &instance},
+                  project, Scope::kZone, zone);
+  }
   Result<object> GetInstance(const std::string& project, const std::string& zone,
                              const std::string& name) override {
     return Execute({.method = "instances.get",

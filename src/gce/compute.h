@@ -177,6 +177,12 @@ class Compute {
       const ListOptions& options) = 0;
 
   // zones/{zone}/instances
+  // `instance` is an Instance: name, machineType (a URL or zones/{zone}/machineTypes/{mt} path),
+  // guestAccelerators, disks, networkInterfaces, metadata{items}, labels, scheduling. A name that
+  // exists is kAlreadyExists (reason alreadyExists); a stockout is the operation's error
+  // (ZONE_RESOURCE_POOL_EXHAUSTED).
+  virtual Result<Operation> InsertInstance(const std::string& project, const std::string& zone,
+                                           const boost::json::object& instance) = 0;
   virtual Result<boost::json::object> GetInstance(const std::string& project,
                                                   const std::string& zone,
                                                   const std::string& name) = 0;

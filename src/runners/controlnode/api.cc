@@ -166,7 +166,15 @@ Result<RunnerSpec> ParseRunner(const kube::Object& obj) {
         return Invalid(std::string("spec.gce.") + f + " is required");
     }
     s.zone = std::string(StringField(*gce, "zone"));
+    s.gce.project = std::string(StringField(*gce, "project"));
+    s.gce.zone = s.zone;
+    s.gce.machine_type = std::string(StringField(*gce, "machineType"));
+    s.gce.accelerator_type = std::string(StringField(*gce, "acceleratorType"));
+    s.gce.accelerator_count = IntField(*gce, "acceleratorCount").value_or(0);
     s.region = std::string(StringField(*gce, "region"));
+    if (!s.region.empty() && s.zone.rfind(s.region + "-", 0) != 0) {
+      return Invalid("spec.gce.zone " + s.zone + " is not in spec.gce.region " + s.region);
+    }
     if (s.region.empty()) {
       auto dash = s.zone.rfind('-');
       if (dash != std::string::npos) s.region = s.zone.substr(0, dash);

@@ -24,6 +24,8 @@ const kube::Resource& AttestationPolicies();  // cluster-scoped (sealed runners,
 inline constexpr char kGroup[] = "runners.hyperslice.dev";
 // Node label and taint key (value: the ControlNode's name); only pods tolerating the taint land.
 inline constexpr char kControlNodeLabel[] = "runners.hyperslice.dev/control-node";
+// Finalizer on a Runner with spec.gce: its instance is deleted before the Runner goes.
+inline constexpr char kInstanceFinalizer[] = "runners.hyperslice.dev/instance";
 // Pod annotation: the runner(s) a pod runs on, comma-separated (slice pods: in slice order).
 inline constexpr char kRunnerAnnotation[] = "runners.hyperslice.dev/runner";
 // Pod annotation asking for a whole multi-host slice: "<N>" runners of one slice.
@@ -68,6 +70,10 @@ struct RunnerSpec {
   std::string control_node;
   enum class Placement { kGce, kHost, kMarketplace } placement = Placement::kHost;
   std::string host_address;  // host: host:port of an existing agent
+  struct Gce {               // spec.gce: the instance the operator creates (gce_runner.h)
+    std::string project, zone, machine_type, accelerator_type;
+    int64_t accelerator_count = 0;
+  } gce;
   std::string region, zone;
   std::string slice;
   int slice_index = 0;

@@ -306,6 +306,7 @@ class System final : public ControlNodeSet,
         client_(o_.client),
         inputs_(client_),
         tokens_(std::make_shared<SecretJoinTokens>(client_, o_.ns, o_.join_token_ttl)),
+        gce_(o_.gce, client_, tokens_),
         registry_(mgr.registry()) {
     kube::EventRecorderOptions eo;
     eo.component = "hyperslice-controlnode";
@@ -500,6 +501,18 @@ class System final : public ControlNodeSet,
     std::vector<std::string> out;
     for (auto& [_, n] : nodes_) out.push_back(n.spec.node_name);
     return out;
+  }
+  Status AgentLinked(const std::string& runner, const std::string& agent_address) override {
+    auto live = client_->Get(Runners(), "", runner);
+    if (!live.ok()) return live.error();
+    auto spec = ParseRunner(*live);
+    if (!spec.ok() || spec->placement == RunnerSpec::Placement::kHost) return OkStatus();
+    const json::object* st = ObjectField(*live, "status");
+    if (st != nullptr && StringField(*st, "address") == agent_address) return OkStatus();
+    HS_RETURN_IF_ERROR(
+        PatchStatus(Runners(), "", runner, json::object{{"address", agent_address}}));
+    if (runner_ctrl_) runner_ctrl_->Enqueue(runner);
+    return OkStatus();
   }
 
  private:
@@ -1125,6 +1138,7 @@ class System final : public ControlNodeSet,
                                 .message = msg,
                                 .observed_generation = gen});
     };
+    std::optional<Ms> requeue;  // sooner than the health refresh (GCE operations, backoffs)
     auto write = [&]() -> Result<kube::ReconcileResult> {
       json::object& s = copy["status"].as_object();
       s["observedGeneration"] = gen;
@@ -1133,11 +1147,12 @@ class System final : public ControlNodeSet,
       }
       kube::ReconcileResult rr;
       rr.requeue_after = std::max<Ms>(o_.unhealthy_after / 2, Ms(1000));
+      if (requeue) rr.requeue_after = std::min<Clock::Duration>(rr.requeue_after, *requeue);
       return rr;
     };
     if (kube::IsDeleting(*obj)) {
       StopLink(name);
-      return kube::ReconcileResult{};
+      return FinalizeRunner(*obj, st);
     }
     auto spec = ParseRunner(*obj);
     if (!spec.ok()) {
@@ -1180,12 +1195,25 @@ class System final : public ControlNodeSet,
       }
       st["joinTokenSecret"] = o_.ns + "/" + JoinTokenSecretName(name);
     }
+    if (spec->placement == RunnerSpec::Placement::kGce) {
+      // The instance first: until it runs there is no agent to wait for.
+      auto instance = ReconcileInstance(*obj, *spec, st);
+      if (!instance.ok()) return instance.error();
+      requeue = instance->requeue_after;
+      set("InstanceReady", instance->ready, instance->reason, instance->message);
+      if (!instance->ready && address.empty()) {
+        StopLink(name);
+        st["phase"] = "Pending";
+        set("Linked", false, instance->reason, instance->message);
+        set("Ready", false, instance->reason, instance->message);
+        return write();
+      }
+    }
     if (address.empty()) {
       StopLink(name);
       st["phase"] = "Pending";
       std::string msg = spec->placement == RunnerSpec::Placement::kGce
-                            ? "waiting for the instance's agent to link (GCE creation is not "
-                              "implemented yet: create the instance and give it the join token)"
+                            ? "the instance is running; waiting for its agent to link"
                             : "waiting for the agent to link with its join token";
       set("Linked", false, "WaitingForAgent", msg);
       set("Ready", false, "WaitingForAgent", msg);
@@ -1312,6 +1340,57 @@ class System final : public ControlNodeSet,
     cn_ctrl_->Enqueue(spec->control_node);
     EnqueuePodsOfRunner(spec->control_node, name);
     return write();
+  }
+
+  // --- spec.gce: the Runner's instance (gce_runner.h) -------------------------------------------
+  Result<GceOutcome> ReconcileInstance(const kube::Object& obj, const RunnerSpec& spec,
+                                       json::object& st) {
+    const std::string name = spec.name;
+    if (!gce_.configured()) {
+      return GceOutcome{.reason = "GceNotConfigured",
+                        .message = "the operator has no Compute Engine client for spec.gce "
+                                   "(hyperslice operator --runners-gce)"};
+    }
+    if (!kube::HasFinalizer(obj, kInstanceFinalizer)) {
+      json::array fins;
+      if (const json::object* meta = ObjectField(obj, "metadata")) {
+        if (const json::array* f = ArrayField(*meta, "finalizers")) fins = *f;
+      }
+      fins.push_back(json::value(kInstanceFinalizer));
+      json::object patch{
+          {"metadata", json::object{{"finalizers", fins},
+                                    {"resourceVersion", S(kube::ResourceVersionOf(obj))}}}};
+      auto r = client_->Patch(Runners(), "", name, kube::PatchType::kMerge, json::serialize(patch));
+      if (!r.ok()) return r.error();
+    }
+    auto outcome = gce_.Reconcile(obj, spec, st);
+    if (outcome.ok() && outcome->warning) {
+      events_->Event(obj, kube::EventType::kWarning, "InstanceCreateFailed",
+                     outcome->reason + ": " + outcome->message);
+    }
+    return outcome;
+  }
+
+  // A Runner going away: its instance first (spec.gce), then the finalizer.
+  Result<kube::ReconcileResult> FinalizeRunner(const kube::Object& obj, json::object& st) {
+    const std::string name = S(kube::MetaString(obj, "name"));
+    if (!kube::HasFinalizer(obj, kInstanceFinalizer)) return kube::ReconcileResult{};
+    if (!gce_.configured()) {
+      log::Warn("runners: cannot delete the instance of a Runner without a GCE client",
+                {{"runner", name}});
+      return kube::ReconcileResult{.requeue_after = Ms(30000)};
+    }
+    auto gone = gce_.Finalize(obj, st);
+    if (!gone.ok()) return gone.error();
+    if (!*gone) return kube::ReconcileResult{.requeue_after = Ms(1000)};
+    std::string patch = kube::RemoveFinalizerPatch(obj, kInstanceFinalizer);
+    if (!patch.empty()) {
+      auto r = client_->Patch(Runners(), "", name, kube::PatchType::kJson, patch);
+      if (!r.ok() && r.error().code != Error::Code::kNotFound) return r.error();
+    }
+    events_->Event(obj, kube::EventType::kNormal, "InstanceDeleted",
+                   "instance " + GceInstanceName(name) + " deleted");
+    return kube::ReconcileResult{};
   }
 
   // --- Pods -----------------------------------------------------------------------------------
@@ -1714,6 +1793,7 @@ class System final : public ControlNodeSet,
   std::shared_ptr<kube::Client> client_;
   ApiInputs inputs_;
   std::shared_ptr<SecretJoinTokens> tokens_;
+  GceRunnerProvisioner gce_;
   kube::metrics::Registry& registry_;
   std::shared_ptr<kube::EventRecorder> events_;
   std::unique_ptr<policy::SignatureSource> signatures_;  // sealed control nodes' image checks

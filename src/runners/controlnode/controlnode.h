@@ -7,7 +7,8 @@
 //    daemonEndpoints), renews its Lease in kube-node-lease, writes the ControlNode's status, and
 //    deletes Node and Lease (finalizer) when the ControlNode goes;
 //  - the Runner controller: validates the spec, mints the one-time join token Secret
-//    (join_tokens.h) for a runner that never linked, keeps an AgentLink (agent_link.h) to each
+//    (join_tokens.h) for a runner that never linked, creates the instance of a spec.gce runner
+//    (gce_runner.h; deleted through a finalizer), keeps an AgentLink (agent_link.h) to each
 //    runner its control node selects, and writes the Runner's phase, identity, capacity, health
 //    and conditions;
 //  - the pod controller: for each pod bound to a control node's Node, chooses runners
@@ -29,6 +30,7 @@
 #include "src/runners/agent.grpc.pb.h"
 #include "src/runners/attest/attest.h"
 #include "src/runners/controlnode/agent_link.h"
+#include "src/runners/controlnode/gce_runner.h"
 #include "src/runners/controlnode/join_tokens.h"
 #include "src/runners/registry/registry.h"
 
@@ -58,6 +60,8 @@ struct OperatorOptions {
   // operator serves its JWKS and OIDC discovery document (servers.h).
   std::shared_ptr<attest::TokenIssuer> token_issuer;
   std::chrono::milliseconds rpc_timeout{30000};  // enrolment and quotes (at most 30 s)
+  // Runners with spec.gce: their instances are created and deleted through this (gce_runner.h).
+  GceProvisionerOptions gce;
   std::string kubelet_version = "v1.36.3-hyperslice";
   // How a sealed control node reads images' cosign signatures (its WorkloadPolicy's check).
   registry::RegistryOptions registry;
@@ -98,6 +102,10 @@ class ControlNodeSet {
   virtual Result<std::string> IssueAttestationToken(const link::AttestationTokenRequest& r) = 0;
   // Node names of the registered control nodes (the kubelet API's serving certificate names).
   virtual std::vector<std::string> NodeNames() = 0;
+  // The link server issued `runner` an identity for `agent_address`: for a runner the operator
+  // placed (spec.gce, spec.marketplace) this is the address control nodes dial
+  // (status.address); a spec.host runner keeps its spec's address.
+  virtual Status AgentLinked(const std::string& runner, const std::string& agent_address) = 0;
 };
 
 // Errors: kInvalidArgument for missing options.

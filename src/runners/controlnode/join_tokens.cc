@@ -97,6 +97,19 @@ Result<bool> SecretJoinTokens::Ensure(const kube::Object& runner) {
   return true;
 }
 
+Result<std::optional<std::string>> SecretJoinTokens::Token(const std::string& runner) {
+  auto got = client_->Get(kube::resources::Secrets(), ns_, JoinTokenSecretName(runner));
+  if (!got.ok()) {
+    if (got.error().code == Error::Code::kNotFound) return std::optional<std::string>();
+    return got.error();
+  }
+  std::string token = Field(*got, "token");
+  if (token.empty() || Expired(*got) || Field(*got, "runner") != runner) {
+    return std::optional<std::string>();
+  }
+  return std::optional<std::string>(std::move(token));
+}
+
 Status SecretJoinTokens::Remove(const std::string& runner) {
   Status st = client_->Delete(kube::resources::Secrets(), ns_, JoinTokenSecretName(runner));
   if (!st.ok() && st.error().code != Error::Code::kNotFound) return st;

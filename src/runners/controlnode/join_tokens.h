@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "src/base/result.h"
@@ -38,6 +39,9 @@ class SecretJoinTokens final : public JoinTokenStore {
   // Mints the Runner's token Secret when it has none (or only an expired one). Returns whether
   // one was created.
   Result<bool> Ensure(const kube::Object& runner);
+  // The token of the Runner's unexpired Secret, for handing it to a host the operator creates
+  // (gce_runner.h); nullopt when there is none. The caller must not log it.
+  Result<std::optional<std::string>> Token(const std::string& runner);
   // Deletes the Runner's token Secret if present (the runner linked).
   Status Remove(const std::string& runner);
   // OK exactly once per minted token; kUnauthorized (reason link::kReasonJoinTokenRefused) when

@@ -101,9 +101,17 @@ class Servers final : public RunnerServers {
     lo.ca = ca_.ca;
     lo.serving = link_serving;
     lo.tokens = set_->join_tokens().get();
-    lo.on_linked = [](const link::LinkedRunner& r) {
+    std::weak_ptr<ControlNodeSet> weak_set = set_;
+    lo.on_linked = [weak_set](const link::LinkedRunner& r) {
       log::Info("runners: agent linked",
                 {{"runner", r.runner_name}, {"agent_address", r.agent_address}});
+      // A runner the operator placed is dialed where its agent says it listens.
+      if (auto set = weak_set.lock()) {
+        if (Status st = set->AgentLinked(r.runner_name, r.agent_address); !st.ok()) {
+          log::Warn("runners: recording the agent's address failed",
+                    {{"runner", r.runner_name}, {"error", st.error().message}});
+        }
+      }
     };
     lo.attestation_tokens = [set = set_](const link::AttestationTokenRequest& r) {
       return set->IssueAttestationToken(r);

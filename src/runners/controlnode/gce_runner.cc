@@ -1,0 +1,349 @@
+#include "src/runners/controlnode/gce_runner.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <boost/json.hpp>
+
+#include "src/base/json.h"
+#include "src/base/log.h"
+#include "src/kube/client.h"
+#include "src/kube/object_helpers.h"
+#include "src/kube/store.h"
+
+namespace hyperslice::runners::controlnode {
+namespace {
+
+namespace json = boost::json;
+using jsonfield::IntField;
+using jsonfield::ObjectField;
+using jsonfield::StringField;
+using Ms = std::chrono::milliseconds;
+using Code = Error::Code;
+
+constexpr size_t kMaxName = 63;
+
+// FNV-1a, 32 bits: a stable short suffix that keeps truncated names distinct.
+std::string Hash8(std::string_view s) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", h);
+  return buf;
+}
+
+// `s` with characters outside [a-z0-9-] replaced, cut to 63 with a hash of `whole` when longer.
+std::string Fit(std::string s, std::string_view whole, char replacement) {
+  for (char& c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+    if (!ok) c = replacement;
+  }
+  if (s.size() <= kMaxName) return s;
+  return s.substr(0, kMaxName - 9) + "-" + Hash8(whole);
+}
+
+std::string S(std::string_view v) { return std::string(v); }
+
+std::string LastSegment(std::string_view s) {
+  auto slash = s.rfind('/');
+  return S(slash == std::string_view::npos ? s : s.substr(slash + 1));
+}
+
+std::string NetworkIp(const json::object& instance) {
+  const auto* nics = jsonfield::ArrayField(instance, "networkInterfaces");
+  if (nics == nullptr || nics->empty() || !(*nics)[0].is_object()) return {};
+  return S(StringField((*nics)[0].as_object(), "networkIP"));
+}
+
+std::string LabelOf(const json::object& instance, const char* key) {
+  const json::object* labels = ObjectField(instance, "labels");
+  return labels != nullptr ? S(StringField(*labels, key)) : std::string();
+}
+
+}  // namespace
+
+std::string GceInstanceName(std::string_view runner) {
+  std::string name = "hs-runner-" + S(runner);
+  std::string fitted = Fit(name, runner, '-');
+  // Runner names end in [a-z0-9], hashes too: the GCE rule's last character holds.
+  return fitted;
+}
+
+std::string GceLabelValue(std::string_view value) { return Fit(S(value), value, '_'); }
+
+json::object GceInstanceBody(const RunnerSpec::Gce& spec, const GceBoot& boot,
+                             const GceProvisionerOptions& options) {
+  const std::string zone_path = "zones/" + spec.zone;
+  json::array items{
+      json::object{{"key", kMetadataRunnerName}, {"value", boot.runner_name}},
+      json::object{{"key", kMetadataLinkEndpoint}, {"value", boot.link_endpoint}},
+      json::object{{"key", kMetadataRunnersCa}, {"value", boot.ca_bundle_pem}},
+      json::object{{"key", kMetadataJoinToken}, {"value", boot.join_token}},
+  };
+  if (!options.startup_script.empty()) {
+    items.push_back(json::object{{"key", "startup-script"}, {"value", options.startup_script}});
+  }
+  json::object body{
+      {"name", GceInstanceName(boot.runner_name)},
+      {"description", "hyperslice linked runner " + boot.runner_name},
+      {"machineType", zone_path + "/machineTypes/" + spec.machine_type},
+      {"disks",
+       json::array{json::object{
+           {"boot", true},
+           {"autoDelete", true},
+           {"type", "PERSISTENT"},
+           {"initializeParams",
+            json::object{{"sourceImage", options.boot_image},
+                         // int64 fields travel as strings in GCE's JSON.
+                         {"diskSizeGb", std::to_string(options.boot_disk_gb)}}}}}},
+      // No accessConfigs: a private address only; the agent dials out to the link server.
+      {"networkInterfaces", json::array{json::object{{"network", options.network}}}},
+      {"metadata", json::object{{"items", std::move(items)}}},
+      {"labels", json::object{{kLabelRunner, GceLabelValue(boot.runner_name)},
+                              {kLabelRunnerUid, GceLabelValue(boot.runner_uid)},
+                              {kLabelManagedBy, "hyperslice"}}},
+  };
+  // Accelerator VMs cannot live-migrate: GCE refuses MIGRATE for them.
+  const bool accelerated = spec.accelerator_count > 0;
+  if (accelerated) {
+    body["guestAccelerators"] = json::array{
+        json::object{{"acceleratorType", zone_path + "/acceleratorTypes/" + spec.accelerator_type},
+                     {"acceleratorCount", spec.accelerator_count}}};
+  }
+  body["scheduling"] = json::object{{"onHostMaintenance", accelerated ? "TERMINATE" : "MIGRATE"},
+                                    {"automaticRestart", true}};
+  return body;
+}
+
+GceRunnerProvisioner::GceRunnerProvisioner(GceProvisionerOptions options,
+                                           std::shared_ptr<kube::Client> client,
+                                           std::shared_ptr<SecretJoinTokens> tokens)
+    : options_(std::move(options)), client_(std::move(client)), tokens_(std::move(tokens)) {}
+
+Ms GceRunnerProvisioner::Backoff(int64_t failures) const {
+  Ms d = options_.retry_initial;
+  for (int64_t i = 1; i < failures && d < options_.retry_max; ++i) d *= 2;
+  return std::min(d, options_.retry_max);
+}
+
+Status GceRunnerProvisioner::Record(const std::string& runner, const json::object& instance) {
+  kube::PatchOptions po;
+  po.subresource = "status";
+  // A merge patch replaces status.instance whole (null for the fields it no longer has).
+  json::object inst = instance;
+  for (const char* k : {"operation", "lastError"}) {
+    if (!inst.contains(k)) inst[k] = nullptr;
+  }
+  auto r = client_->Patch(Runners(), "", runner, kube::PatchType::kMerge,
+                          json::serialize(json::object{{"status", json::object{{"instance", inst}}}}), po);
+  if (!r.ok() && r.error().code != Code::kNotFound) return r.error();
+  return OkStatus();
+}
+
+Result<std::optional<GceOutcome>> GceRunnerProvisioner::WaitRecorded(const std::string& runner,
+                                                                     json::object& instance) {
+  std::string link = S(StringField(instance, "operation"));
+  if (link.empty()) return std::optional<GceOutcome>();
+  auto ref = gce::ParseOperationLink(link);
+  if (!ref.ok()) {
+    instance.erase("operation");  // unusable; observe the instance instead
+    return std::optional<GceOutcome>();
+  }
+  auto done = options_.compute->Wait(*ref, options_.operation_wait);
+  if (!done.ok() && done.error().reason == "operationNotDone") {
+    return std::optional<GceOutcome>(GceOutcome{.ready = false,
+                                                .reason = "InstanceOperationPending",
+                                                .message = "waiting for GCE operation " +
+                                                           ref->name,
+                                                .requeue_after = Ms(1000)});
+  }
+  instance.erase("operation");
+  if (done.ok() || done.error().code == Code::kNotFound) {
+    // DONE, or an operation GCE no longer knows (they expire): the instance tells the rest.
+    return std::optional<GceOutcome>();
+  }
+  // The operation failed: what GCE said is the condition, and the next insert backs off.
+  const Error& e = done.error();
+  int64_t failures = 1;
+  if (const json::object* last = ObjectField(instance, "lastError")) {
+    failures = IntField(*last, "failures").value_or(0) + 1;
+  }
+  std::string reason = e.reason.empty() ? "InstanceCreateFailed" : e.reason;
+  instance["lastError"] = json::object{{"reason", reason},
+                                       {"message", e.message},
+                                       {"failures", failures},
+                                       {"time", kube::FormatTime(std::chrono::system_clock::now())}};
+  HS_RETURN_IF_ERROR(Record(runner, instance));
+  return std::optional<GceOutcome>(GceOutcome{.ready = false,
+                                              .reason = reason,
+                                              .message = e.message,
+                                              .warning = true,
+                                              .requeue_after = Backoff(failures)});
+}
+
+Result<GceOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
+                                                   const RunnerSpec& spec, json::object& status) {
+  const std::string name = spec.name;
+  const std::string uid = S(kube::MetaString(runner, "uid"));
+  const auto& g = spec.gce;
+  json::object instance;
+  if (const json::object* cur = ObjectField(status, "instance")) instance = *cur;
+  auto finish = [&](GceOutcome o) -> Result<GceOutcome> {
+    status["instance"] = instance;
+    return o;
+  };
+  instance["name"] = GceInstanceName(name);
+  instance["zone"] = g.zone;
+  instance["project"] = g.project;
+
+  HS_ASSIGN_OR_RETURN(auto pending, WaitRecorded(name, instance));
+  if (pending) return finish(*pending);
+
+  auto got = options_.compute->GetInstance(g.project, g.zone, GceInstanceName(name));
+  if (got.ok()) {
+    std::string owner = LabelOf(*got, kLabelRunnerUid);
+    if (owner != GceLabelValue(uid)) {
+      return finish(GceOutcome{
+          .reason = "InstanceNameTaken",
+          .message = "instance " + GceInstanceName(name) + " in " + g.zone +
+                     " exists and is not this Runner's (label " + kLabelRunnerUid + "=" +
+                     (owner.empty() ? "<none>" : owner) + "); delete or rename it",
+          .warning = true,
+          .requeue_after = Backoff(1)});
+    }
+    instance["selfLink"] = S(StringField(*got, "selfLink"));
+    instance["id"] = S(StringField(*got, "id"));
+    std::string st = S(StringField(*got, "status"));
+    instance["status"] = st;
+    instance["machineType"] = LastSegment(StringField(*got, "machineType"));
+    if (auto ip = NetworkIp(*got); !ip.empty()) instance["networkIP"] = ip;
+    instance.erase("lastError");
+    if (st == "RUNNING") {
+      return finish(GceOutcome{.ready = true,
+                               .reason = "InstanceRunning",
+                               .message = "instance " + GceInstanceName(name) + " is RUNNING in " +
+                                          g.zone});
+    }
+    return finish(GceOutcome{.reason = "Instance" + std::string(st.empty() ? "Unknown" : st),
+                             .message = "instance " + GceInstanceName(name) + " is " + st,
+                             .requeue_after = Ms(2000)});
+  }
+  if (got.error().code != Code::kNotFound) return got.error();
+
+  // No instance. A recent failure: wait out its backoff, whatever woke this reconcile.
+  instance.erase("selfLink");
+  instance.erase("id");
+  instance.erase("status");
+  instance.erase("networkIP");
+  if (const json::object* last = ObjectField(instance, "lastError")) {
+    auto when = kube::ParseTime(StringField(*last, "time"));
+    auto wait = Backoff(IntField(*last, "failures").value_or(1));
+    auto now = std::chrono::system_clock::now();
+    if (when && now < *when + wait) {
+      return finish(GceOutcome{
+          .reason = S(StringField(*last, "reason")),
+          .message = S(StringField(*last, "message")),
+          .requeue_after = std::chrono::duration_cast<Ms>(*when + wait - now) + Ms(1)});
+    }
+  }
+  HS_ASSIGN_OR_RETURN(auto token, tokens_->Token(name));
+  if (!token) {
+    return finish(GceOutcome{.reason = "JoinTokenUnavailable",
+                             .message = "no unused join token for the instance (one is minted "
+                                        "while the Runner has not linked; remove the " +
+                                        std::string(kJoinTokenConsumedAnnotation) +
+                                        " annotation to get a new one)",
+                             .requeue_after = Ms(5000)});
+  }
+  GceBoot boot{.runner_name = name,
+               .runner_uid = uid,
+               .link_endpoint = options_.link_endpoint,
+               .ca_bundle_pem = options_.ca_bundle_pem,
+               .join_token = std::move(*token)};
+  auto op = options_.compute->InsertInstance(g.project, g.zone,
+                                             GceInstanceBody(g, boot, options_));
+  boot.join_token.assign(boot.join_token.size(), '\0');
+  if (!op.ok()) {
+    if (op.error().code == Code::kAlreadyExists) {
+      // An earlier insert landed (a lost answer): observe it next time.
+      return finish(GceOutcome{.reason = "InstanceCreating",
+                               .message = "instance exists; observing it",
+                               .requeue_after = Ms(500)});
+    }
+    int64_t failures = 1;
+    if (const json::object* last = ObjectField(instance, "lastError")) {
+      failures = IntField(*last, "failures").value_or(0) + 1;
+    }
+    std::string reason = op.error().reason.empty() ? "InstanceCreateFailed" : op.error().reason;
+    instance["lastError"] =
+        json::object{{"reason", reason},
+                     {"message", op.error().message},
+                     {"failures", failures},
+                     {"time", kube::FormatTime(std::chrono::system_clock::now())}};
+    HS_RETURN_IF_ERROR(Record(name, instance));
+    return finish(GceOutcome{.reason = reason,
+                             .message = op.error().message,
+                             .warning = true,
+                             .requeue_after = Backoff(failures)});
+  }
+  log::Info("runners: creating instance", {{"runner", name},
+                                            {"instance", GceInstanceName(name)},
+                                            {"zone", g.zone},
+                                            {"operation", op->ref.name}});
+  instance["operation"] = op->self_link;
+  if (!op->target_link.empty()) instance["selfLink"] = op->target_link;
+  // Recorded before waiting: a restart resumes this operation rather than inserting again.
+  HS_RETURN_IF_ERROR(Record(name, instance));
+  HS_ASSIGN_OR_RETURN(auto waited, WaitRecorded(name, instance));
+  if (waited) return finish(*waited);
+  return finish(GceOutcome{.reason = "InstanceCreating",
+                           .message = "instance " + GceInstanceName(name) + " created in " + g.zone,
+                           .requeue_after = Ms(200)});
+}
+
+Result<bool> GceRunnerProvisioner::Finalize(const kube::Object& runner, json::object& status) {
+  const std::string name = S(kube::MetaString(runner, "name"));
+  const std::string uid = S(kube::MetaString(runner, "uid"));
+  json::object instance;
+  if (const json::object* cur = ObjectField(status, "instance")) instance = *cur;
+  auto spec = ParseRunner(runner);
+  // Where the instance is: the spec, else what status recorded (a spec that no longer parses).
+  std::string project = spec.ok() ? spec->gce.project : S(StringField(instance, "project"));
+  std::string zone = spec.ok() ? spec->gce.zone : S(StringField(instance, "zone"));
+  if (project.empty() || zone.empty()) return true;  // never had an instance we could name
+  auto pending = WaitRecorded(name, instance);
+  status["instance"] = instance;
+  if (!pending.ok()) return pending.error();
+  if (*pending && (*pending)->reason == "InstanceOperationPending") return false;
+
+  auto got = options_.compute->GetInstance(project, zone, GceInstanceName(name));
+  if (!got.ok()) {
+    if (got.error().code == Code::kNotFound) return true;
+    return got.error();
+  }
+  if (LabelOf(*got, kLabelRunnerUid) != GceLabelValue(uid)) return true;  // not ours to delete
+  if (StringField(*got, "status") == "STOPPING" && !instance.contains("operation")) {
+    // A delete is under way (ours, before a restart lost its operation): GET again later.
+    return false;
+  }
+  auto op = options_.compute->DeleteInstance(project, zone, GceInstanceName(name));
+  if (!op.ok()) {
+    if (op.error().code == Code::kNotFound) return true;
+    return op.error();
+  }
+  log::Info("runners: deleting instance",
+            {{"runner", name}, {"instance", GceInstanceName(name)}, {"zone", zone}});
+  instance["operation"] = op->self_link;
+  HS_RETURN_IF_ERROR(Record(name, instance));
+  auto waited = WaitRecorded(name, instance);
+  status["instance"] = instance;
+  if (!waited.ok()) return waited.error();
+  if (*waited) return false;  // still running, or failed: the next reconcile tries again
+  auto after = options_.compute->GetInstance(project, zone, GceInstanceName(name));
+  return !after.ok() && after.error().code == Code::kNotFound;
+}
+
+}  // namespace hyperslice::runners::controlnode
