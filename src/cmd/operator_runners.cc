@@ -21,6 +21,15 @@ Result<RunnersPart> StartRunnersPart(kube::Manager& mgr, RunnersPartOptions opti
   o.registry.insecure_registries = options.insecure_registries;
   RunnersPart part;
   HS_ASSIGN_OR_RETURN(part.ca, cn::EnsureRunnersCa(*options.client, o.ns, options.ca_secret));
+  o.gce.compute = options.compute;
+  o.gce.ca_bundle_pem = part.ca.ca.cert_pem;
+  o.gce.link_endpoint = options.link_advertise_address;
+  if (o.gce.link_endpoint.empty() && options.link_address.rfind("0.0.0.0:", 0) != 0 &&
+      !options.link_address.ends_with(":0")) {
+    o.gce.link_endpoint = options.link_address;
+  }
+  if (!options.instance_image.empty()) o.gce.boot_image = options.instance_image;
+  o.gce.startup_script = options.instance_startup_script;
   grpc::SslCredentialsOptions so;
   so.pem_root_certs = part.ca.ca.cert_pem;
   so.pem_cert_chain = part.ca.control_node.cert_pem;

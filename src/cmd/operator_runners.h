@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "src/base/result.h"
+#include "src/gce/compute.h"
 #include "src/kube/client.h"
 #include "src/kube/manager.h"
 #include "src/runners/controlnode/controlnode.h"
@@ -35,6 +36,13 @@ struct RunnersPartOptions {
   // loopback port). The issuer is https://<first serving name, else the host>:<port>.
   std::string attestation_address;
   std::string attestation_key_secret = "hyperslice-runners-attestation";
+  // spec.gce Runners: the client their instances are created with, and the link server's
+  // address as instances dial it (default: link_address unless its host is 0.0.0.0 or its port
+  // 0). compute nullptr or no address: such Runners stay Pending (GceNotConfigured).
+  std::shared_ptr<gce::Compute> compute;
+  std::string link_advertise_address;
+  std::string instance_image;           // boot image; empty: GceProvisionerOptions' default
+  std::string instance_startup_script;  // the instances' startup-script item; empty: none
 };
 
 struct RunnersPart {

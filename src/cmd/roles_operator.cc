@@ -87,6 +87,9 @@ struct OperatorFlags {
   std::string runners_probe_interval = "10s";
   std::string runners_unhealthy_after = "40s";
   std::vector<std::string> runners_insecure_registries;  // sealed control nodes' signature reads
+  std::string runners_link_advertise_address;
+  std::string runners_instance_image;
+  std::string runners_instance_startup_script_file;
 };
 
 OperatorFlags& Flags() {
@@ -256,7 +259,8 @@ Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& clie
 // present to agents), the link server on --runners-link-address and the kubelet API on
 // --runners-kubelet-address. The servers live as long as the process.
 Result<std::unique_ptr<runners::controlnode::RunnerServers>> RegisterRunners(
-    kube::Manager& mgr, const std::shared_ptr<kube::Client>& client, const OperatorFlags& f) {
+    kube::Manager& mgr, const std::shared_ptr<kube::Client>& client,
+    const std::shared_ptr<gce::Compute>& compute, const OperatorFlags& f) {
   auto probe = ParseDuration(f.runners_probe_interval);
   auto unhealthy = ParseDuration(f.runners_unhealthy_after);
   if (!probe.ok() || !unhealthy.ok()) {
@@ -276,6 +280,13 @@ Result<std::unique_ptr<runners::controlnode::RunnerServers>> RegisterRunners(
   o.unhealthy_after = std::chrono::duration_cast<std::chrono::milliseconds>(*unhealthy);
   o.workers = f.workers;
   o.insecure_registries = f.runners_insecure_registries;
+  o.compute = compute;
+  o.link_advertise_address = f.runners_link_advertise_address;
+  o.instance_image = f.runners_instance_image;
+  if (!f.runners_instance_startup_script_file.empty()) {
+    HS_ASSIGN_OR_RETURN(o.instance_startup_script,
+                        ReadFile(f.runners_instance_startup_script_file));
+  }
   HS_ASSIGN_OR_RETURN(RunnersPart part, StartRunnersPart(mgr, std::move(o)));
   return std::move(part.servers);
 }
@@ -422,6 +433,14 @@ void SetupOperator(CLI::App& app) {
                  "silence after which a runner is Unhealthy, leaves its Node's allocatable and its "
                  "pods fail (RunnerLost)")
       ->capture_default_str();
+  app.add_option("--runners-link-advertise-address", f.runners_link_advertise_address,
+                 "host:port of the link server as the instances of spec.gce Runners dial it "
+                 "(default: --runners-link-address unless it listens on 0.0.0.0)");
+  app.add_option("--runners-instance-image", f.runners_instance_image,
+                 "boot image of spec.gce Runners' instances (default: Debian 12's family)");
+  app.add_option("--runners-instance-startup-script-file", f.runners_instance_startup_script_file,
+                 "startup-script of spec.gce Runners' instances (it starts `hyperslice "
+                 "runner-agent --gce-metadata`)");
   app.add_option("--gpu-cluster-ca-file", f.gpu_cluster_ca_file,
                  "PEM file of the cluster CA rented machines verify the apiserver with (default: "
                  "the CA this operator trusts)");
@@ -518,7 +537,7 @@ int RunOperator(CLI::App&) {
   }
   std::unique_ptr<runners::controlnode::RunnerServers> runner_servers;
   if (f.runners) {
-    auto servers = RegisterRunners(**mgr, *client, f);
+    auto servers = RegisterRunners(**mgr, *client, options.compute, f);
     if (!servers.ok()) {
       log::Error("runners controllers", {{"error", servers.error().message}});
       return 1;

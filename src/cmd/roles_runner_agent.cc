@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -18,8 +19,10 @@
 
 #include "src/base/log.h"
 #include "src/cmd/roles.h"
+#include "src/gce/metadata.h"
 #include "src/runners/agent/agent.h"
 #include "src/runners/agent/runtime.h"
+#include "src/runners/controlnode/gce_runner.h"
 #include "src/runners/link/link.h"
 
 namespace hyperslice::cmd {
@@ -35,6 +38,7 @@ struct RunnerAgentFlags {
   std::vector<std::string> devices;
   int restart_backoff_ms = 2000;
   bool print_reference_values = false;
+  bool gce_metadata = false;
   CLI::App* shim = nullptr;
   runners::agent::ShimOptions shim_options;
 };
@@ -57,9 +61,11 @@ std::string Trim(std::string s) {
   return s;
 }
 
-// The identity in the state dir, or a new one from the join token.
-Result<runners::link::AgentIdentity> Identity(const runners::link::LinkClientOptions& lo,
-                                              const std::string& token_file) {
+// The identity in the state dir, or a new one from the join token (`join_token`: read only
+// when needed, so a relinking agent does not ask for a token it no longer has).
+Result<runners::link::AgentIdentity> Identity(
+    const runners::link::LinkClientOptions& lo,
+    const std::function<Result<std::string>()>& join_token) {
   auto current = runners::link::LoadIdentity(lo.state_dir);
   if (current.ok() && current->not_after > std::chrono::system_clock::now()) {
     if (std::chrono::system_clock::now() < runners::link::RenewalTime(*current)) return current;
@@ -69,12 +75,50 @@ Result<runners::link::AgentIdentity> Identity(const runners::link::LinkClientOpt
               {{"error", renewed.error().message}});
     return current;
   }
-  if (token_file.empty()) {
-    return Error::Make(Error::Code::kInvalidArgument,
-                       "no identity in the state dir and no --join-token-file to link with");
-  }
-  HS_ASSIGN_OR_RETURN(std::string token, ReadFile(token_file, "join token file"));
+  HS_ASSIGN_OR_RETURN(std::string token, join_token());
   return runners::link::Link(lo, Trim(token));
+}
+
+// --gce-metadata: what the operator put in the instance's metadata (src/runners/controlnode/
+// gce_runner.h) fills the link parameters the flags leave empty; the zone (and its region) come
+// from the instance. The join token stays in memory (never in a file, never logged).
+Status FromGceMetadata(RunnerAgentFlags& f, std::string* link_ca_pem,
+                       std::function<Result<std::string>()>* join_token) {
+  HS_ASSIGN_OR_RETURN(std::shared_ptr<gce::MetadataServer> md, gce::MetadataServer::Create({}));
+  auto& o = f.options;
+  auto fill = [&](std::string& field, const char* key) -> Status {
+    if (!field.empty()) return OkStatus();
+    auto v = md->Attribute(key);
+    if (!v.ok()) {
+      return Error::Make(v.error().code, std::string("instance metadata ") + key + ": " +
+                                             v.error().message);
+    }
+    field = Trim(*v);
+    return OkStatus();
+  };
+  HS_RETURN_IF_ERROR(fill(o.runner_name, runners::controlnode::kMetadataRunnerName));
+  HS_RETURN_IF_ERROR(fill(f.link_endpoint, runners::controlnode::kMetadataLinkEndpoint));
+  if (f.link_ca_file.empty()) {
+    HS_RETURN_IF_ERROR(fill(*link_ca_pem, runners::controlnode::kMetadataRunnersCa));
+  }
+  if (o.zone.empty()) {
+    HS_ASSIGN_OR_RETURN(o.zone, md->Zone());
+  }
+  if (o.region.empty()) {
+    auto dash = o.zone.rfind('-');
+    if (dash != std::string::npos) o.region = o.zone.substr(0, dash);
+  }
+  if (f.join_token_file.empty()) {
+    *join_token = [md]() -> Result<std::string> {
+      return md->Attribute(runners::controlnode::kMetadataJoinToken);
+    };
+  }
+  log::Info("runner agent: link parameters from the instance metadata",
+            {{"metadata", md->base_url()},
+             {"runner", o.runner_name},
+             {"link_endpoint", f.link_endpoint},
+             {"zone", o.zone}});
+  return OkStatus();
 }
 
 }  // namespace
@@ -95,6 +139,10 @@ void SetupRunnerAgent(CLI::App& app) {
                  "file holding the one-time join token (needed only for the first link)");
   app.add_option("--link-ca-file", f.link_ca_file,
                  "CA that verifies the RunnerLink server (required)");
+  app.add_flag("--gce-metadata", f.gce_metadata,
+               "boot on a GCE VM: read the runner name, link endpoint, runners CA and join token "
+               "the operator put in the instance's metadata (GCE_METADATA_HOST honoured); flags "
+               "given win");
   app.add_option("--runtime", o.runtime, "OCI runtime binary (runc, or crun where it works)")
       ->capture_default_str();
   app.add_option("--capacity", f.capacity,
@@ -145,10 +193,26 @@ int RunRunnerAgent(CLI::App&) {
   RunnerAgentFlags& f = Flags();
   if (f.shim != nullptr && f.shim->parsed()) return runners::agent::RunShim(f.shim_options);
   auto& o = f.options;
+  std::string link_ca_pem;
+  std::function<Result<std::string>()> join_token = [&f]() -> Result<std::string> {
+    if (f.join_token_file.empty()) {
+      return Error::Make(Error::Code::kInvalidArgument,
+                         "no identity in the state dir and no --join-token-file to link with");
+    }
+    return ReadFile(f.join_token_file, "join token file");
+  };
+  if (f.gce_metadata) {
+    if (Status st = FromGceMetadata(f, &link_ca_pem, &join_token); !st.ok()) {
+      log::Error("runner agent cannot read its instance metadata",
+                 {{"error", st.error().message}});
+      return 1;
+    }
+  }
   // Checked here, not by CLI11: the shim subcommand does not take them.
   if (!f.print_reference_values &&
-      (o.runner_name.empty() || f.link_endpoint.empty() || f.link_ca_file.empty())) {
-    log::Error("runner-agent needs --name, --link-endpoint and --link-ca-file");
+      (o.runner_name.empty() || f.link_endpoint.empty() ||
+       (f.link_ca_file.empty() && link_ca_pem.empty()))) {
+    log::Error("runner-agent needs --name, --link-endpoint and --link-ca-file (or --gce-metadata)");
     return 2;
   }
   for (const auto& kv : f.capacity) {
@@ -194,7 +258,8 @@ int RunRunnerAgent(CLI::App&) {
   }
 
   BlockStopSignals();
-  auto link_ca = ReadFile(f.link_ca_file, "link CA file");
+  auto link_ca = link_ca_pem.empty() ? ReadFile(f.link_ca_file, "link CA file")
+                                      : Result<std::string>(link_ca_pem);
   if (!link_ca.ok()) {
     log::Error("runner agent cannot start", {{"error", link_ca.error().message}});
     return 2;
@@ -222,7 +287,7 @@ int RunRunnerAgent(CLI::App&) {
   lo.runner_name = o.runner_name;
   lo.agent_address = o.advertise_address;
   lo.state_dir = o.state_dir;
-  auto identity = Identity(lo, f.join_token_file);
+  auto identity = Identity(lo, join_token);
   if (!identity.ok()) {
     log::Error("runner agent could not get its identity",
                {{"runner", o.runner_name}, {"error", identity.error().message}});

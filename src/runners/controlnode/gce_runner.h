@@ -97,7 +97,8 @@ class GceRunnerProvisioner {
  public:
   GceRunnerProvisioner(GceProvisionerOptions options, std::shared_ptr<kube::Client> client,
                        std::shared_ptr<SecretJoinTokens> tokens);
-  bool configured() const { return options_.compute != nullptr; }
+  // A client and a link endpoint to give instances.
+  bool configured() const { return options_.compute != nullptr && !options_.link_endpoint.empty(); }
 
   // Creates or observes the Runner's instance; `status` is the Runner's status being built
   // (status.instance is read and written; written through to the API before any wait).

@@ -1,0 +1,603 @@
+// Runners with spec.gce end to end (issue 20): the operator creates each Runner's Compute Engine
+// instance through src/gce against sim/gce (two regions: us-central2-b and europe-west4-a), on a
+// real kube-apiserver + kube-scheduler. The test plays the VMs' boot: for every instance the
+// simulator reports RUNNING it starts `hyperslice runner-agent --gce-metadata` as a local process
+// on a loopback address of its own, with GCE_METADATA_HOST naming that instance on the
+// simulator's metadata server — the agent learns its name, the link server, the runners CA and
+// its one-time join token from there, as on a real VM. For each instance the simulator deletes,
+// the agent is killed (the VM is gone).
+//
+// Checked: the instances' zones, machine types, accelerators and labels; both runners link and
+// the control node's capacity is their sum; a Job's pod runs on one of them as a runc container;
+// the runners' dial address is the agent's loopback address, never the instance's private
+// 10.128.x.y; deleting a Runner deletes its instance (finalizer) and its capacity leaves; a
+// stockout gives InstanceReady=False and a Warning Event naming ZONE_RESOURCE_POOL_EXHAUSTED and
+// leaves no instance; no join token ever appears in the operator's, the simulator's or the
+// agents' logs.
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "sim/gce/simulator.h"
+#include "src/base/base64.h"
+#include "src/base/command.h"
+#include "src/base/json.h"
+#include "src/base/log.h"
+#include "src/gce/compute.h"
+#include "src/kube/client.h"
+#include "src/kube/manager.h"
+#include "src/kube/object_helpers.h"
+#include "src/kube/quantity.h"
+#include "src/kube/resource.h"
+#include "src/kube/store.h"
+#include "src/net/http.h"
+#include "src/runners/controlnode/api.h"
+#include "src/runners/controlnode/controlnode.h"
+#include "src/runners/controlnode/gce_runner.h"
+#include "src/runners/controlnode/servers.h"
+#include "test/testenv/crds.h"
+#include "test/testenv/eventually.h"
+#include "test/testenv/registry.h"
+#include "test/testenv/testenv.h"
+
+namespace hyperslice {
+namespace {
+
+namespace json = boost::json;
+namespace cn = runners::controlnode;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using testenv::Eventually;
+
+const kube::Resource kJobs{"batch", "v1", "jobs", "Job", true};
+constexpr char kControlNode[] = "gce-global";
+constexpr char kProject[] = "my-gcp-project";
+constexpr char kSimToken[] = "gce-e2e-static-token";
+
+std::string At(const json::object& o, std::string_view dotted, std::string_view key) {
+  const json::object* at = dotted.empty() ? &o : jsonfield::ObjectAt(o, dotted);
+  return at != nullptr ? std::string(jsonfield::StringField(*at, key)) : std::string();
+}
+
+int64_t Milli(const std::string& q) {
+  auto v = kube::Quantity::Parse(q);
+  return v.ok() ? v->MilliValue() : -1;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The VMs' boot, played by local processes: one `hyperslice runner-agent --gce-metadata` per
+// RUNNING simulated instance, each on its own loopback address (127.0.0.40 and up).
+class VmBoot {
+ public:
+  VmBoot(sim::gce::Simulator* sim, std::string dir, std::string registry)
+      : sim_(sim), dir_(std::move(dir)), registry_(std::move(registry)) {
+    sub_ = sim_->SubscribeInstances([this](const sim::gce::InstanceEvent& e) {
+      std::lock_guard lock(mu_);
+      events_.push_back(e);
+      cv_.notify_all();
+    });
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~VmBoot() {
+    sim_->UnsubscribeInstances(sub_);
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+      cv_.notify_all();
+    }
+    thread_.join();
+    for (auto& [_, vm] : vms_) Kill(vm);
+  }
+  // Every agent log so far (for the token check and failure messages).
+  std::string Logs() {
+    std::lock_guard lock(mu_);
+    std::string out;
+    for (const auto& f : log_files_) out += Slurp(f);
+    return out;
+  }
+  std::vector<std::string> RuntimeRoots() {
+    std::lock_guard lock(mu_);
+    return roots_;
+  }
+
+ private:
+  struct Vm {
+    pid_t pid = -1;
+    std::string address;
+  };
+  void Kill(Vm& vm) {
+    if (vm.pid <= 0) return;
+    ::kill(vm.pid, SIGKILL);
+    ::waitpid(vm.pid, nullptr, 0);
+    vm.pid = -1;
+  }
+  void Loop() {
+    std::unique_lock lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return stopping_ || !events_.empty(); });
+      if (stopping_) return;
+      auto e = events_.front();
+      events_.pop_front();
+      const std::string key = e.zone + "/" + e.name;
+      if (e.status == "RUNNING" && !vms_.count(key)) {
+        Vm vm;
+        const std::string ip = "127.0.0." + std::to_string(next_ip_++);
+        auto port = FreeLoopbackPort(ip);
+        vm.address = ip + ":" + std::to_string(port.ok() ? *port : 0);
+        const std::string state = dir_ + "/vm-" + e.name + "-" + std::to_string(next_ip_);
+        fs::create_directories(state);
+        const std::string log = state + ".log";
+        std::vector<std::string> argv = {
+            "/usr/bin/env",
+            "GCE_METADATA_HOST=" + sim_->metadata_host(e.project, e.zone, e.name),
+            HS_BINARY,
+            "runner-agent",
+            "--gce-metadata",
+            "--state-dir",
+            state,
+            "--listen",
+            vm.address,
+            "--insecure-registry",
+            registry_,
+            "--capacity",
+            "cpu=4",
+            "--capacity",
+            "memory=8Gi"};
+        auto pid = StartBackground(argv, log);
+        if (pid.ok()) vm.pid = *pid;
+        log_files_.push_back(log);
+        roots_.push_back(state + "/runtime");
+        vms_[key] = vm;
+      } else if (e.status.empty() && vms_.count(key)) {
+        Kill(vms_[key]);  // the VM is gone, and so is its agent
+        vms_.erase(key);
+      }
+    }
+  }
+
+  sim::gce::Simulator* sim_;
+  std::string dir_, registry_;
+  uint64_t sub_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<sim::gce::InstanceEvent> events_;
+  bool stopping_ = false;
+  std::map<std::string, Vm> vms_;
+  std::vector<std::string> log_files_, roots_;
+  int next_ip_ = 40;
+  std::thread thread_;
+};
+
+class GceRunnersTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    skip_ = testenv::RunnerToolsMissing();
+    if (!skip_.empty()) return;
+    // Every log line of this process (operator, link server, simulator, gce client), to prove
+    // no join token is ever written.
+    log::SetSink([](std::string_view line) {
+      std::lock_guard lock(log_mu_);
+      operator_log_.append(line).push_back('\n');
+      std::fwrite(line.data(), 1, line.size(), stderr);
+      std::fputc('\n', stderr);
+    });
+    localcluster::Options o;
+    o.scheduler = true;
+    o.controller_manager = true;
+    testenv::ConfigureCluster(o);
+    client_ = testenv::AdminClient();
+    ASSERT_TRUE(client_);
+    Status crds =
+        testenv::InstallCrds({HS_DEPLOY_DIR "/crds/runners.hyperslice.dev_controlnodes.yaml",
+                              HS_DEPLOY_DIR "/crds/runners.hyperslice.dev_runners.yaml"},
+                             {cn::ControlNodes(), cn::Runners()});
+    ASSERT_TRUE(crds.ok()) << crds.error().message;
+    ns_ = testenv::TestNamespace();
+    char tmpl[] = "/tmp/hs-gce-runners-e2e-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+
+    auto reg = testenv::LocalRegistry::Start();
+    ASSERT_TRUE(reg.ok()) << reg.error().message;
+    registry_ = std::move(*reg);
+    auto image = registry_->PushTestImage("hs/hstest");
+    ASSERT_TRUE(image.ok()) << image.error().message;
+    image_ = *image;
+
+    // Compute Engine: the simulator in two regions, the product's client against it.
+    sim::gce::Options so;
+    so.projects = {kProject};
+    so.regions = {"us-central2", "europe-west4"};
+    so.static_tokens = {kSimToken};
+    so.operation_latency = 300ms;
+    so.instance_boot_latency = 300ms;
+    auto sim = sim::gce::Simulator::Start(so);
+    ASSERT_TRUE(sim.ok()) << sim.error().message;
+    sim_ = std::move(*sim);
+    gce::ComputeOptions co;
+    co.endpoint = sim_->api_endpoint();
+    co.tokens = gce::StaticTokenSource(kSimToken);
+    co.min_wait_interval = 100ms;
+    auto compute = gce::Compute::Create(co);
+    ASSERT_TRUE(compute.ok()) << compute.error().message;
+    compute_ = std::shared_ptr<gce::Compute>(std::move(*compute));
+
+    // The operator's runners part, as `hyperslice operator --runners` composes it.
+    auto ca = cn::EnsureRunnersCa(*client_, ns_, "hyperslice-runners-ca");
+    ASSERT_TRUE(ca.ok()) << ca.error().message;
+    auto link_port = FreeLoopbackPort("127.0.0.1");
+    ASSERT_TRUE(link_port.ok());
+    const std::string link_address = "127.0.0.1:" + std::to_string(*link_port);
+    kube::ManagerOptions mo;
+    mo.client = client_;
+    auto mgr = kube::Manager::Create(mo);
+    ASSERT_TRUE(mgr.ok());
+    mgr_ = std::move(*mgr);
+    cn::OperatorOptions oo;
+    oo.client = client_;
+    oo.ns = ns_;
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ca->ca.cert_pem;
+    ssl.pem_cert_chain = ca->control_node.cert_pem;
+    ssl.pem_private_key = ca->control_node.key_pem;
+    auto creds = grpc::SslCredentials(ssl);
+    oo.agent_credentials =
+        [creds](const std::string&) -> Result<std::shared_ptr<grpc::ChannelCredentials>> {
+      return creds;
+    };
+    oo.probe_interval = 500ms;
+    oo.unhealthy_after = 4s;
+    oo.lease_renew_interval = 2s;
+    oo.gce.compute = compute_;
+    oo.gce.link_endpoint = link_address;
+    oo.gce.ca_bundle_pem = ca->ca.cert_pem;
+    oo.gce.operation_wait = 1s;
+    oo.gce.retry_initial = 1s;
+    oo.gce.retry_max = 2s;
+    auto set = cn::RegisterOperator(*mgr_, oo);
+    ASSERT_TRUE(set.ok()) << set.error().message;
+    cn::ServersOptions sv;
+    sv.client = client_;
+    sv.link_address = link_address;
+    auto kubelet_port = FreeLoopbackPort("127.0.0.1");
+    ASSERT_TRUE(kubelet_port.ok());
+    kubelet_port_ = *kubelet_port;
+    sv.kubelet_address = "127.0.0.1:" + std::to_string(kubelet_port_);
+    sv.state_dir = dir_ + "/operator";
+    auto servers = cn::RunnerServers::Start(sv, *ca, *set);
+    ASSERT_TRUE(servers.ok()) << servers.error().message;
+    servers_ = std::move(*servers);
+    run_ = std::thread([] { (void)mgr_->Run(); });
+    boot_ = std::make_unique<VmBoot>(sim_.get(), dir_, registry_->host());
+    // Every token the operator mints, read as the admin could (Secrets in its namespace).
+    token_watch_ = std::thread([] {
+      while (!stop_tokens_.load()) {
+        kube::ListOptions lo;
+        lo.label_selector = "runners.hyperslice.dev/runner";
+        auto l = client_->List(kube::resources::Secrets(), ns_, lo);
+        if (l.ok()) {
+          std::lock_guard lock(log_mu_);
+          for (const auto& s : l->items) {
+            auto d = Base64Decode(At(s, "data", "token"));
+            if (d.ok() && !d->empty()) tokens_.insert(*d);
+          }
+        }
+        std::this_thread::sleep_for(50ms);
+      }
+    });
+
+    Create(cn::ControlNodes(), "",
+           R"({"apiVersion":"runners.hyperslice.dev/v1alpha1","kind":"ControlNode",)"
+           R"("metadata":{"name":")" +
+               std::string(kControlNode) + R"("},"spec":{"address":"127.0.0.1","kubeletPort":)" +
+               std::to_string(kubelet_port_) + "}}");
+  }
+
+  static void TearDownTestSuite() {
+    stop_tokens_ = true;
+    if (token_watch_.joinable()) token_watch_.join();
+    boot_.reset();
+    if (servers_) servers_->Stop();
+    if (mgr_) mgr_->Stop();
+    if (run_.joinable()) run_.join();
+    mgr_.reset();
+    if (sim_) sim_->Stop();
+    registry_.reset();
+    log::SetSink(nullptr);
+    if (!dir_.empty()) {
+      // A failed test may leave a container's rootfs mounted below the folder.
+      std::ifstream mounts("/proc/mounts");
+      std::string dev, at, rest;
+      while (mounts >> dev >> at && std::getline(mounts, rest)) {
+        if (at.rfind(dir_ + "/", 0) == 0) ::umount2(at.c_str(), MNT_DETACH);
+      }
+      std::error_code ec;
+      fs::remove_all(dir_, ec);
+    }
+  }
+
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+  }
+
+  static void Create(const kube::Resource& r, const std::string& ns, const std::string& body) {
+    auto created = client_->Create(r, ns, json::parse(body).as_object());
+    ASSERT_TRUE(created.ok()) << created.error().message << "\n" << body;
+  }
+  static void CreateRunner(const std::string& name, const std::string& gce) {
+    Create(cn::Runners(), "",
+           R"({"apiVersion":"runners.hyperslice.dev/v1alpha1","kind":"Runner","metadata":{"name":")" +
+               name + R"("},"spec":{"controlNode":")" + kControlNode + R"(","gce":)" + gce + "}}");
+  }
+  static std::optional<json::object> Get(const kube::Resource& r, const std::string& ns,
+                                         const std::string& name) {
+    auto got = client_->Get(r, ns, name);
+    if (!got.ok()) return std::nullopt;
+    return *got;
+  }
+  static int64_t NodeMilli(const char* which, const char* res) {
+    auto n = Get(kube::resources::Nodes(), "", kControlNode);
+    return n ? Milli(At(*n, std::string("status.") + which, res)) : -1;
+  }
+  static std::string RunnerPhase(const std::string& name) {
+    auto r = Get(cn::Runners(), "", name);
+    return r ? At(*r, "status", "phase") : "";
+  }
+  static std::optional<json::object> Instance(const std::string& zone, const std::string& name) {
+    auto got = compute_->GetInstance(kProject, zone, name);
+    if (!got.ok()) return std::nullopt;
+    return *got;
+  }
+  static std::string Condition(const std::string& runner, const std::string& type,
+                               std::string* message = nullptr) {
+    auto r = Get(cn::Runners(), "", runner);
+    const json::object* st = r ? jsonfield::ObjectField(*r, "status") : nullptr;
+    const json::array* conds = st ? jsonfield::ArrayField(*st, "conditions") : nullptr;
+    if (conds == nullptr) return "";
+    for (const auto& c : *conds) {
+      if (!c.is_object() || jsonfield::StringField(c.as_object(), "type") != type) continue;
+      if (message) *message = std::string(jsonfield::StringField(c.as_object(), "message"));
+      return std::string(jsonfield::StringField(c.as_object(), "status")) + "/" +
+             std::string(jsonfield::StringField(c.as_object(), "reason"));
+    }
+    return "";
+  }
+  static std::string Diagnostics() {
+    std::string out;
+    for (const char* r : {"gce-us", "gce-eu", "gce-stockout"}) {
+      auto o = Get(cn::Runners(), "", r);
+      if (o) out += std::string(r) + ": " + json::serialize(*o) + "\n";
+    }
+    return out + boot_->Logs();
+  }
+
+  static inline std::string skip_;
+  static inline std::shared_ptr<kube::Client> client_;
+  static inline std::string ns_, dir_, image_;
+  static inline int kubelet_port_ = 0;
+  static inline std::unique_ptr<testenv::LocalRegistry> registry_;
+  static inline std::unique_ptr<sim::gce::Simulator> sim_;
+  static inline std::shared_ptr<gce::Compute> compute_;
+  static inline std::unique_ptr<kube::Manager> mgr_;
+  static inline std::unique_ptr<cn::RunnerServers> servers_;
+  static inline std::thread run_, token_watch_;
+  static inline std::unique_ptr<VmBoot> boot_;
+  static inline std::mutex log_mu_;
+  static inline std::string operator_log_;
+  static inline std::set<std::string> tokens_;
+  static inline std::atomic<bool> stop_tokens_{false};
+};
+
+TEST_F(GceRunnersTest, RunnersInTwoRegionsGetInstancesLinkRunAPodAndLeaveWithTheirInstances) {
+  const auto start = std::chrono::steady_clock::now();
+  // A TPU v4 host in us-central2-b, a GPU host in europe-west4-a.
+  CreateRunner("gce-us",
+               R"({"project":"my-gcp-project","zone":"us-central2-b","machineType":"ct4p-hightpu-4t"})");
+  CreateRunner(
+      "gce-eu",
+      R"({"project":"my-gcp-project","region":"europe-west4","zone":"europe-west4-a",)"
+      R"("machineType":"a2-highgpu-1g","acceleratorType":"nvidia-tesla-a100","acceleratorCount":1})");
+
+  const std::string us_vm = cn::GceInstanceName("gce-us"), eu_vm = cn::GceInstanceName("gce-eu");
+  ASSERT_TRUE(Eventually(
+      [&] { return Instance("us-central2-b", us_vm) && Instance("europe-west4-a", eu_vm); }, 60s))
+      << Diagnostics();
+  auto us = *Instance("us-central2-b", us_vm);
+  auto eu = *Instance("europe-west4-a", eu_vm);
+  EXPECT_TRUE(At(us, "", "machineType").ends_with("/zones/us-central2-b/machineTypes/ct4p-hightpu-4t"))
+      << At(us, "", "machineType");
+  EXPECT_TRUE(At(eu, "", "machineType").ends_with("/zones/europe-west4-a/machineTypes/a2-highgpu-1g"));
+  const json::array* acc = jsonfield::ArrayField(eu, "guestAccelerators");
+  ASSERT_TRUE(acc != nullptr && acc->size() == 1) << json::serialize(eu);
+  EXPECT_TRUE(At((*acc)[0].as_object(), "", "acceleratorType").ends_with("acceleratorTypes/nvidia-tesla-a100"));
+  EXPECT_EQ(jsonfield::IntField((*acc)[0].as_object(), "acceleratorCount").value_or(0), 1);
+  EXPECT_EQ(jsonfield::ArrayField(us, "guestAccelerators"), nullptr);
+  EXPECT_EQ(At(eu, "scheduling", "onHostMaintenance"), "TERMINATE");
+  EXPECT_EQ(At(us, "labels", cn::kLabelRunner), "gce-us");
+  EXPECT_FALSE(At(us, "labels", cn::kLabelRunnerUid).empty());
+  auto items = gce::MetadataItemsOf(*jsonfield::ObjectField(us, "metadata"));
+  EXPECT_EQ(items[cn::kMetadataRunnerName], "gce-us");
+  EXPECT_FALSE(items[cn::kMetadataLinkEndpoint].empty());
+  EXPECT_NE(items[cn::kMetadataRunnersCa].find("BEGIN CERTIFICATE"), std::string::npos);
+  EXPECT_EQ(items[cn::kMetadataJoinToken].size(), 64u);
+
+  // Their agents boot from the metadata, link, and the control node sums their capacity.
+  ASSERT_TRUE(Eventually(
+      [] { return RunnerPhase("gce-us") == "Linked" && RunnerPhase("gce-eu") == "Linked"; }, 90s))
+      << Diagnostics();
+  ASSERT_TRUE(Eventually([] { return NodeMilli("capacity", "cpu") == 8000; }, 30s))
+      << NodeMilli("capacity", "cpu");
+  std::cout << "two spec.gce runners linked " << std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                     std::chrono::steady_clock::now() - start)
+                                                     .count()
+            << " ms after their Runners were created\n";
+  for (const char* r : {"gce-us", "gce-eu"}) {
+    auto o = *Get(cn::Runners(), "", r);
+    EXPECT_TRUE(At(o, "status", "address").rfind("127.0.0.", 0) == 0)
+        << r << " is dialed at " << At(o, "status", "address");
+    EXPECT_TRUE(At(o, "status.instance", "networkIP").rfind("10.128.", 0) == 0)
+        << json::serialize(o);
+    EXPECT_FALSE(At(o, "status.instance", "selfLink").empty());
+    EXPECT_FALSE(At(o, "status.instance", "id").empty());
+    EXPECT_EQ(At(o, "status.instance", "status"), "RUNNING");
+    EXPECT_EQ(Condition(r, "InstanceReady"), "True/InstanceRunning");
+    EXPECT_TRUE(kube::HasFinalizer(o, cn::kInstanceFinalizer));
+  }
+  EXPECT_EQ(At(*Get(cn::Runners(), "", "gce-us"), "status", "zone"), "us-central2-b");
+  EXPECT_EQ(At(*Get(cn::Runners(), "", "gce-eu"), "status", "region"), "europe-west4");
+
+  // A Job's pod runs on one of them, as a real container.
+  Create(kJobs, ns_,
+         R"({"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"on-gce"},"spec":)"
+         R"({"backoffLimit":0,"template":{"spec":{"restartPolicy":"Never","tolerations":)"
+         R"([{"key":"runners.hyperslice.dev/control-node","operator":"Exists",)"
+         R"("effect":"NoSchedule"}],"containers":[{"name":"main","image":")" +
+             image_ +
+             R"(","args":["print:hello from a GCE runner"],"resources":{"requests":{"cpu":"1"}}}]}}}})");
+  ASSERT_TRUE(Eventually(
+      [] {
+        auto j = Get(kJobs, ns_, "on-gce");
+        auto s = j ? jsonfield::ObjectField(*j, "status") : nullptr;
+        return s && jsonfield::IntField(*s, "succeeded").value_or(0) == 1;
+      },
+      90s))
+      << Diagnostics();
+
+  // The pod goes first, so its runner removes its container, mounts and network namespace (a
+  // deleted VM would take them along; a local process does not).
+  ASSERT_TRUE(client_->Delete(kJobs, ns_, "on-gce", {"Background", 0, std::nullopt, std::nullopt})
+                  .ok());
+  ASSERT_TRUE(Eventually(
+      [] {
+        auto l = client_->List(kube::resources::Pods(), ns_);
+        return l.ok() && l->items.empty();
+      },
+      60s));
+
+  // Deleting a Runner deletes its instance before the Runner goes; its capacity leaves.
+  ASSERT_TRUE(client_->Delete(cn::Runners(), "", "gce-eu").ok());
+  ASSERT_TRUE(Eventually([] { return !Get(cn::Runners(), "", "gce-eu"); }, 60s)) << Diagnostics();
+  EXPECT_FALSE(Instance("europe-west4-a", eu_vm)) << "the Runner went before its instance";
+  ASSERT_TRUE(Eventually([] { return NodeMilli("capacity", "cpu") == 4000; }, 30s))
+      << NodeMilli("capacity", "cpu");
+  EXPECT_TRUE(Instance("us-central2-b", us_vm));
+}
+
+TEST_F(GceRunnersTest, AStockoutIsAConditionAndAnEventAndLeavesNoInstance) {
+  net::HttpClient::Options ho;
+  ho.base_url = sim_->control_endpoint();
+  auto control = net::HttpClient::Create(ho);
+  ASSERT_TRUE(control.ok());
+  auto stockout = [&](bool on) {
+    net::Request rq;
+    rq.method = "POST";
+    rq.target = "/control/stockout";
+    rq.headers = {{"Content-Type", "application/json"}};
+    rq.body = json::serialize(json::object{
+        {"zone", "europe-west4-b"}, {"machineType", "ct5lp-hightpu-4t"}, {"enabled", on}});
+    auto r = (*control)->Do(rq);
+    return r.ok() && r->status == 200;
+  };
+  ASSERT_TRUE(stockout(true));
+  CreateRunner("gce-stockout",
+               R"({"project":"my-gcp-project","zone":"europe-west4-b","machineType":"ct5lp-hightpu-4t"})");
+  std::string message;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return Condition("gce-stockout", "InstanceReady", &message) ==
+               "False/ZONE_RESOURCE_POOL_EXHAUSTED";
+      },
+      60s))
+      << Diagnostics();
+  EXPECT_NE(message.find("does not have enough resources"), std::string::npos) << message;
+  EXPECT_EQ(RunnerPhase("gce-stockout"), "Pending");
+  // The Warning Event names GCE's reason.
+  ASSERT_TRUE(Eventually(
+      [] {
+        kube::ListOptions lo;
+        lo.field_selector = "involvedObject.name=gce-stockout";
+        auto l = client_->List(kube::resources::Events(), "default", lo);
+        if (!l.ok()) return false;
+        for (const auto& e : l->items) {
+          if (At(e, "", "type") == "Warning" && At(e, "", "reason") == "InstanceCreateFailed" &&
+              At(e, "", "message").find("ZONE_RESOURCE_POOL_EXHAUSTED") != std::string::npos) {
+            return true;
+          }
+        }
+        return false;
+      },
+      30s));
+  // The retries back off (1 s, then 2 s) and none leaves an instance behind.
+  std::this_thread::sleep_for(3s);
+  const std::string vm = cn::GceInstanceName("gce-stockout");
+  EXPECT_FALSE(Instance("europe-west4-b", vm));
+  auto listed = compute_->ListInstances(kProject, "europe-west4-b", {});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty()) << listed->size() << " instances left in europe-west4-b";
+  auto r = *Get(cn::Runners(), "", "gce-stockout");
+  int64_t failures = 0;
+  if (const auto* last = jsonfield::ObjectAt(r, "status.instance.lastError")) {
+    failures = jsonfield::IntField(*last, "failures").value_or(0);
+  }
+  EXPECT_GE(failures, 2) << json::serialize(r);
+  EXPECT_LE(failures, 5) << "retries did not back off: " << json::serialize(r);
+
+  // Capacity returns: the next attempt creates the instance.
+  ASSERT_TRUE(stockout(false));
+  ASSERT_TRUE(Eventually([&] { return Instance("europe-west4-b", vm).has_value(); }, 30s))
+      << Diagnostics();
+  ASSERT_TRUE(Eventually([] { return RunnerPhase("gce-stockout") == "Linked"; }, 60s))
+      << Diagnostics();
+  ASSERT_TRUE(client_->Delete(cn::Runners(), "", "gce-stockout").ok());
+  ASSERT_TRUE(Eventually([] { return !Get(cn::Runners(), "", "gce-stockout"); }, 60s));
+  EXPECT_FALSE(Instance("europe-west4-b", vm));
+}
+
+// Last (gtest runs a suite's tests in order): every token minted so far against every log line.
+TEST_F(GceRunnersTest, ZNoJoinTokenAppearsInAnyLog) {
+  std::set<std::string> tokens;
+  std::string op_log;
+  {
+    std::lock_guard lock(log_mu_);
+    tokens = tokens_;
+    op_log = operator_log_;
+  }
+  const std::string agents = boot_->Logs();
+  ASSERT_GE(tokens.size(), 2u) << "the test saw too few join tokens to check anything";
+  ASSERT_FALSE(op_log.empty());
+  ASSERT_FALSE(agents.empty());
+  for (const auto& t : tokens) {
+    EXPECT_EQ(op_log.find(t), std::string::npos) << "a join token is in the operator's log";
+    EXPECT_EQ(agents.find(t), std::string::npos) << "a join token is in an agent's log";
+  }
+  std::cout << tokens.size() << " join tokens checked against " << op_log.size()
+            << " bytes of operator/simulator log and " << agents.size()
+            << " bytes of agent logs\n";
+}
+
+}  // namespace
+}  // namespace hyperslice
