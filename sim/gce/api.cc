@@ -611,7 +611,8 @@ Reply SimulatorImpl::GetProject(Ctx& c) {
                        {"name", c.project},
                        {"creationTimestamp", "2024-01-01T00:00:00.000-00:00"},
                        {"commonInstanceMetadata",
-                        json::object{{"kind", "compute#metadata"}, {"fingerprint", "sim-project"}}},
+                        // Fingerprints are bytes in GCE's discovery document: gcloud base64-decodes them.
+                        json::object{{"kind", "compute#metadata"}, {"fingerprint", "c2ltLXByb2o="}}},
                        {"defaultServiceAccount", options_.service_account_email},
                        {"xpnProjectStatus", "UNSPECIFIED_XPN_PROJECT_STATUS"},
                        {"selfLink", Url("projects/" + c.project)},

@@ -434,5 +434,46 @@ TEST_F(ComputeSim, BulkStockoutSurfacesZoneResourcePoolExhausted) {
   EXPECT_EQ(seen_counts.count(1), 0u);
 }
 
+// instances.insert through the client: an Operation like the other inserts, kAlreadyExists for
+// a taken name, and a stockout as the operation's error with GCE's code as the reason.
+TEST_F(ComputeSim, InstanceInsertAlreadyExistsAndStockout) {
+  auto body = [](const std::string& name) {
+    return object{
+        {"name", name},
+        {"machineType", "zones/" + std::string(kZone) + "/machineTypes/" + kMachineType},
+        {"disks", boost::json::array{object{
+                      {"boot", true},
+                      {"initializeParams",
+                       object{{"sourceImage",
+                               "projects/debian-cloud/global/images/family/debian-12"}}}}}},
+        {"metadata", object{{"items", boost::json::array{object{{"key", "k"}, {"value", "v"}}}}}},
+    };
+  };
+  auto op = compute_->InsertInstance(kProject, kZone, body("vm-1"));
+  ASSERT_TRUE(op.ok()) << op.error().ToString();
+  EXPECT_EQ(op->ref.scope, Scope::kZone);
+  EXPECT_EQ(op->ref.location, kZone);
+  ASSERT_TRUE(compute_->Wait(op->ref, 30s).ok());
+  auto got = compute_->GetInstance(kProject, kZone, "vm-1");
+  ASSERT_TRUE(got.ok()) << got.error().ToString();
+  EXPECT_EQ(Str(*got, "selfLink"), op->target_link);
+  EXPECT_EQ(MetadataItemsOf(got->at("metadata").as_object())["k"], "v");
+
+  auto again = compute_->InsertInstance(kProject, kZone, body("vm-1"));
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code, Error::Code::kAlreadyExists);
+  EXPECT_EQ(again.error().reason, "alreadyExists");
+
+  control_->Call("POST", "/control/stockout",
+                 {{"zone", kZone}, {"machineType", kMachineType}, {"enabled", true}});
+  auto out = compute_->InsertInstance(kProject, kZone, body("vm-2"));
+  ASSERT_TRUE(out.ok()) << out.error().ToString();
+  auto failed = compute_->Wait(out->ref, 30s);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error().reason, "ZONE_RESOURCE_POOL_EXHAUSTED");
+  EXPECT_EQ(compute_->GetInstance(kProject, kZone, "vm-2").error().code, Error::Code::kNotFound);
+  EXPECT_EQ(control_->Counter("compute.instances.insert"), 3);
+}
+
 }  // namespace
 }  // namespace hyperslice::gce::testing

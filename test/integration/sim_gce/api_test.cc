@@ -563,5 +563,108 @@ TEST_F(ApiTest, StockoutLatencyStateDumpAndReset) {
   EXPECT_EQ(counters.body.at("compute.instanceTemplates.get"), 1);  // the call just above
 }
 
+// instances.insert as GCE answers it: the checks before the answer (zone, name, machine type,
+// accelerators, boot disk, an existing name), an asynchronous insert whose instance boots to
+// RUNNING with a private 10.128.x.y address and serves its metadata, and a stockout that ends
+// the operation with ZONE_RESOURCE_POOL_EXHAUSTED and creates nothing.
+TEST_F(ApiTest, InstancesInsertValidatesBootsAndStocksOut) {
+  auto body = [](const std::string& name, const std::string& mt) {
+    return json::object{
+        {"name", name},
+        {"machineType", "zones/" + std::string(kZone) + "/machineTypes/" + mt},
+        {"disks", json::array{json::object{
+                      {"boot", true},
+                      {"autoDelete", true},
+                      {"initializeParams",
+                       json::object{{"sourceImage",
+                                     "projects/debian-cloud/global/images/family/debian-12"}}}}}},
+        {"networkInterfaces", json::array{json::object{{"network", "global/networks/default"}}}},
+        {"metadata", json::object{{"items", json::array{json::object{{"key", "hyperslice-x"},
+                                                                     {"value", "42"}}}}}},
+        {"labels", json::object{{"role", "runner"}}},
+        {"scheduling", json::object{{"onHostMaintenance", "TERMINATE"}}},
+    };
+  };
+  Reply unknown_zone = Api("POST", "zones/mars-central1-a/instances", body("vm", "n2-standard-4"));
+  EXPECT_EQ(unknown_zone.status, 404) << unknown_zone.raw;
+  EXPECT_EQ(ErrorReason(unknown_zone), "notFound");
+  Reply bad_mt = Api("POST", Zonal("instances"), body("vm", "n2-imaginary"));
+  EXPECT_EQ(bad_mt.status, 400) << bad_mt.raw;
+  EXPECT_EQ(ErrorReason(bad_mt), "invalid");
+  EXPECT_NE(bad_mt.raw.find("Machine type with name 'n2-imaginary' does not exist in zone"),
+            std::string::npos)
+      << bad_mt.raw;
+  json::object bad_acc = body("vm", "a2-highgpu-1g");
+  bad_acc["guestAccelerators"] = json::array{json::object{
+      {"acceleratorType", "zones/" + std::string(kZone) + "/acceleratorTypes/warp-core"},
+      {"acceleratorCount", 1}}};
+  Reply acc = Api("POST", Zonal("instances"), bad_acc);
+  EXPECT_EQ(acc.status, 400) << acc.raw;
+  EXPECT_EQ(ErrorReason(acc), "invalid");
+  json::object no_disk = body("vm", "n2-standard-4");
+  no_disk.erase("disks");
+  Reply disk = Api("POST", Zonal("instances"), no_disk);
+  EXPECT_EQ(disk.status, 400) << disk.raw;
+  EXPECT_NE(disk.raw.find("No disks are specified"), std::string::npos) << disk.raw;
+  json::object unknown_field = body("vm", "n2-standard-4");
+  unknown_field["flux"] = 1;
+  EXPECT_EQ(Api("POST", Zonal("instances"), unknown_field).status, 400) << "checked against the proto";
+  Reply bad_name = Api("POST", Zonal("instances"), body("VM_1", "n2-standard-4"));
+  EXPECT_EQ(bad_name.status, 400) << bad_name.raw;
+  EXPECT_TRUE(Instances().empty()) << "a refused insert creates nothing";
+
+  Reply ins = Api("POST", Zonal("instances"), body("runner-vm", "n2-standard-4"));
+  ASSERT_EQ(ins.status, 200) << ins.raw;
+  EXPECT_EQ(ins.body.at("operationType"), "insert");
+  EXPECT_NE(ins.body.at("status"), "DONE") << "an insert is asynchronous";
+  json::object done = WaitDone(ins.body);
+  EXPECT_FALSE(done.contains("error")) << json::serialize(done);
+  ASSERT_TRUE(Eventually([&] {
+    Reply g = Api("GET", Zonal("instances/runner-vm"));
+    return g.status == 200 && g.body.at("status") == "RUNNING";
+  }));
+  Reply got = Api("GET", Zonal("instances/runner-vm"));
+  const auto& inst = got.body.as_object();
+  EXPECT_EQ(inst.at("id"), done.at("targetId"));
+  EXPECT_TRUE(std::string(inst.at("machineType").as_string())
+                  .ends_with("/zones/" + std::string(kZone) + "/machineTypes/n2-standard-4"));
+  std::string ip(inst.at("networkInterfaces").as_array()[0].at("networkIP").as_string());
+  EXPECT_EQ(ip.rfind("10.128.", 0), 0u) << ip;
+  EXPECT_EQ(inst.at("labels").at("role"), "runner");
+  EXPECT_EQ(inst.at("scheduling").at("onHostMaintenance"), "TERMINATE");
+  Reply dup = Api("POST", Zonal("instances"), body("runner-vm", "n2-standard-4"));
+  EXPECT_EQ(dup.status, 409) << dup.raw;
+  EXPECT_EQ(ErrorReason(dup), "alreadyExists");
+  // Its metadata is served to the VM as a MIG instance's is.
+  net::Headers flavor{{"Metadata-Flavor", "Google"}};
+  std::string host = sim_->metadata_host(kProject, kZone, "runner-vm");
+  Reply md = Do(*metadata_, "GET",
+                host.substr(host.find('/')) + "/computeMetadata/v1/instance/attributes/hyperslice-x",
+                "", flavor);
+  EXPECT_EQ(md.status, 200);
+  EXPECT_EQ(md.raw, "42");
+
+  // A stockout: the operation fails with GCE's code and no instance is left.
+  Reply so = Control("POST", "/control/stockout",
+                     json::object{{"zone", kZone}, {"machineType", "ct5lp-hightpu-4t"},
+                                  {"enabled", true}});
+  ASSERT_EQ(so.status, 200) << so.raw;
+  Reply out = Api("POST", Zonal("instances"), body("tpu-vm", "ct5lp-hightpu-4t"));
+  ASSERT_EQ(out.status, 200) << out.raw;
+  json::object failed = WaitDone(out.body);
+  ASSERT_TRUE(failed.contains("error")) << json::serialize(failed);
+  EXPECT_EQ(failed.at("error").at("errors").as_array()[0].at("code"),
+            "ZONE_RESOURCE_POOL_EXHAUSTED");
+  EXPECT_EQ(Api("GET", Zonal("instances/tpu-vm")).status, 404);
+  EXPECT_EQ(Instances().size(), 1u);
+
+  // A second VM gets an address of its own.
+  Reply second = Api("POST", Zonal("instances"), body("runner-vm-2", "e2-medium"));
+  ASSERT_EQ(second.status, 200) << second.raw;
+  WaitDone(second.body);
+  Reply g2 = Api("GET", Zonal("instances/runner-vm-2"));
+  EXPECT_NE(g2.body.at("networkInterfaces").as_array()[0].at("networkIP"), json::value(ip));
+}
+
 }  // namespace
 }  // namespace hyperslice::sim::gce::testing

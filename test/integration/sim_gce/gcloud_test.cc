@@ -165,5 +165,39 @@ TEST_F(GcloudTest, RealGcloudListsAndDescribesSimulatedResources) {
   }
 }
 
+// `gcloud compute instances create`, as an admin would make a runner's VM by hand: the insert,
+// its operation and the instance as gcloud prints it; GCE's refusals as gcloud reports them.
+TEST_F(GcloudTest, RealGcloudCreatesAnInstance) {
+  if (std::system("command -v gcloud >/dev/null 2>&1") != 0) {
+    GTEST_FAIL() << "gcloud is not on PATH; this test needs the real CLI";
+  }
+  const std::string create =
+      "compute instances create runner-vm --zone=" + std::string(kZone) +
+      " --machine-type=n2-standard-4"
+      " --image=projects/debian-cloud/global/images/debian-12-bookworm-v20250101"
+      " --metadata=hyperslice-runner-name=runner-vm --labels=role=runner --no-address";
+  json::value created = Ok(create);
+  ASSERT_TRUE(created.is_array() && created.as_array().size() == 1) << json::serialize(created);
+  const json::value& vm = created.as_array()[0];
+  EXPECT_EQ(At(vm, {"name"}), "runner-vm");
+  EXPECT_EQ(At(vm, {"labels", "role"}), "runner");
+  std::string ip(At(vm, {"networkInterfaces"}).as_array()[0].at("networkIP").as_string());
+  EXPECT_EQ(ip.rfind("10.128.", 0), 0u) << ip;
+  json::value described = Ok("compute instances describe runner-vm --zone=" + std::string(kZone));
+  EXPECT_EQ(At(described, {"status"}), "RUNNING");
+
+  GcloudRun again = Gcloud(create);
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE(again.err.find("already exists"), std::string::npos) << again.err;
+  GcloudRun bad = Gcloud("compute instances create other-vm --zone=" + std::string(kZone) +
+                         " --machine-type=n2-imaginary"
+                         " --image=projects/debian-cloud/global/images/debian-12-bookworm-v20250101");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("Machine type with name 'n2-imaginary' does not exist"), std::string::npos)
+      << bad.err;
+  Reply counters = Control("GET", "/control/counters");
+  EXPECT_EQ(At(counters.body, {"compute.instances.insert"}), 3) << json::serialize(counters.body);
+}
+
 }  // namespace
 }  // namespace hyperslice::sim::gce::testing
