@@ -132,9 +132,9 @@ Ms GceRunnerProvisioner::Backoff(int64_t failures) const {
 Status GceRunnerProvisioner::Record(const std::string& runner, const json::object& instance) {
   kube::PatchOptions po;
   po.subresource = "status";
-  // A merge patch replaces status.instance whole (null for the fields it no longer has).
+  // A merge patch: null drops the fields status.instance no longer has.
   json::object inst = instance;
-  for (const char* k : {"operation", "lastError"}) {
+  for (const char* k : {"operation", "lastError", "selfLink", "id", "status", "networkIP"}) {
     if (!inst.contains(k)) inst[k] = nullptr;
   }
   auto r = client_->Patch(Runners(), "", runner, kube::PatchType::kMerge,
@@ -191,7 +191,16 @@ Result<GceOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
   const auto& g = spec.gce;
   json::object instance;
   if (const json::object* cur = ObjectField(status, "instance")) instance = *cur;
+  const json::object before = instance;
   auto finish = [&](GceOutcome o) -> Result<GceOutcome> {
+    // The runner controller writes status with a merge patch, which cannot drop a field: a
+    // field gone since (a finished operation, a cleared error) is dropped here.
+    for (const auto& [k, _] : before) {
+      if (!instance.contains(k)) {
+        HS_RETURN_IF_ERROR(Record(name, instance));
+        break;
+      }
+    }
     status["instance"] = instance;
     return o;
   };

@@ -386,9 +386,34 @@ class GceRunnersTest : public ::testing::Test {
     }
     return "";
   }
+  // The simulator's control endpoint (counters, stockouts, latency).
+  static json::value SimControl(const std::string& method, const std::string& path,
+                                const json::object& body = {}) {
+    net::HttpClient::Options ho;
+    ho.base_url = sim_->control_endpoint();
+    auto http = net::HttpClient::Create(ho);
+    if (!http.ok()) return nullptr;
+    net::Request rq;
+    rq.method = method;
+    rq.target = path;
+    if (method != "GET") {
+      rq.headers = {{"Content-Type", "application/json"}};
+      rq.body = json::serialize(body);
+    }
+    auto r = (*http)->Do(rq);
+    if (!r.ok() || r->status != 200) return nullptr;
+    boost::system::error_code ec;
+    auto v = json::parse(r->body, ec);
+    return ec ? json::value(nullptr) : v;
+  }
+  static int64_t SimCalls(const std::string& method) {
+    auto c = SimControl("GET", "/control/counters");
+    const json::value* v = c.is_object() ? c.as_object().if_contains(method) : nullptr;
+    return v != nullptr && v->is_int64() ? v->as_int64() : 0;
+  }
   static std::string Diagnostics() {
     std::string out;
-    for (const char* r : {"gce-us", "gce-eu", "gce-stockout"}) {
+    for (const char* r : {"gce-us", "gce-eu", "gce-stockout", "gce-slow"}) {
       auto o = Get(cn::Runners(), "", r);
       if (o) out += std::string(r) + ": " + json::serialize(*o) + "\n";
     }
@@ -467,6 +492,14 @@ TEST_F(GceRunnersTest, RunnersInTwoRegionsGetInstancesLinkRunAPodAndLeaveWithThe
     EXPECT_EQ(Condition(r, "InstanceReady"), "True/InstanceRunning");
     EXPECT_TRUE(kube::HasFinalizer(o, cn::kInstanceFinalizer));
   }
+  // Each Runner was inserted once, however often it was reconciled, and a finished operation
+  // is not waited for again.
+  EXPECT_EQ(SimCalls("compute.instances.insert"), 2);
+  EXPECT_FALSE(jsonfield::ObjectAt(*Get(cn::Runners(), "", "gce-us"), "status.instance")
+                   ->contains("operation"));
+  const int64_t waits = SimCalls("compute.zoneOperations.wait");
+  std::this_thread::sleep_for(3s);  // more than a health refresh (unhealthy_after/2 = 2 s)
+  EXPECT_EQ(SimCalls("compute.zoneOperations.wait"), waits);
   EXPECT_EQ(At(*Get(cn::Runners(), "", "gce-us"), "status", "zone"), "us-central2-b");
   EXPECT_EQ(At(*Get(cn::Runners(), "", "gce-eu"), "status", "region"), "europe-west4");
 
@@ -508,19 +541,12 @@ TEST_F(GceRunnersTest, RunnersInTwoRegionsGetInstancesLinkRunAPodAndLeaveWithThe
 }
 
 TEST_F(GceRunnersTest, AStockoutIsAConditionAndAnEventAndLeavesNoInstance) {
-  net::HttpClient::Options ho;
-  ho.base_url = sim_->control_endpoint();
-  auto control = net::HttpClient::Create(ho);
-  ASSERT_TRUE(control.ok());
   auto stockout = [&](bool on) {
-    net::Request rq;
-    rq.method = "POST";
-    rq.target = "/control/stockout";
-    rq.headers = {{"Content-Type", "application/json"}};
-    rq.body = json::serialize(json::object{
-        {"zone", "europe-west4-b"}, {"machineType", "ct5lp-hightpu-4t"}, {"enabled", on}});
-    auto r = (*control)->Do(rq);
-    return r.ok() && r->status == 200;
+    return !SimControl("POST", "/control/stockout",
+                       {{"zone", "europe-west4-b"},
+                        {"machineType", "ct5lp-hightpu-4t"},
+                        {"enabled", on}})
+                .is_null();
   };
   ASSERT_TRUE(stockout(true));
   CreateRunner("gce-stockout",
@@ -575,6 +601,42 @@ TEST_F(GceRunnersTest, AStockoutIsAConditionAndAnEventAndLeavesNoInstance) {
   ASSERT_TRUE(client_->Delete(cn::Runners(), "", "gce-stockout").ok());
   ASSERT_TRUE(Eventually([] { return !Get(cn::Runners(), "", "gce-stockout"); }, 60s));
   EXPECT_FALSE(Instance("europe-west4-b", vm));
+}
+
+// A slow insert: its operation is in status.instance.operation while it runs (what a restarted
+// operator resumes), it is inserted once, and the field goes when the operation is DONE.
+TEST_F(GceRunnersTest, AnInsertsOperationIsRecordedWhileItRuns) {
+  ASSERT_FALSE(SimControl("POST", "/control/latency", {{"operationMs", 6000}}).is_null());
+  const int64_t inserts = SimCalls("compute.instances.insert");
+  CreateRunner("gce-slow",
+               R"({"project":"my-gcp-project","zone":"us-central2-a","machineType":"n2-standard-8"})");
+  std::string op;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto r = Get(cn::Runners(), "", "gce-slow");
+        op = r ? At(*r, "status.instance", "operation") : "";
+        return !op.empty();
+      },
+      30s))
+      << Diagnostics();
+  EXPECT_NE(op.find("/zones/us-central2-a/operations/"), std::string::npos) << op;
+  EXPECT_TRUE(Eventually([] {
+    return Condition("gce-slow", "InstanceReady") == "False/InstanceOperationPending";
+  }));
+  ASSERT_FALSE(SimControl("POST", "/control/latency", {{"operationMs", 300}}).is_null());
+  // The instance boots before its operation is DONE (as on GCE), so the runner may link first.
+  ASSERT_TRUE(Eventually([] { return RunnerPhase("gce-slow") == "Linked"; }, 60s)) << Diagnostics();
+  EXPECT_TRUE(Eventually(
+      [] { return At(*Get(cn::Runners(), "", "gce-slow"), "status.instance", "operation").empty(); },
+      30s));
+  // (status.instance is written before the conditions, by the same reconcile.)
+  EXPECT_TRUE(
+      Eventually([] { return Condition("gce-slow", "InstanceReady") == "True/InstanceRunning"; }))
+      << Condition("gce-slow", "InstanceReady");
+  EXPECT_EQ(SimCalls("compute.instances.insert"), inserts + 1);
+  ASSERT_TRUE(client_->Delete(cn::Runners(), "", "gce-slow").ok());
+  ASSERT_TRUE(Eventually([] { return !Get(cn::Runners(), "", "gce-slow"); }, 60s));
+  EXPECT_FALSE(Instance("us-central2-a", cn::GceInstanceName("gce-slow")));
 }
 
 // Last (gtest runs a suite's tests in order): every token minted so far against every log line.
