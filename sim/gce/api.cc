@@ -320,11 +320,7 @@ const std::vector<SimulatorImpl::Route>& SimulatorImpl::Routes() const {
        "compute.regionAutoscalers.list",
        &S::EmptyRegionalList},
 
-      {"POST",
-       {"zones", "*", "instances"},
-       "compute.instances.insert",
-       &S::InsertInstance,
-       true},
+      {"POST", {"zones", "*", "instances"}, "compute.instances.insert", &S::InsertInstance, true},
       {"GET", {"zones", "*", "instances"}, "compute.instances.list", &S::ListInstances},
       {"GET", {"zones", "*", "instances", "*"}, "compute.instances.get", &S::GetInstance},
       {"DELETE",
@@ -604,19 +600,20 @@ Reply SimulatorImpl::AggregatedReply(const Ctx& c, const std::string& kind,
 // ---- project, zones, regions, networks, reservations ----
 
 Reply SimulatorImpl::GetProject(Ctx& c) {
-  return Json(200, json::object{
-                       {"kind", "compute#project"},
-                       {"id", std::to_string(std::hash<std::string>{}(c.project) % 900000000000ULL +
-                                             100000000000ULL)},
-                       {"name", c.project},
-                       {"creationTimestamp", "2024-01-01T00:00:00.000-00:00"},
-                       {"commonInstanceMetadata",
-                        // Fingerprints are bytes in GCE's discovery document: gcloud base64-decodes them.
-                        json::object{{"kind", "compute#metadata"}, {"fingerprint", "c2ltLXByb2o="}}},
-                       {"defaultServiceAccount", options_.service_account_email},
-                       {"xpnProjectStatus", "UNSPECIFIED_XPN_PROJECT_STATUS"},
-                       {"selfLink", Url("projects/" + c.project)},
-                   });
+  return Json(
+      200, json::object{
+               {"kind", "compute#project"},
+               {"id", std::to_string(std::hash<std::string>{}(c.project) % 900000000000ULL +
+                                     100000000000ULL)},
+               {"name", c.project},
+               {"creationTimestamp", "2024-01-01T00:00:00.000-00:00"},
+               {"commonInstanceMetadata",
+                // Fingerprints are bytes in GCE's discovery document: gcloud base64-decodes them.
+                json::object{{"kind", "compute#metadata"}, {"fingerprint", "c2ltLXByb2o="}}},
+               {"defaultServiceAccount", options_.service_account_email},
+               {"xpnProjectStatus", "UNSPECIFIED_XPN_PROJECT_STATUS"},
+               {"selfLink", Url("projects/" + c.project)},
+           });
 }
 
 namespace {
@@ -1303,7 +1300,6 @@ Reply SimulatorImpl::EmptyRegionalList(Ctx& c) {
 
 // ---- instances ----
 
-
 // instances.insert. What GCE checks before it answers: the zone, the name, the machine type (a
 // name that does not exist is 400 invalid), accelerators, a boot disk, an existing name (409).
 // Capacity is the operation's business: a stockout ends it DONE with
@@ -1319,9 +1315,9 @@ Reply SimulatorImpl::InsertInstance(Ctx& c) {
   if (mt_ref.empty()) return Err(Required("resource.machineType"));
   std::string mp, mzone, mt;
   if (!ParseRef(mt_ref, "machineTypes", c.project, &mp, &mzone, &mt)) {
-    return Err(Invalid("Invalid value for field 'resource.machineType': '" + mt_ref +
-                           "'. The URL is malformed.",
-                       "resource.machineType"));
+    return Err(Invalid(
+        "Invalid value for field 'resource.machineType': '" + mt_ref + "'. The URL is malformed.",
+        "resource.machineType"));
   }
   if ((!mzone.empty() && mzone != zone) || !KnownMachineType(mt)) {
     return Err(Invalid("Invalid value for field 'resource.machineType': '" + mt_ref +

@@ -644,7 +644,8 @@ void SimulatorImpl::ReconcileMig(Mig& mig, SteadyTime now) {
              &why)) {
       for (auto* m : pending) {
         m->last_errors.clear();
-        CreateInstance(mig.project, mig.zone, MigKey(mig), m->name, props, mt, reservation_key, now);
+        CreateInstance(mig.project, mig.zone, MigKey(mig), m->name, props, mt, reservation_key,
+                       now);
       }
       mig.bulk_in_progress = false;
       mig.bulk_last_check = json::object{{"timestamp", Now3339()}};
@@ -661,7 +662,8 @@ void SimulatorImpl::ReconcileMig(Mig& mig, SteadyTime now) {
     for (auto* m : pending) {
       if (Fits(mig.project, mig.zone, mt, reservation_key, 1, &why)) {
         m->last_errors.clear();
-        CreateInstance(mig.project, mig.zone, MigKey(mig), m->name, props, mt, reservation_key, now);
+        CreateInstance(mig.project, mig.zone, MigKey(mig), m->name, props, mt, reservation_key,
+                       now);
       } else {
         record_failure(*m, error_for(why));
         failed = true;

@@ -90,8 +90,8 @@ Status FromGceMetadata(RunnerAgentFlags& f, std::string* link_ca_pem,
     if (!field.empty()) return OkStatus();
     auto v = md->Attribute(key);
     if (!v.ok()) {
-      return Error::Make(v.error().code, std::string("instance metadata ") + key + ": " +
-                                             v.error().message);
+      return Error::Make(v.error().code,
+                         std::string("instance metadata ") + key + ": " + v.error().message);
     }
     field = Trim(*v);
     return OkStatus();
@@ -203,8 +203,7 @@ int RunRunnerAgent(CLI::App&) {
   };
   if (f.gce_metadata) {
     if (Status st = FromGceMetadata(f, &link_ca_pem, &join_token); !st.ok()) {
-      log::Error("runner agent cannot read its instance metadata",
-                 {{"error", st.error().message}});
+      log::Error("runner agent cannot read its instance metadata", {{"error", st.error().message}});
       return 1;
     }
   }
@@ -259,7 +258,7 @@ int RunRunnerAgent(CLI::App&) {
 
   BlockStopSignals();
   auto link_ca = link_ca_pem.empty() ? ReadFile(f.link_ca_file, "link CA file")
-                                      : Result<std::string>(link_ca_pem);
+                                     : Result<std::string>(link_ca_pem);
   if (!link_ca.ok()) {
     log::Error("runner agent cannot start", {{"error", link_ca.error().message}});
     return 2;

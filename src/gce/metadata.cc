@@ -37,8 +37,8 @@ Result<std::string> MetadataServer::Get(std::string_view path) const {
     return Error::Make(Error::Code::kNotFound, "metadata " + std::string(path) + " is not set");
   }
   if (resp.status != 200) {
-    return Error::Make(Error::Code::kUnavailable, "metadata " + std::string(path) + ": HTTP " +
-                                                      std::to_string(resp.status));
+    return Error::Make(Error::Code::kUnavailable,
+                       "metadata " + std::string(path) + ": HTTP " + std::to_string(resp.status));
   }
   return std::move(resp.body);
 }

@@ -1348,9 +1348,10 @@ class System final : public ControlNodeSet,
     const std::string name = spec.name;
     if (!gce_.configured()) {
       return GceOutcome{.reason = "GceNotConfigured",
-                        .message = "the operator cannot create instances: it needs a Compute "
-                                   "Engine client and the link address instances dial "
-                                   "(--runners-link-advertise-address)"};
+                        .message =
+                            "the operator cannot create instances: it needs a Compute "
+                            "Engine client and the link address instances dial "
+                            "(--runners-link-advertise-address)"};
     }
     if (!kube::HasFinalizer(obj, kInstanceFinalizer)) {
       json::array fins;

@@ -90,15 +90,14 @@ json::object GceInstanceBody(const RunnerSpec::Gce& spec, const GceBoot& boot,
       {"name", GceInstanceName(boot.runner_name)},
       {"description", "hyperslice linked runner " + boot.runner_name},
       {"machineType", zone_path + "/machineTypes/" + spec.machine_type},
-      {"disks",
-       json::array{json::object{
-           {"boot", true},
-           {"autoDelete", true},
-           {"type", "PERSISTENT"},
-           {"initializeParams",
-            json::object{{"sourceImage", options.boot_image},
-                         // int64 fields travel as strings in GCE's JSON.
-                         {"diskSizeGb", std::to_string(options.boot_disk_gb)}}}}}},
+      {"disks", json::array{json::object{
+                    {"boot", true},
+                    {"autoDelete", true},
+                    {"type", "PERSISTENT"},
+                    {"initializeParams",
+                     json::object{{"sourceImage", options.boot_image},
+                                  // int64 fields travel as strings in GCE's JSON.
+                                  {"diskSizeGb", std::to_string(options.boot_disk_gb)}}}}}},
       // No accessConfigs: a private address only; the agent dials out to the link server.
       {"networkInterfaces", json::array{json::object{{"network", options.network}}}},
       {"metadata", json::object{{"items", std::move(items)}}},
@@ -137,8 +136,9 @@ Status GceRunnerProvisioner::Record(const std::string& runner, const json::objec
   for (const char* k : {"operation", "lastError", "selfLink", "id", "status", "networkIP"}) {
     if (!inst.contains(k)) inst[k] = nullptr;
   }
-  auto r = client_->Patch(Runners(), "", runner, kube::PatchType::kMerge,
-                          json::serialize(json::object{{"status", json::object{{"instance", inst}}}}), po);
+  auto r = client_->Patch(
+      Runners(), "", runner, kube::PatchType::kMerge,
+      json::serialize(json::object{{"status", json::object{{"instance", inst}}}}), po);
   if (!r.ok() && r.error().code != Code::kNotFound) return r.error();
   return OkStatus();
 }
@@ -156,8 +156,7 @@ Result<std::optional<GceOutcome>> GceRunnerProvisioner::WaitRecorded(const std::
   if (!done.ok() && done.error().reason == "operationNotDone") {
     return std::optional<GceOutcome>(GceOutcome{.ready = false,
                                                 .reason = "InstanceOperationPending",
-                                                .message = "waiting for GCE operation " +
-                                                           ref->name,
+                                                .message = "waiting for GCE operation " + ref->name,
                                                 .requeue_after = Ms(1000)});
   }
   instance.erase("operation");
@@ -172,10 +171,11 @@ Result<std::optional<GceOutcome>> GceRunnerProvisioner::WaitRecorded(const std::
     failures = IntField(*last, "failures").value_or(0) + 1;
   }
   std::string reason = e.reason.empty() ? "InstanceCreateFailed" : e.reason;
-  instance["lastError"] = json::object{{"reason", reason},
-                                       {"message", e.message},
-                                       {"failures", failures},
-                                       {"time", kube::FormatTime(std::chrono::system_clock::now())}};
+  instance["lastError"] =
+      json::object{{"reason", reason},
+                   {"message", e.message},
+                   {"failures", failures},
+                   {"time", kube::FormatTime(std::chrono::system_clock::now())}};
   HS_RETURN_IF_ERROR(Record(runner, instance));
   return std::optional<GceOutcome>(GceOutcome{.ready = false,
                                               .reason = reason,
@@ -215,13 +215,13 @@ Result<GceOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
   if (got.ok()) {
     std::string owner = LabelOf(*got, kLabelRunnerUid);
     if (owner != GceLabelValue(uid)) {
-      return finish(GceOutcome{
-          .reason = "InstanceNameTaken",
-          .message = "instance " + GceInstanceName(name) + " in " + g.zone +
-                     " exists and is not this Runner's (label " + kLabelRunnerUid + "=" +
-                     (owner.empty() ? "<none>" : owner) + "); delete or rename it",
-          .warning = true,
-          .requeue_after = Backoff(1)});
+      return finish(
+          GceOutcome{.reason = "InstanceNameTaken",
+                     .message = "instance " + GceInstanceName(name) + " in " + g.zone +
+                                " exists and is not this Runner's (label " + kLabelRunnerUid + "=" +
+                                (owner.empty() ? "<none>" : owner) + "); delete or rename it",
+                     .warning = true,
+                     .requeue_after = Backoff(1)});
     }
     instance["selfLink"] = S(StringField(*got, "selfLink"));
     instance["id"] = S(StringField(*got, "id"));
@@ -231,10 +231,10 @@ Result<GceOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
     if (auto ip = NetworkIp(*got); !ip.empty()) instance["networkIP"] = ip;
     instance.erase("lastError");
     if (st == "RUNNING") {
-      return finish(GceOutcome{.ready = true,
-                               .reason = "InstanceRunning",
-                               .message = "instance " + GceInstanceName(name) + " is RUNNING in " +
-                                          g.zone});
+      return finish(
+          GceOutcome{.ready = true,
+                     .reason = "InstanceRunning",
+                     .message = "instance " + GceInstanceName(name) + " is RUNNING in " + g.zone});
     }
     return finish(GceOutcome{.reason = "Instance" + std::string(st.empty() ? "Unknown" : st),
                              .message = "instance " + GceInstanceName(name) + " is " + st,
@@ -252,10 +252,10 @@ Result<GceOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
     auto wait = Backoff(IntField(*last, "failures").value_or(1));
     auto now = std::chrono::system_clock::now();
     if (when && now < *when + wait) {
-      return finish(GceOutcome{
-          .reason = S(StringField(*last, "reason")),
-          .message = S(StringField(*last, "message")),
-          .requeue_after = std::chrono::duration_cast<Ms>(*when + wait - now) + Ms(1)});
+      return finish(
+          GceOutcome{.reason = S(StringField(*last, "reason")),
+                     .message = S(StringField(*last, "message")),
+                     .requeue_after = std::chrono::duration_cast<Ms>(*when + wait - now) + Ms(1)});
     }
   }
   HS_ASSIGN_OR_RETURN(auto token, tokens_->Token(name));
@@ -272,8 +272,7 @@ Result<GceOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
                .link_endpoint = options_.link_endpoint,
                .ca_bundle_pem = options_.ca_bundle_pem,
                .join_token = std::move(*token)};
-  auto op = options_.compute->InsertInstance(g.project, g.zone,
-                                             GceInstanceBody(g, boot, options_));
+  auto op = options_.compute->InsertInstance(g.project, g.zone, GceInstanceBody(g, boot, options_));
   boot.join_token.assign(boot.join_token.size(), '\0');
   if (!op.ok()) {
     if (op.error().code == Code::kAlreadyExists) {
@@ -299,9 +298,9 @@ Result<GceOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
                              .requeue_after = Backoff(failures)});
   }
   log::Info("runners: creating instance", {{"runner", name},
-                                            {"instance", GceInstanceName(name)},
-                                            {"zone", g.zone},
-                                            {"operation", op->ref.name}});
+                                           {"instance", GceInstanceName(name)},
+                                           {"zone", g.zone},
+                                           {"operation", op->ref.name}});
   instance["operation"] = op->self_link;
   if (!op->target_link.empty()) instance["selfLink"] = op->target_link;
   // Recorded before waiting: a restart resumes this operation rather than inserting again.

@@ -86,10 +86,10 @@ boost::json::object GceInstanceBody(const RunnerSpec::Gce& spec, const GceBoot& 
 
 // What a reconcile found; the runner controller turns it into the InstanceReady condition.
 struct GceOutcome {
-  bool ready = false;      // the instance exists, is ours and RUNNING
-  std::string reason;      // InstanceRunning, InstanceCreating, ZONE_RESOURCE_POOL_EXHAUSTED...
-  std::string message;     // never holds the token
-  bool warning = false;    // a failure worth a Warning Event (emitted once per new failure)
+  bool ready = false;    // the instance exists, is ours and RUNNING
+  std::string reason;    // InstanceRunning, InstanceCreating, ZONE_RESOURCE_POOL_EXHAUSTED...
+  std::string message;   // never holds the token
+  bool warning = false;  // a failure worth a Warning Event (emitted once per new failure)
   std::optional<std::chrono::milliseconds> requeue_after;
 };
 

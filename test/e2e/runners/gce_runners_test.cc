@@ -349,9 +349,10 @@ class GceRunnersTest : public ::testing::Test {
     ASSERT_TRUE(created.ok()) << created.error().message << "\n" << body;
   }
   static void CreateRunner(const std::string& name, const std::string& gce) {
-    Create(cn::Runners(), "",
-           R"({"apiVersion":"runners.hyperslice.dev/v1alpha1","kind":"Runner","metadata":{"name":")" +
-               name + R"("},"spec":{"controlNode":")" + kControlNode + R"(","gce":)" + gce + "}}");
+    Create(
+        cn::Runners(), "",
+        R"({"apiVersion":"runners.hyperslice.dev/v1alpha1","kind":"Runner","metadata":{"name":")" +
+            name + R"("},"spec":{"controlNode":")" + kControlNode + R"(","gce":)" + gce + "}}");
   }
   static std::optional<json::object> Get(const kube::Resource& r, const std::string& ns,
                                          const std::string& name) {
@@ -440,8 +441,9 @@ class GceRunnersTest : public ::testing::Test {
 TEST_F(GceRunnersTest, RunnersInTwoRegionsGetInstancesLinkRunAPodAndLeaveWithTheirInstances) {
   const auto start = std::chrono::steady_clock::now();
   // A TPU v4 host in us-central2-b, a GPU host in europe-west4-a.
-  CreateRunner("gce-us",
-               R"({"project":"my-gcp-project","zone":"us-central2-b","machineType":"ct4p-hightpu-4t"})");
+  CreateRunner(
+      "gce-us",
+      R"({"project":"my-gcp-project","zone":"us-central2-b","machineType":"ct4p-hightpu-4t"})");
   CreateRunner(
       "gce-eu",
       R"({"project":"my-gcp-project","region":"europe-west4","zone":"europe-west4-a",)"
@@ -453,12 +455,15 @@ TEST_F(GceRunnersTest, RunnersInTwoRegionsGetInstancesLinkRunAPodAndLeaveWithThe
       << Diagnostics();
   auto us = *Instance("us-central2-b", us_vm);
   auto eu = *Instance("europe-west4-a", eu_vm);
-  EXPECT_TRUE(At(us, "", "machineType").ends_with("/zones/us-central2-b/machineTypes/ct4p-hightpu-4t"))
+  EXPECT_TRUE(
+      At(us, "", "machineType").ends_with("/zones/us-central2-b/machineTypes/ct4p-hightpu-4t"))
       << At(us, "", "machineType");
-  EXPECT_TRUE(At(eu, "", "machineType").ends_with("/zones/europe-west4-a/machineTypes/a2-highgpu-1g"));
+  EXPECT_TRUE(
+      At(eu, "", "machineType").ends_with("/zones/europe-west4-a/machineTypes/a2-highgpu-1g"));
   const json::array* acc = jsonfield::ArrayField(eu, "guestAccelerators");
   ASSERT_TRUE(acc != nullptr && acc->size() == 1) << json::serialize(eu);
-  EXPECT_TRUE(At((*acc)[0].as_object(), "", "acceleratorType").ends_with("acceleratorTypes/nvidia-tesla-a100"));
+  EXPECT_TRUE(At((*acc)[0].as_object(), "", "acceleratorType")
+                  .ends_with("acceleratorTypes/nvidia-tesla-a100"));
   EXPECT_EQ(jsonfield::IntField((*acc)[0].as_object(), "acceleratorCount").value_or(0), 1);
   EXPECT_EQ(jsonfield::ArrayField(us, "guestAccelerators"), nullptr);
   EXPECT_EQ(At(eu, "scheduling", "onHostMaintenance"), "TERMINATE");
@@ -476,9 +481,10 @@ TEST_F(GceRunnersTest, RunnersInTwoRegionsGetInstancesLinkRunAPodAndLeaveWithThe
       << Diagnostics();
   ASSERT_TRUE(Eventually([] { return NodeMilli("capacity", "cpu") == 8000; }, 30s))
       << NodeMilli("capacity", "cpu");
-  std::cout << "two spec.gce runners linked " << std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                     std::chrono::steady_clock::now() - start)
-                                                     .count()
+  std::cout << "two spec.gce runners linked "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - start)
+                   .count()
             << " ms after their Runners were created\n";
   for (const char* r : {"gce-us", "gce-eu"}) {
     auto o = *Get(cn::Runners(), "", r);
@@ -504,13 +510,14 @@ TEST_F(GceRunnersTest, RunnersInTwoRegionsGetInstancesLinkRunAPodAndLeaveWithThe
   EXPECT_EQ(At(*Get(cn::Runners(), "", "gce-eu"), "status", "region"), "europe-west4");
 
   // A Job's pod runs on one of them, as a real container.
-  Create(kJobs, ns_,
-         R"({"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"on-gce"},"spec":)"
-         R"({"backoffLimit":0,"template":{"spec":{"restartPolicy":"Never","tolerations":)"
-         R"([{"key":"runners.hyperslice.dev/control-node","operator":"Exists",)"
-         R"("effect":"NoSchedule"}],"containers":[{"name":"main","image":")" +
-             image_ +
-             R"(","args":["print:hello from a GCE runner"],"resources":{"requests":{"cpu":"1"}}}]}}}})");
+  Create(
+      kJobs, ns_,
+      R"({"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"on-gce"},"spec":)"
+      R"({"backoffLimit":0,"template":{"spec":{"restartPolicy":"Never","tolerations":)"
+      R"([{"key":"runners.hyperslice.dev/control-node","operator":"Exists",)"
+      R"("effect":"NoSchedule"}],"containers":[{"name":"main","image":")" +
+          image_ +
+          R"(","args":["print:hello from a GCE runner"],"resources":{"requests":{"cpu":"1"}}}]}}}})");
   ASSERT_TRUE(Eventually(
       [] {
         auto j = Get(kJobs, ns_, "on-gce");
@@ -522,8 +529,8 @@ TEST_F(GceRunnersTest, RunnersInTwoRegionsGetInstancesLinkRunAPodAndLeaveWithThe
 
   // The pod goes first, so its runner removes its container, mounts and network namespace (a
   // deleted VM would take them along; a local process does not).
-  ASSERT_TRUE(client_->Delete(kJobs, ns_, "on-gce", {"Background", 0, std::nullopt, std::nullopt})
-                  .ok());
+  ASSERT_TRUE(
+      client_->Delete(kJobs, ns_, "on-gce", {"Background", 0, std::nullopt, std::nullopt}).ok());
   ASSERT_TRUE(Eventually(
       [] {
         auto l = client_->List(kube::resources::Pods(), ns_);
@@ -542,15 +549,15 @@ TEST_F(GceRunnersTest, RunnersInTwoRegionsGetInstancesLinkRunAPodAndLeaveWithThe
 
 TEST_F(GceRunnersTest, AStockoutIsAConditionAndAnEventAndLeavesNoInstance) {
   auto stockout = [&](bool on) {
-    return !SimControl("POST", "/control/stockout",
-                       {{"zone", "europe-west4-b"},
-                        {"machineType", "ct5lp-hightpu-4t"},
-                        {"enabled", on}})
+    return !SimControl(
+                "POST", "/control/stockout",
+                {{"zone", "europe-west4-b"}, {"machineType", "ct5lp-hightpu-4t"}, {"enabled", on}})
                 .is_null();
   };
   ASSERT_TRUE(stockout(true));
-  CreateRunner("gce-stockout",
-               R"({"project":"my-gcp-project","zone":"europe-west4-b","machineType":"ct5lp-hightpu-4t"})");
+  CreateRunner(
+      "gce-stockout",
+      R"({"project":"my-gcp-project","zone":"europe-west4-b","machineType":"ct5lp-hightpu-4t"})");
   std::string message;
   ASSERT_TRUE(Eventually(
       [&] {
@@ -608,8 +615,9 @@ TEST_F(GceRunnersTest, AStockoutIsAConditionAndAnEventAndLeavesNoInstance) {
 TEST_F(GceRunnersTest, AnInsertsOperationIsRecordedWhileItRuns) {
   ASSERT_FALSE(SimControl("POST", "/control/latency", {{"operationMs", 6000}}).is_null());
   const int64_t inserts = SimCalls("compute.instances.insert");
-  CreateRunner("gce-slow",
-               R"({"project":"my-gcp-project","zone":"us-central2-a","machineType":"n2-standard-8"})");
+  CreateRunner(
+      "gce-slow",
+      R"({"project":"my-gcp-project","zone":"us-central2-a","machineType":"n2-standard-8"})");
   std::string op;
   ASSERT_TRUE(Eventually(
       [&] {
@@ -620,19 +628,20 @@ TEST_F(GceRunnersTest, AnInsertsOperationIsRecordedWhileItRuns) {
       30s))
       << Diagnostics();
   EXPECT_NE(op.find("/zones/us-central2-a/operations/"), std::string::npos) << op;
-  EXPECT_TRUE(Eventually([] {
-    return Condition("gce-slow", "InstanceReady") == "False/InstanceOperationPending";
-  }));
+  EXPECT_TRUE(Eventually(
+      [] { return Condition("gce-slow", "InstanceReady") == "False/InstanceOperationPending"; }));
   ASSERT_FALSE(SimControl("POST", "/control/latency", {{"operationMs", 300}}).is_null());
   // The instance boots before its operation is DONE (as on GCE), so the runner may link first.
   ASSERT_TRUE(Eventually([] { return RunnerPhase("gce-slow") == "Linked"; }, 60s)) << Diagnostics();
   EXPECT_TRUE(Eventually(
-      [] { return At(*Get(cn::Runners(), "", "gce-slow"), "status.instance", "operation").empty(); },
+      [] {
+        return At(*Get(cn::Runners(), "", "gce-slow"), "status.instance", "operation").empty();
+      },
       30s));
   // (status.instance is written before the conditions, by the same reconcile.)
-  EXPECT_TRUE(
-      Eventually([] { return Condition("gce-slow", "InstanceReady") == "True/InstanceRunning"; }))
-      << Condition("gce-slow", "InstanceReady");
+  EXPECT_TRUE(Eventually([] {
+    return Condition("gce-slow", "InstanceReady") == "True/InstanceRunning";
+  })) << Condition("gce-slow", "InstanceReady");
   EXPECT_EQ(SimCalls("compute.instances.insert"), inserts + 1);
   ASSERT_TRUE(client_->Delete(cn::Runners(), "", "gce-slow").ok());
   ASSERT_TRUE(Eventually([] { return !Get(cn::Runners(), "", "gce-slow"); }, 60s));
@@ -657,8 +666,7 @@ TEST_F(GceRunnersTest, ZNoJoinTokenAppearsInAnyLog) {
     EXPECT_EQ(agents.find(t), std::string::npos) << "a join token is in an agent's log";
   }
   std::cout << tokens.size() << " join tokens checked against " << op_log.size()
-            << " bytes of operator/simulator log and " << agents.size()
-            << " bytes of agent logs\n";
+            << " bytes of operator/simulator log and " << agents.size() << " bytes of agent logs\n";
 }
 
 }  // namespace

@@ -441,11 +441,11 @@ TEST_F(ComputeSim, InstanceInsertAlreadyExistsAndStockout) {
     return object{
         {"name", name},
         {"machineType", "zones/" + std::string(kZone) + "/machineTypes/" + kMachineType},
-        {"disks", boost::json::array{object{
-                      {"boot", true},
-                      {"initializeParams",
-                       object{{"sourceImage",
-                               "projects/debian-cloud/global/images/family/debian-12"}}}}}},
+        {"disks",
+         boost::json::array{object{
+             {"boot", true},
+             {"initializeParams",
+              object{{"sourceImage", "projects/debian-cloud/global/images/family/debian-12"}}}}}},
         {"metadata", object{{"items", boost::json::array{object{{"key", "k"}, {"value", "v"}}}}}},
     };
   };

@@ -608,7 +608,8 @@ TEST_F(ApiTest, InstancesInsertValidatesBootsAndStocksOut) {
   EXPECT_NE(disk.raw.find("No disks are specified"), std::string::npos) << disk.raw;
   json::object unknown_field = body("vm", "n2-standard-4");
   unknown_field["flux"] = 1;
-  EXPECT_EQ(Api("POST", Zonal("instances"), unknown_field).status, 400) << "checked against the proto";
+  EXPECT_EQ(Api("POST", Zonal("instances"), unknown_field).status, 400)
+      << "checked against the proto";
   Reply bad_name = Api("POST", Zonal("instances"), body("VM_1", "n2-standard-4"));
   EXPECT_EQ(bad_name.status, 400) << bad_name.raw;
   EXPECT_TRUE(Instances().empty()) << "a refused insert creates nothing";
@@ -638,16 +639,17 @@ TEST_F(ApiTest, InstancesInsertValidatesBootsAndStocksOut) {
   // Its metadata is served to the VM as a MIG instance's is.
   net::Headers flavor{{"Metadata-Flavor", "Google"}};
   std::string host = sim_->metadata_host(kProject, kZone, "runner-vm");
-  Reply md = Do(*metadata_, "GET",
-                host.substr(host.find('/')) + "/computeMetadata/v1/instance/attributes/hyperslice-x",
-                "", flavor);
+  Reply md =
+      Do(*metadata_, "GET",
+         host.substr(host.find('/')) + "/computeMetadata/v1/instance/attributes/hyperslice-x", "",
+         flavor);
   EXPECT_EQ(md.status, 200);
   EXPECT_EQ(md.raw, "42");
 
   // A stockout: the operation fails with GCE's code and no instance is left.
-  Reply so = Control("POST", "/control/stockout",
-                     json::object{{"zone", kZone}, {"machineType", "ct5lp-hightpu-4t"},
-                                  {"enabled", true}});
+  Reply so = Control(
+      "POST", "/control/stockout",
+      json::object{{"zone", kZone}, {"machineType", "ct5lp-hightpu-4t"}, {"enabled", true}});
   ASSERT_EQ(so.status, 200) << so.raw;
   Reply out = Api("POST", Zonal("instances"), body("tpu-vm", "ct5lp-hightpu-4t"));
   ASSERT_EQ(out.status, 200) << out.raw;

@@ -189,9 +189,10 @@ TEST_F(GcloudTest, RealGcloudCreatesAnInstance) {
   GcloudRun again = Gcloud(create);
   EXPECT_NE(again.exit_code, 0);
   EXPECT_NE(again.err.find("already exists"), std::string::npos) << again.err;
-  GcloudRun bad = Gcloud("compute instances create other-vm --zone=" + std::string(kZone) +
-                         " --machine-type=n2-imaginary"
-                         " --image=projects/debian-cloud/global/images/debian-12-bookworm-v20250101");
+  GcloudRun bad =
+      Gcloud("compute instances create other-vm --zone=" + std::string(kZone) +
+             " --machine-type=n2-imaginary"
+             " --image=projects/debian-cloud/global/images/debian-12-bookworm-v20250101");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("Machine type with name 'n2-imaginary' does not exist"), std::string::npos)
       << bad.err;

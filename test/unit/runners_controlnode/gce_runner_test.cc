@@ -63,7 +63,8 @@ TEST(GceInstanceBody, CarriesMachineAcceleratorsMetadataAndLabels) {
   o.startup_script = "#!/bin/sh\nhyperslice runner-agent --gce-metadata\n";
   json::object b = GceInstanceBody(spec, Boot(), o);
   EXPECT_EQ(jsonfield::StringField(b, "name"), "hs-runner-gpu-eu");
-  EXPECT_EQ(jsonfield::StringField(b, "machineType"), "zones/europe-west4-a/machineTypes/a2-highgpu-1g");
+  EXPECT_EQ(jsonfield::StringField(b, "machineType"),
+            "zones/europe-west4-a/machineTypes/a2-highgpu-1g");
   const auto* acc = jsonfield::ArrayField(b, "guestAccelerators");
   ASSERT_NE(acc, nullptr);
   ASSERT_EQ(acc->size(), 1u);
@@ -121,9 +122,9 @@ json::object RunnerWithGce(const std::string& gce) {
 }
 
 TEST(ParseRunner, ReadsSpecGce) {
-  auto r = ParseRunner(RunnerWithGce(
-      R"({"project":"p","zone":"europe-west4-a","machineType":"a2-highgpu-1g",)"
-      R"("acceleratorType":"nvidia-tesla-a100","acceleratorCount":2})"));
+  auto r = ParseRunner(
+      RunnerWithGce(R"({"project":"p","zone":"europe-west4-a","machineType":"a2-highgpu-1g",)"
+                    R"("acceleratorType":"nvidia-tesla-a100","acceleratorCount":2})"));
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->placement, RunnerSpec::Placement::kGce);
   EXPECT_EQ(r->gce.project, "p");
