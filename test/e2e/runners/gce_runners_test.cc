@@ -53,6 +53,7 @@
 #include "src/runners/controlnode/controlnode.h"
 #include "src/runners/controlnode/gce_runner.h"
 #include "src/runners/controlnode/servers.h"
+#include "test/e2e/runners/operator_part.h"
 #include "test/testenv/crds.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/registry.h"
@@ -257,21 +258,7 @@ class GceRunnersTest : public ::testing::Test {
     auto mgr = kube::Manager::Create(mo);
     ASSERT_TRUE(mgr.ok());
     mgr_ = std::move(*mgr);
-    cn::OperatorOptions oo;
-    oo.client = client_;
-    oo.ns = ns_;
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = ca->ca.cert_pem;
-    ssl.pem_cert_chain = ca->control_node.cert_pem;
-    ssl.pem_private_key = ca->control_node.key_pem;
-    auto creds = grpc::SslCredentials(ssl);
-    oo.agent_credentials =
-        [creds](const std::string&) -> Result<std::shared_ptr<grpc::ChannelCredentials>> {
-      return creds;
-    };
-    oo.probe_interval = 500ms;
-    oo.unhealthy_after = 4s;
-    oo.lease_renew_interval = 2s;
+    cn::OperatorOptions oo = runners_e2e::TestOperatorOptions(client_, ns_, *ca);
     oo.gce.compute = compute_;
     oo.gce.link_endpoint = link_address;
     oo.gce.ca_bundle_pem = ca->ca.cert_pem;

@@ -42,6 +42,7 @@
 #include "src/runners/controlnode/api.h"
 #include "src/runners/controlnode/controlnode.h"
 #include "src/runners/controlnode/servers.h"
+#include "test/e2e/runners/operator_part.h"
 #include "test/testenv/command.h"
 #include "test/testenv/crds.h"
 #include "test/testenv/eventually.h"
@@ -269,21 +270,7 @@ class LinkedRunnersTest : public ::testing::Test {
     auto mgr = kube::Manager::Create(mo);
     ASSERT_TRUE(mgr.ok());
     mgr_ = std::move(*mgr);
-    cn::OperatorOptions oo;
-    oo.client = client_;
-    oo.ns = ns_;
-    grpc::SslCredentialsOptions so;
-    so.pem_root_certs = ca->ca.cert_pem;
-    so.pem_cert_chain = ca->control_node.cert_pem;
-    so.pem_private_key = ca->control_node.key_pem;
-    auto creds = grpc::SslCredentials(so);
-    oo.agent_credentials =
-        [creds](const std::string&) -> Result<std::shared_ptr<grpc::ChannelCredentials>> {
-      return creds;
-    };
-    oo.probe_interval = 500ms;
-    oo.unhealthy_after = 4s;
-    oo.lease_renew_interval = 2s;
+    cn::OperatorOptions oo = runners_e2e::TestOperatorOptions(client_, ns_, *ca);
     auto set = cn::RegisterOperator(*mgr_, oo);
     ASSERT_TRUE(set.ok()) << set.error().message;
     cn::ServersOptions sv;
