@@ -1070,9 +1070,10 @@ Reply SimulatorImpl::InsertMig(Ctx& c) {
   std::set<std::string> used;
   for (int64_t i = 0; i < target; ++i) {
     std::string n;
+    const std::string prefix = c.project + "/" + zone + "/";
     do {
       n = base + "-" + RandomSuffix(4);
-    } while (used.count(n) || st_.instances.count(c.project + "/" + zone + "/" + n));
+    } while (used.count(n) || st_.instances.count(prefix + n));
     used.insert(n);
     mig.members.push_back(MigMember{n, {}});
   }
@@ -1334,10 +1335,14 @@ Reply SimulatorImpl::InsertInstance(Ctx& c) {
       if (ref.empty()) return Err(Required(field));
       if (!ParseRef(ref, "acceleratorTypes", c.project, &ap, &azone, &at) ||
           (!azone.empty() && azone != zone) || !KnownAcceleratorType(at)) {
-        return Err(Invalid("Invalid value for field '" + field + "': '" + ref +
-                               "'. Accelerator type '" + at + "' does not exist in zone '" + zone +
-                               "'.",
-                           field));
+        std::string message = "Invalid value for field '" + field + "': '";
+        message += ref;
+        message += "'. Accelerator type '";
+        message += at;
+        message += "' does not exist in zone '";
+        message += zone;
+        message += "'.";
+        return Err(Invalid(message, field));
       }
     }
   }
@@ -1457,9 +1462,10 @@ Reply SimulatorImpl::SetMetadata(Ctx& c) {
       for (char ch : k)
         ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_');
       if (!ok) {
-        return Err(Invalid("Invalid value for field '" + field + ".key': '" + k +
-                               "'. Must be a match of regex '[a-zA-Z0-9-_]{1,128}'",
-                           field + ".key"));
+        std::string message = "Invalid value for field '" + field + ".key': '";
+        message += k;
+        message += "'. Must be a match of regex '[a-zA-Z0-9-_]{1,128}'";
+        return Err(Invalid(message, field + ".key"));
       }
       if (!keys.insert(k).second) {
         return Err(Invalid("Invalid value for field 'resource.items': Duplicate keys: " + k + ".",
@@ -1468,7 +1474,7 @@ Reply SimulatorImpl::SetMetadata(Ctx& c) {
       total += k.size() + StringAt(item.as_object(), "value").size();
       items.push_back(item);
     }
-    if (total > 512 * 1024) {
+    if (total > size_t{512} * 1024) {
       return Err(
           Invalid("Metadata has a total size that exceeds the limit of 512 KB.", "resource.items"));
     }

@@ -6,7 +6,7 @@
 
 namespace hyperslice::gce {
 
-Result<std::unique_ptr<MetadataServer>> MetadataServer::Create(MetadataOptions options) {
+Result<std::unique_ptr<MetadataServer>> MetadataServer::Create(const MetadataOptions& options) {
   std::string host = options.host;
   if (host.empty()) {
     const char* env = std::getenv("GCE_METADATA_HOST");

@@ -25,7 +25,7 @@ struct MetadataOptions {
 
 class MetadataServer {
  public:
-  static Result<std::unique_ptr<MetadataServer>> Create(MetadataOptions options);
+  static Result<std::unique_ptr<MetadataServer>> Create(const MetadataOptions& options);
 
   // GET /computeMetadata/v1/<path> ("instance/zone", "instance/attributes/foo"). kNotFound when
   // the server has no such entry; kUnavailable for a transport failure or an answer without the
