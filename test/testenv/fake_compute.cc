@@ -401,6 +401,11 @@ Result<std::vector<json::object>> FakeCompute::ListInstanceGroupManagerErrors(
   return it == errors_.end() ? std::vector<json::object>{} : it->second;
 }
 
+Result<gce::Operation> FakeCompute::InsertInstance(const std::string& project,
+                                                   const std::string& zone,
+                                                   const json::object& instance) {
+  return Insert("instances.insert", "instances", project, Scope::kZone, zone, instance);
+}
 Result<json::object> FakeCompute::GetInstance(const std::string& project, const std::string& zone,
                                               const std::string& name) {
   return Get("instances.get", "instances", project, zone, name);

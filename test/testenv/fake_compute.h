@@ -115,6 +115,8 @@ class FakeCompute final : public gce::Compute {
   Result<std::vector<boost::json::object>> ListInstanceGroupManagerErrors(
       const std::string& project, const std::string& zone, const std::string& name,
       const gce::ListOptions& options) override;
+  Result<gce::Operation> InsertInstance(const std::string& project, const std::string& zone,
+                                        const boost::json::object& instance) override;
   Result<boost::json::object> GetInstance(const std::string& project, const std::string& zone,
                                           const std::string& name) override;
   Result<std::vector<boost::json::object>> ListInstances(const std::string& project,
