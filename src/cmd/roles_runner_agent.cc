@@ -108,6 +108,16 @@ Status FromGceMetadata(RunnerAgentFlags& f, std::string* link_ca_pem,
     auto dash = o.zone.rfind('-');
     if (dash != std::string::npos) o.region = o.zone.substr(0, dash);
   }
+  // Listening on every interface of a VM: control nodes dial the VM's own address.
+  if (o.advertise_address.empty() && o.listen.rfind("0.0.0.0:", 0) == 0) {
+    const std::string port = o.listen.substr(o.listen.find(':') + 1);
+    if (port == "0") {
+      return Error::Make(Error::Code::kInvalidArgument,
+                         "--listen 0.0.0.0:0 needs --advertise-address (no port to advertise)");
+    }
+    HS_ASSIGN_OR_RETURN(std::string ip, md->Get("instance/network-interfaces/0/ip"));
+    o.advertise_address = Trim(ip) + ":" + port;
+  }
   if (f.join_token_file.empty()) {
     *join_token = [md]() -> Result<std::string> {
       return md->Attribute(runners::controlnode::kMetadataJoinToken);
@@ -142,7 +152,7 @@ void SetupRunnerAgent(CLI::App& app) {
   app.add_flag("--gce-metadata", f.gce_metadata,
                "boot on a GCE VM: read the runner name, link endpoint, runners CA and join token "
                "the operator put in the instance's metadata (GCE_METADATA_HOST honoured); flags "
-               "given win");
+               "given win; with --listen 0.0.0.0:<port> it advertises the VM's address");
   app.add_option("--runtime", o.runtime, "OCI runtime binary (runc, or crun where it works)")
       ->capture_default_str();
   app.add_option("--capacity", f.capacity,
