@@ -306,7 +306,7 @@ class System final : public ControlNodeSet,
         client_(o_.client),
         inputs_(client_),
         tokens_(std::make_shared<SecretJoinTokens>(client_, o_.ns, o_.join_token_ttl)),
-        gce_(o_.gce, client_, tokens_),
+        gce_(o_.gce, GceRunnerProvisioner::ApiStore(client_, tokens_)),
         registry_(mgr.registry()) {
     kube::EventRecorderOptions eo;
     eo.component = "hyperslice-controlnode";

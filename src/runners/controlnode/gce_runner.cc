@@ -117,10 +117,24 @@ json::object GceInstanceBody(const RunnerSpec::Gce& spec, const GceBoot& boot,
   return body;
 }
 
-GceRunnerProvisioner::GceRunnerProvisioner(GceProvisionerOptions options,
-                                           std::shared_ptr<kube::Client> client,
-                                           std::shared_ptr<SecretJoinTokens> tokens)
-    : options_(std::move(options)), client_(std::move(client)), tokens_(std::move(tokens)) {}
+GceRunnerProvisioner::Store GceRunnerProvisioner::ApiStore(
+    std::shared_ptr<kube::Client> client, std::shared_ptr<SecretJoinTokens> tokens) {
+  Store s;
+  s.record = [client](const std::string& runner, const json::object& patch) -> Status {
+    kube::PatchOptions po;
+    po.subresource = "status";
+    auto r = client->Patch(
+        Runners(), "", runner, kube::PatchType::kMerge,
+        json::serialize(json::object{{"status", json::object{{"instance", patch}}}}), po);
+    if (!r.ok() && r.error().code != Code::kNotFound) return r.error();
+    return OkStatus();
+  };
+  s.join_token = [tokens](const std::string& runner) { return tokens->Token(runner); };
+  return s;
+}
+
+GceRunnerProvisioner::GceRunnerProvisioner(GceProvisionerOptions options, Store store)
+    : options_(std::move(options)), store_(std::move(store)) {}
 
 Ms GceRunnerProvisioner::Backoff(int64_t failures) const {
   Ms d = options_.retry_initial;
@@ -129,18 +143,12 @@ Ms GceRunnerProvisioner::Backoff(int64_t failures) const {
 }
 
 Status GceRunnerProvisioner::Record(const std::string& runner, const json::object& instance) {
-  kube::PatchOptions po;
-  po.subresource = "status";
   // A merge patch: null drops the fields status.instance no longer has.
   json::object inst = instance;
   for (const char* k : {"operation", "lastError", "selfLink", "id", "status", "networkIP"}) {
     if (!inst.contains(k)) inst[k] = nullptr;
   }
-  auto r = client_->Patch(
-      Runners(), "", runner, kube::PatchType::kMerge,
-      json::serialize(json::object{{"status", json::object{{"instance", inst}}}}), po);
-  if (!r.ok() && r.error().code != Code::kNotFound) return r.error();
-  return OkStatus();
+  return store_.record(runner, inst);
 }
 
 Result<std::optional<GceOutcome>> GceRunnerProvisioner::WaitRecorded(const std::string& runner,
@@ -258,7 +266,7 @@ Result<GceOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
                      .requeue_after = std::chrono::duration_cast<Ms>(*when + wait - now) + Ms(1)});
     }
   }
-  HS_ASSIGN_OR_RETURN(auto token, tokens_->Token(name));
+  HS_ASSIGN_OR_RETURN(auto token, store_.join_token(name));
   if (!token) {
     return finish(GceOutcome{.reason = "JoinTokenUnavailable",
                              .message = "no unused join token for the instance (one is minted "

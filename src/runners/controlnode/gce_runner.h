@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -95,8 +96,18 @@ struct GceOutcome {
 
 class GceRunnerProvisioner {
  public:
-  GceRunnerProvisioner(GceProvisionerOptions options, std::shared_ptr<kube::Client> client,
-                       std::shared_ptr<SecretJoinTokens> tokens);
+  // Where the provisioner keeps what it must not lose and finds the token (seams for tests).
+  struct Store {
+    // Merge-patches status.instance of the Runner (null drops a field).
+    std::function<Status(const std::string& runner, const boost::json::object& patch)> record;
+    // The Runner's unused join token, nullopt when there is none (SecretJoinTokens::Token).
+    std::function<Result<std::optional<std::string>>(const std::string& runner)> join_token;
+  };
+  // The Runners' status subresource and their token Secrets.
+  static Store ApiStore(std::shared_ptr<kube::Client> client,
+                        std::shared_ptr<SecretJoinTokens> tokens);
+
+  GceRunnerProvisioner(GceProvisionerOptions options, Store store);
   // A client and a link endpoint to give instances.
   bool configured() const { return options_.compute != nullptr && !options_.link_endpoint.empty(); }
 
@@ -117,8 +128,7 @@ class GceRunnerProvisioner {
   std::chrono::milliseconds Backoff(int64_t failures) const;
 
   GceProvisionerOptions options_;
-  std::shared_ptr<kube::Client> client_;
-  std::shared_ptr<SecretJoinTokens> tokens_;
+  Store store_;
 };
 
 }  // namespace hyperslice::runners::controlnode

@@ -4,13 +4,17 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <optional>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include <boost/json.hpp>
 
 #include "src/base/json.h"
 #include "src/gce/compute.h"
+#include "test/testenv/fake_compute.h"
 
 namespace hyperslice::runners::controlnode {
 namespace {
@@ -143,6 +147,173 @@ TEST(ParseRunner, RefusesAZoneOutsideItsRegion) {
       << r.error().message;
   EXPECT_FALSE(ParseRunner(RunnerWithGce(R"({"project":"p","zone":"z"})")).ok())
       << "machineType is required";
+}
+
+// --- the lifecycle, on the in-memory Compute (test/testenv/fake_compute.h) --------------------
+
+// status.instance as the API would hold it after the provisioner's merge patches.
+struct FakeStore {
+  json::object instance;
+  int records = 0;
+  std::optional<std::string> token = std::string(64, 'a');
+  GceRunnerProvisioner::Store Make() {
+    GceRunnerProvisioner::Store s;
+    s.record = [this](const std::string&, const json::object& patch) -> Status {
+      ++records;
+      for (const auto& [k, v] : patch) {
+        if (v.is_null()) {
+          instance.erase(k);
+        } else {
+          instance[k] = v;
+        }
+      }
+      return OkStatus();
+    };
+    s.join_token = [this](const std::string&) -> Result<std::optional<std::string>> {
+      return token;
+    };
+    return s;
+  }
+  json::object Status() const { return json::object{{"instance", instance}}; }
+};
+
+class Lifecycle : public ::testing::Test {
+ protected:
+  Lifecycle() {
+    runner_ = json::parse(R"({"metadata":{"name":"tpu-us","uid":"uid-1"},"spec":{"controlNode":)"
+                          R"("cn","gce":{"project":"p","zone":"us-central2-b",)"
+                          R"("machineType":"ct4p-hightpu-4t"}}})")
+                  .as_object();
+    spec_ = *ParseRunner(runner_);
+    options_.compute = std::shared_ptr<gce::Compute>(&compute_, [](gce::Compute*) {});
+    options_.link_endpoint = "10.0.0.5:10251";
+    options_.retry_initial = std::chrono::milliseconds(50);
+    options_.retry_max = std::chrono::milliseconds(100);
+  }
+  GceRunnerProvisioner Provisioner() { return GceRunnerProvisioner(options_, store_.Make()); }
+  GceOutcome Reconcile(GceRunnerProvisioner& p) {
+    json::object status = store_.Status();
+    auto r = p.Reconcile(runner_, spec_, status);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r.ok() ? *r : GceOutcome{};
+  }
+  bool Finalize(GceRunnerProvisioner& p) {
+    json::object status = store_.Status();
+    auto r = p.Finalize(runner_, status);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r.ok() && *r;
+  }
+  // The instance as the fake holds it, made RUNNING (the fake has no boot).
+  void Boot() {
+    auto got = compute_.Find("instances", "p", "us-central2-b", "hs-runner-tpu-us");
+    ASSERT_TRUE(got.has_value());
+    (*got)["status"] = "RUNNING";
+    compute_.Put("instances", "p", "us-central2-b", *got);
+  }
+
+  testenv::FakeCompute compute_;
+  FakeStore store_;
+  GceProvisionerOptions options_;
+  json::object runner_;
+  RunnerSpec spec_;
+};
+
+TEST_F(Lifecycle, TheOperationIsRecordedBeforeItIsWaitedForAndAResumedOneIsNotInsertedAgain) {
+  auto first = Provisioner();
+  GceOutcome o = Reconcile(first);
+  EXPECT_FALSE(o.ready);
+  EXPECT_EQ(o.reason, "InstanceOperationPending");
+  EXPECT_EQ(compute_.Calls("instances.insert"), 1u);
+  const std::string op(jsonfield::StringField(store_.instance, "operation"));
+  EXPECT_NE(op.find("/zones/us-central2-b/operations/"), std::string::npos) << op;
+
+  // A restarted operator: a new provisioner reading the recorded status.
+  auto second = Provisioner();
+  EXPECT_EQ(Reconcile(second).reason, "InstanceOperationPending");
+  EXPECT_EQ(compute_.Calls("instances.insert"), 1u) << "resumed, not inserted again";
+
+  EXPECT_EQ(compute_.CompleteOperations(), 1);
+  Boot();
+  o = Reconcile(second);
+  EXPECT_TRUE(o.ready) << o.reason << ": " << o.message;
+  EXPECT_EQ(o.reason, "InstanceRunning");
+  EXPECT_FALSE(store_.instance.contains("operation")) << "a finished operation leaves status";
+  EXPECT_EQ(compute_.Calls("instances.insert"), 1u);
+  // Observing a running instance makes no GCE mutation and no wait.
+  const uint64_t waits = compute_.Calls("zoneOperations.wait");
+  EXPECT_TRUE(Reconcile(second).ready);
+  EXPECT_EQ(compute_.Calls("zoneOperations.wait"), waits);
+}
+
+TEST_F(Lifecycle, AFailedInsertIsRecordedAndRetriedOnlyAfterItsBackoff) {
+  auto p = Provisioner();
+  compute_.FailNextOperation(
+      "instances.insert",
+      Error::Make(Error::Code::kUnavailable, "The zone does not have enough resources",
+                  "ZONE_RESOURCE_POOL_EXHAUSTED"));
+  EXPECT_EQ(Reconcile(p).reason, "InstanceOperationPending");
+  compute_.CompleteOperations();
+  GceOutcome o = Reconcile(p);
+  EXPECT_FALSE(o.ready);
+  EXPECT_TRUE(o.warning);
+  EXPECT_EQ(o.reason, "ZONE_RESOURCE_POOL_EXHAUSTED");
+  ASSERT_TRUE(o.requeue_after.has_value());
+  const auto* last = jsonfield::ObjectField(store_.instance, "lastError");
+  ASSERT_NE(last, nullptr);
+  EXPECT_EQ(jsonfield::IntField(*last, "failures"), 1);
+  EXPECT_EQ(compute_.Count("instances"), 0u) << "a failed insert leaves nothing";
+
+  // Woken again at once (a status write, an agent event): no new insert, no new warning.
+  o = Reconcile(p);
+  EXPECT_EQ(o.reason, "ZONE_RESOURCE_POOL_EXHAUSTED");
+  EXPECT_FALSE(o.warning);
+  EXPECT_EQ(compute_.Calls("instances.insert"), 1u);
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  EXPECT_EQ(Reconcile(p).reason, "InstanceOperationPending");
+  EXPECT_EQ(compute_.Calls("instances.insert"), 2u) << "retried after the backoff";
+  compute_.CompleteOperations();
+  Boot();
+  EXPECT_TRUE(Reconcile(p).ready);
+  EXPECT_FALSE(store_.instance.contains("lastError"));
+}
+
+TEST_F(Lifecycle, AnotherRunnersInstanceIsNeitherAdoptedNorDeleted) {
+  compute_.Put("instances", "p", "us-central2-b",
+               json::object{{"name", "hs-runner-tpu-us"},
+                            {"status", "RUNNING"},
+                            {"labels", json::object{{kLabelRunnerUid, "someone-else"}}}});
+  auto p = Provisioner();
+  GceOutcome o = Reconcile(p);
+  EXPECT_FALSE(o.ready);
+  EXPECT_EQ(o.reason, "InstanceNameTaken");
+  EXPECT_NE(o.message.find("someone-else"), std::string::npos) << o.message;
+  EXPECT_TRUE(Finalize(p)) << "the Runner may go; the instance is not its own";
+  EXPECT_EQ(compute_.Calls("instances.delete"), 0u);
+  EXPECT_EQ(compute_.Count("instances"), 1u);
+}
+
+TEST_F(Lifecycle, FinalizeDeletesTheInstanceAndWaitsForIt) {
+  auto p = Provisioner();
+  Reconcile(p);
+  compute_.CompleteOperations();
+  Boot();
+  ASSERT_TRUE(Reconcile(p).ready);
+  EXPECT_FALSE(Finalize(p)) << "the delete is running";
+  EXPECT_EQ(compute_.Calls("instances.delete"), 1u);
+  EXPECT_TRUE(store_.instance.contains("operation"));
+  EXPECT_FALSE(Finalize(p));
+  EXPECT_EQ(compute_.Calls("instances.delete"), 1u) << "the recorded delete is waited for";
+  compute_.CompleteOperations();
+  EXPECT_TRUE(Finalize(p));
+  EXPECT_EQ(compute_.Count("instances"), 0u);
+}
+
+TEST_F(Lifecycle, WithoutAJoinTokenNothingIsCreated) {
+  store_.token = std::nullopt;
+  auto p = Provisioner();
+  EXPECT_EQ(Reconcile(p).reason, "JoinTokenUnavailable");
+  EXPECT_EQ(compute_.Calls("instances.insert"), 0u);
 }
 
 }  // namespace
