@@ -183,7 +183,7 @@ Result<std::optional<GceOutcome>> GceRunnerProvisioner::WaitRecorded(const std::
       json::object{{"reason", reason},
                    {"message", e.message},
                    {"failures", failures},
-                   {"time", kube::FormatTime(std::chrono::system_clock::now())}};
+                   {"time", kube::FormatMicroTime(std::chrono::system_clock::now())}};
   HS_RETURN_IF_ERROR(Record(runner, instance));
   return std::optional<GceOutcome>(GceOutcome{.ready = false,
                                               .reason = reason,
@@ -298,7 +298,7 @@ Result<GceOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
         json::object{{"reason", reason},
                      {"message", op.error().message},
                      {"failures", failures},
-                     {"time", kube::FormatTime(std::chrono::system_clock::now())}};
+                     {"time", kube::FormatMicroTime(std::chrono::system_clock::now())}};
     HS_RETURN_IF_ERROR(Record(name, instance));
     return finish(GceOutcome{.reason = reason,
                              .message = op.error().message,

@@ -174,7 +174,7 @@ struct FakeStore {
     };
     return s;
   }
-  json::object Status() const { return json::object{{"instance", instance}}; }
+  json::object RunnerStatus() const { return json::object{{"instance", instance}}; }
 };
 
 class Lifecycle : public ::testing::Test {
@@ -192,13 +192,13 @@ class Lifecycle : public ::testing::Test {
   }
   GceRunnerProvisioner Provisioner() { return GceRunnerProvisioner(options_, store_.Make()); }
   GceOutcome Reconcile(GceRunnerProvisioner& p) {
-    json::object status = store_.Status();
+    json::object status = store_.RunnerStatus();
     auto r = p.Reconcile(runner_, spec_, status);
     EXPECT_TRUE(r.ok()) << r.error().message;
     return r.ok() ? *r : GceOutcome{};
   }
   bool Finalize(GceRunnerProvisioner& p) {
-    json::object status = store_.Status();
+    json::object status = store_.RunnerStatus();
     auto r = p.Finalize(runner_, status);
     EXPECT_TRUE(r.ok()) << r.error().message;
     return r.ok() && *r;
