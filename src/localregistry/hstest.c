@@ -11,7 +11,8 @@
  *   token:AUD:NONCE ask the sealed runner's agent for an attestation token for audience AUD
  *                   (which may contain colons; NONCE may not) (POST /v1/token on
  *                   /run/hyperslice/teeserver.sock) and print "token=<JWT>", or
- *                   "token error: <status line or errno>"
+ *                   "token error: <status line or errno>"; with HS_TEE_KEY (64 hex) in the
+ *                   environment the request binds that key (tee_pubkey_sha256)
  * With no arguments it prints "hstest" and exits 0. */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,7 +45,13 @@ static void token(const char* spec) {
     return;
   }
   char body[1024], req[2048];
-  int blen = snprintf(body, sizeof body, "{\"audience\":\"%s\",\"nonces\":[\"%s\"]}", aud, nonce);
+  /* HS_TEE_KEY: the hex SHA-256 of a key this workload holds, bound into the token. */
+  const char* key = getenv("HS_TEE_KEY");
+  int blen = key && *key
+                 ? snprintf(body, sizeof body,
+                            "{\"audience\":\"%s\",\"nonces\":[\"%s\"],\"tee_pubkey_sha256\":\"%s\"}", aud,
+                            nonce, key)
+                 : snprintf(body, sizeof body, "{\"audience\":\"%s\",\"nonces\":[\"%s\"]}", aud, nonce);
   int rlen =
       snprintf(req, sizeof req,
                "POST /v1/token HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"

@@ -123,6 +123,7 @@ Result<std::map<std::string, std::string>> Attester::BeforeStart(const v1::RunPo
           r.container = name;
           r.audience = ask.audience;
           r.nonces = ask.nonces;
+          r.tee_pubkey_sha256 = ask.tee_pubkey_sha256;
           return tokens(r);
         });
     if (!server.ok()) return server.error();

@@ -74,6 +74,14 @@ Result<TokenAsk> TeeServer::ParseAsk(std::string_view body) {
       ask.nonces.emplace_back(x.as_string());
     }
   }
+  if (const json::value* k = o.if_contains("tee_pubkey_sha256"); k != nullptr) {
+    const bool hex64 = k->is_string() && k->as_string().size() == 64 &&
+                       k->as_string().find_first_not_of("0123456789abcdef") == json::string::npos;
+    if (!hex64) {
+      return Error::Make(Error::Code::kInvalidArgument, "tee_pubkey_sha256: 64 lowercase hex");
+    }
+    ask.tee_pubkey_sha256 = std::string(k->as_string());
+  }
   return ask;
 }
 

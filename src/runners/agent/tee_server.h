@@ -21,6 +21,7 @@ namespace hyperslice::runners::agent {
 struct TokenAsk {
   std::string audience;
   std::vector<std::string> nonces;
+  std::string tee_pubkey_sha256;  // optional: hex SHA-256 of a key the workload holds
 };
 
 class TeeServer {
@@ -35,7 +36,8 @@ class TeeServer {
   void Stop();
 
   // Parses a request body: audience required (at most 512 bytes), at most 6 nonces of 8 to 74
-  // bytes each (Confidential Space's limits). Errors: kInvalidArgument naming the field.
+  // bytes each (Confidential Space's limits), tee_pubkey_sha256 absent or 64 lowercase hex.
+  // Errors: kInvalidArgument naming the field.
   static Result<TokenAsk> ParseAsk(std::string_view body);
 
  private:

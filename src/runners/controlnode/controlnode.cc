@@ -454,6 +454,7 @@ class System final : public ControlNodeSet,
     // A fresh quote bound to this request: the runner is trusted now, not at the last period.
     std::string binding = "hyperslice-token\n" + r.audience;
     for (const auto& n : r.nonces) binding += "\n" + n;
+    if (!r.tee_pubkey_sha256.empty()) binding += "\nkey:" + r.tee_pubkey_sha256;
     auto state = attestation->AppraiseNow(binding);
     if (!state.ok()) {
       if (state.error().code == Error::Code::kForbidden) {
@@ -478,15 +479,18 @@ class System final : public ControlNodeSet,
     claims.dbgstat = "disabled-since-boot";
     claims.image_digest = digest;
     claims.eat_nonce = r.nonces;
-    claims.extra_json = json::serialize(json::object{
-        {"submods",
-         json::object{{"container", json::object{{"name", r.container},
-                                                 {"image_reference", image},
-                                                 {"pod", kube::ObjectKey(*pod)},
-                                                 {"pod_uid", r.pod_uid}}},
-                      {"runner", json::object{{"name", r.runner},
-                                              {"ek_subject", state->ek_subject},
-                                              {"attestation_policy", state->policy}}}}}});
+    json::object extra{
+        {"submods", json::object{{"container", json::object{{"name", r.container},
+                                                            {"image_reference", image},
+                                                            {"pod", kube::ObjectKey(*pod)},
+                                                            {"pod_uid", r.pod_uid}}},
+                                 {"runner", json::object{{"name", r.runner},
+                                                         {"ek_subject", state->ek_subject},
+                                                         {"attestation_policy", state->policy}}}}}};
+    // The workload's key, bound into the fresh quote above: a key broker releases secrets
+    // encrypted to it (kbs.h kKeyBindingClaim).
+    if (!r.tee_pubkey_sha256.empty()) extra["tee_pubkey_sha256"] = r.tee_pubkey_sha256;
+    claims.extra_json = json::serialize(extra);
     auto token = o_.token_issuer->Issue(std::move(claims));
     if (token.ok()) {
       log::Info("attestation token issued", {{"runner", r.runner},

@@ -147,6 +147,7 @@ Result<std::string> RequestAttestationToken(const LinkClientOptions& options,
   req.set_container(request.container);
   req.set_audience(request.audience);
   for (const auto& n : request.nonces) req.add_nonces(n);
+  req.set_tee_pubkey_sha256(request.tee_pubkey_sha256);
   v1::AttestationTokenResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + options.timeout);

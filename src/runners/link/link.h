@@ -107,6 +107,7 @@ struct AttestationTokenRequest {
   std::string container;
   std::string audience;
   std::vector<std::string> nonces;
+  std::string tee_pubkey_sha256;  // "" or 64 lowercase hex (the workload's key binding)
 };
 // Issues the token or refuses (kForbidden with a reason; the server answers PERMISSION_DENIED).
 using AttestationTokenIssuer = std::function<Result<std::string>(const AttestationTokenRequest&)>;

@@ -78,6 +78,7 @@ class LinkService final : public v1::RunnerLink::Service {
     r.container = req->container();
     r.audience = req->audience();
     r.nonces.assign(req->nonces().begin(), req->nonces().end());
+    r.tee_pubkey_sha256 = req->tee_pubkey_sha256();
     auto token = options_.attestation_tokens(r);
     if (!token.ok()) {
       log::Warn("attestation token refused",

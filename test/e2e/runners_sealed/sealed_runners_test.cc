@@ -61,6 +61,8 @@ using testenv::Eventually;
 constexpr char kControlNode[] = "sealed-cn";
 constexpr char kAudience[] = "https://kbs.example/model-weights";
 constexpr char kNonce[] = "workload-nonce-0123456789";
+// The hex SHA-256 of a key the workload holds: bound into the quote and the token.
+const std::string kTeeKey(64, 'a');
 
 std::string At(const json::object& o, std::string_view dotted, std::string_view key) {
   const json::object* at = dotted.empty() ? &o : jsonfield::ObjectAt(o, dotted);
@@ -445,7 +447,8 @@ TEST_F(SealedRunnersTest, AnAttestedWorkloadGetsATokenThatVerifiesAgainstTheServ
          R"("restartPolicy":"Never","tolerations":[{"key":"runners.hyperslice.dev/control-node",)"
          R"("operator":"Exists","effect":"NoSchedule"}],"containers":[{"name":"main","image":")" +
              image_ + R"(","args":["token:)" + kAudience + ":" + kNonce +
-             R"(","sleep:30"],"resources":{"requests":{"cpu":"1","memory":"64Mi"}}}]}})");
+             R"(","sleep:30"],"env":[{"name":"HS_TEE_KEY","value":")" + kTeeKey +
+             R"("}],"resources":{"requests":{"cpu":"1","memory":"64Mi"}}}]}})");
   // The pod is placed on runner-good only.
   std::string runner;
   ASSERT_TRUE(Eventually(
@@ -503,6 +506,9 @@ TEST_F(SealedRunnersTest, AnAttestedWorkloadGetsATokenThatVerifiesAgainstTheServ
   EXPECT_EQ(claims->hwmodel, "TPM2");
   EXPECT_EQ(claims->dbgstat, "disabled-since-boot");
   EXPECT_LE(claims->expires_at - claims->issued_at, 120s);
+  // The workload's key binding, for a key broker (kbs.h kKeyBindingClaim).
+  EXPECT_NE(claims->extra_json.find("\"tee_pubkey_sha256\":\"" + kTeeKey + "\""), std::string::npos)
+      << claims->extra_json;
   // A relying party with another audience refuses the same token.
   auto other = runners::attest::VerifyToken(token, jwks->body, issuer_url_, "https://other.example",
                                             std::chrono::system_clock::now());

@@ -211,7 +211,9 @@ TEST_F(AttesterTest, TheTokenSocketNamesThePodAndContainerItServes) {
   sa.sun_family = AF_UNIX;
   std::strncpy(sa.sun_path, path.c_str(), sizeof(sa.sun_path) - 1);
   ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0) << path;
-  const std::string body = R"({"audience":"https://kbs.example","nonces":["nonce-12345"]})";
+  const std::string body = R"({"audience":"https://kbs.example","nonces":["nonce-12345"],)"
+                           R"("tee_pubkey_sha256":")" +
+                           std::string(64, 'f') + "\"}";
   const std::string req =
       "POST /v1/token HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
       body;
@@ -227,6 +229,7 @@ TEST_F(AttesterTest, TheTokenSocketNamesThePodAndContainerItServes) {
   EXPECT_EQ(asked_.container, "main");
   EXPECT_EQ(asked_.audience, "https://kbs.example");
   EXPECT_EQ(asked_.nonces, std::vector<std::string>{"nonce-12345"});
+  EXPECT_EQ(asked_.tee_pubkey_sha256, std::string(64, 'f'));
   attester_->ForgetPod("uid-1");
   EXPECT_FALSE(fs::exists(path));
 }

@@ -96,6 +96,11 @@ TEST_F(TeeServerTest, ParseAskLimits) {
   EXPECT_FALSE(
       TeeServer::ParseAsk(R"({"audience":"a","nonces":[")" + std::string(75, 'x') + "\"]}").ok());
   EXPECT_FALSE(TeeServer::ParseAsk(R"({"audience":")" + std::string(513, 'x') + "\"}").ok());
+  auto bound = TeeServer::ParseAsk(R"({"audience":"a","tee_pubkey_sha256":")" +
+                                   std::string(64, 'e') + "\"}");
+  ASSERT_TRUE(bound.ok()) << bound.error().message;
+  EXPECT_EQ(bound->tee_pubkey_sha256, std::string(64, 'e'));
+  EXPECT_FALSE(TeeServer::ParseAsk(R"({"audience":"a","tee_pubkey_sha256":"ABC"})").ok());
 }
 
 TEST_F(TeeServerTest, StopRemovesTheSocket) {
