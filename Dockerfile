@@ -23,11 +23,14 @@ RUN cmake -S /src -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHS_SKIP="test;
 FROM debian:bookworm-slim
 # Runtime counterparts of the -dev packages hyperslice links: the packages of its NEEDED entries
 # (`readelf -d`), whose dependencies bring the rest of `ldd`'s list (c-ares, re2, zlib, ...).
+# libtss2-tcti-device0 is not NEEDED: the TCTI loader dlopens it for a sealed agent's /dev/tpmrm0.
 # Boost is header-only here (Boost.JSON/URL are compiled into the binary).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       ca-certificates libssl3 libyaml-cpp0.7 libfmt9 libprotobuf32 libgrpc++1.51 libgrpc29 \
       libabsl20220623 libprometheus-cpp-core1.0 zlib1g libarchive13 \
+      libtss2-esys-3.0.2-0 libtss2-mu0 libtss2-rc0 libtss2-sys1 libtss2-tctildr0 \
+      libtss2-tcti-device0 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --gid 65532 hyperslice \
  && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \

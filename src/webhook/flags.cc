@@ -123,7 +123,8 @@ void AddFlags(CLI::App& app, Flags& f) {
   Value(app, "--mutating-webhook-configuration", f.mutating_config,
         "MutatingWebhookConfiguration whose caBundle --self-signed sets; empty: none");
   Value(app, "--validating-webhook-configuration", f.validating_config,
-        "ValidatingWebhookConfiguration whose caBundle --self-signed sets; empty: none");
+        "ValidatingWebhookConfigurations whose caBundle --self-signed sets, comma-separated; "
+        "empty: none");
 }
 
 Status FinishFlags(const CLI::App& app, Flags& f, std::vector<std::string>* warnings) {

@@ -303,8 +303,16 @@ class SelfSignedImpl : public SelfSignedCertificates {
     std::vector<std::pair<const kube::Resource*, std::string>> out;
     if (!o_.mutating_config.empty())
       out.emplace_back(&kube::resources::MutatingWebhookConfigurations(), o_.mutating_config);
-    if (!o_.validating_config.empty())
-      out.emplace_back(&kube::resources::ValidatingWebhookConfigurations(), o_.validating_config);
+    // validating_config may name several configurations, comma-separated (the TPUNodeGroup and
+    // GPU validations, and the sealed-pods one that deploy/ keeps separate).
+    std::string_view rest = o_.validating_config;
+    while (!rest.empty()) {
+      size_t comma = rest.find(',');
+      std::string_view name = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+      if (!name.empty())
+        out.emplace_back(&kube::resources::ValidatingWebhookConfigurations(), std::string(name));
+    }
     return out;
   }
 

@@ -46,7 +46,7 @@ struct SelfSignedOptions {
   std::string cluster_domain = "cluster.local";
   std::vector<std::string> extra_sans;  // IP addresses or DNS names
   std::string mutating_config;          // MutatingWebhookConfiguration ("" = none)
-  std::string validating_config;        // ValidatingWebhookConfiguration ("" = none)
+  std::string validating_config;  // ValidatingWebhookConfigurations, comma-separated ("" = none)
   std::string cert_file;
   std::string key_file;
   std::chrono::seconds ca_lifetime = std::chrono::hours(24 * 3650);

@@ -280,8 +280,9 @@ class Service final : public v1::RunnerAgent::Service {
   grpc::Status Exec(grpc::ServerContext* ctx,
                     grpc::ServerReaderWriter<v1::ExecOutput, v1::ExecInput>* stream) override {
     if (auto st = Authorize(ctx); !st.ok()) return st;
-    // No administrative access to a sealed runner's workloads, whoever asks (issue 21 §5).
-    if (o_.workload_policy) {
+    // No administrative access to a sealed runner's workloads, whoever asks (issue 21 §5): a
+    // sealed agent refuses exec whether or not it was given a workload policy.
+    if (o_.sealed || o_.workload_policy) {
       return {grpc::StatusCode::PERMISSION_DENIED,
               std::string(policy::kReasonAdminAccess) +
                   ": exec is refused: this runner is sealed (no administrative access to its "

@@ -510,7 +510,9 @@ TEST_F(WebhookIntegration, InvalidTPUNodeGroupsAreRefusedWithWhatToChange) {
 }
 
 // --self-signed told about a configuration that does not exist: the error says which one (kind,
-// name and the flag), not only the apiserver's "not found".
+// name and the flag), not only the apiserver's "not found". The flag takes a comma-separated list
+// (deploy/ names the TPUNodeGroup and sealed-pods configurations): the first one exists here, the
+// error names the second alone.
 TEST_F(WebhookIntegration, SelfSignedNamesTheConfigurationItCannotRead) {
   std::filesystem::path dir = std::filesystem::temp_directory_path() /
                               ("hs-webhook-missing-cfg-" + std::to_string(getpid()));
@@ -520,7 +522,7 @@ TEST_F(WebhookIntegration, SelfSignedNamesTheConfigurationItCannotRead) {
   o.secret = "missing-cfg-tls";
   o.service_name = "hyperslice-webhook";
   o.mutating_config = "";  // none
-  o.validating_config = "no-such-configuration";
+  o.validating_config = "hyperslice-tpunodegroups,no-such-configuration";
   o.cert_file = (dir / "tls.crt").string();
   o.key_file = (dir / "tls.key").string();
   auto started = SelfSignedCertificates::Start(client_, o);
