@@ -143,6 +143,10 @@ class SealedPodsAdmission : public ::testing::Test {
                                             {"spec", spec}});
     }
   }
+  // The registry is a child process: stop it here, or it outlives the test binary (the rest of
+  // the environment is in-process and dies with it).
+  static void TearDownTestSuite() { SealedEnv::Get().registry.reset(); }
+
   void SetUp() override {
     SealedEnv& env = SealedEnv::Get();
     if (!env.skip.empty()) GTEST_SKIP() << env.skip;
