@@ -318,8 +318,15 @@ class LinkedRunnersTest : public ::testing::Test {
 
   static void TearDownTestSuite() {
     if (client_ && skip_.empty()) {
-      // Pods first, so agents remove their containers while they still run.
-      (void)client_->Delete(kJobs, ns_, "hello", {"Background", 0, std::nullopt, std::nullopt});
+      // Pods first, so agents remove their containers while they still run: every Job the
+      // tests made (an agent keeps a pod's container, mount and network namespace across its own
+      // restarts, so a pod left here would outlive the test on the host).
+      if (auto jobs = client_->List(kJobs, ns_); jobs.ok()) {
+        for (const auto& j : jobs->items) {
+          (void)client_->Delete(kJobs, ns_, std::string(kube::MetaString(j, "name")),
+                                {"Background", 0, std::nullopt, std::nullopt});
+        }
+      }
       Eventually(
           [] {
             auto l = client_->List(kube::resources::Pods(), ns_);
