@@ -880,8 +880,17 @@ class System final : public ControlNodeSet,
         }
       }
     }
+    // The topology labels are ours only while every linked runner agrees: when a runner in
+    // another region or zone links, the label set before must go (a merge patch only adds).
+    json::object patch_labels = lab;
+    for (const char* k : {"topology.kubernetes.io/region", "topology.kubernetes.io/zone"}) {
+      if (!lab.contains(k) && have_labels != nullptr && have_labels->contains(k)) {
+        patch_labels[k] = nullptr;
+        labels_ok = false;
+      }
+    }
     if (labels_ok && taints_ok) return *got;
-    json::object patch{{"metadata", json::object{{"labels", lab}}},
+    json::object patch{{"metadata", json::object{{"labels", patch_labels}}},
                        {"spec", json::object{{"taints", want_taints}}}};
     return client_->Patch(kube::resources::Nodes(), "", spec.node_name, kube::PatchType::kMerge,
                           json::serialize(patch));
