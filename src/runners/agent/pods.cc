@@ -711,8 +711,15 @@ Status PodManager::Delete(const std::string& uid, std::optional<std::chrono::sec
     }
   }
   if (!pod->spec.host_network() && fs::exists("/var/run/netns/" + NetnsName(uid))) {
+    // A namespace whose last process is still exiting can refuse deletion for a moment (seen
+    // under load: the namespace outlived the pod); try a few times before reporting it.
     auto r = RunCommand({o_.ip_binary, "netns", "delete", NetnsName(uid)});
-    if (r.exit_code != 0) {
+    for (int i = 0; i < 5 && r.exit_code != 0 && fs::exists("/var/run/netns/" + NetnsName(uid));
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100 << i));
+      r = RunCommand({o_.ip_binary, "netns", "delete", NetnsName(uid)});
+    }
+    if (r.exit_code != 0 && fs::exists("/var/run/netns/" + NetnsName(uid))) {
       result = Error::Make(Error::Code::kInternal,
                            "cannot delete the pod's network namespace: " + r.errors);
     }
