@@ -218,9 +218,8 @@ int RunRunnerAgent(CLI::App&) {
     }
   }
   // Checked here, not by CLI11: the shim subcommand does not take them.
-  if (!f.print_reference_values &&
-      (o.runner_name.empty() || f.link_endpoint.empty() ||
-       (f.link_ca_file.empty() && link_ca_pem.empty()))) {
+  if (!f.print_reference_values && (o.runner_name.empty() || f.link_endpoint.empty() ||
+                                    (f.link_ca_file.empty() && link_ca_pem.empty()))) {
     log::Error("runner-agent needs --name, --link-endpoint and --link-ca-file (or --gce-metadata)");
     return 2;
   }

@@ -70,9 +70,9 @@ struct AgentOptions {
 
 // The configuration a sealed agent measures as agent/config: JSON with sorted keys of what decides
 // what it runs and how (runtime, capacity, devices, host-network and digest policy, insecure
-// registries, registry CA, sealed, the workload policy's keys and launch policy) — not its name, location, slice, addresses, state dir, TPM
-// address or identity, which differ between the runners of one fleet without changing the
-// software, so one reference value fits a fleet.
+// registries, registry CA, sealed, the workload policy's keys and launch policy) — not its name,
+// location, slice, addresses, state dir, TPM address or identity, which differ between the runners
+// of one fleet without changing the software, so one reference value fits a fleet.
 std::string SealedConfigDocument(const AgentOptions& options);
 // The two measurements a sealed agent with these options makes at start (what an admin puts in
 // an AttestationPolicy's referenceValues). Errors: kNotFound (binary unreadable).
