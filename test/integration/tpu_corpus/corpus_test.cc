@@ -22,6 +22,7 @@
 #include "src/net/pki.h"
 #include "src/webhook/internal.h"
 #include "src/webhook/webhook.h"
+#include "test/testenv/serving_pair.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::webhook {
@@ -106,14 +107,7 @@ class CorpusEnv {
     ns = testenv::TestNamespace();
     dir_ = fs::temp_directory_path() / ("hs-corpus-it-" + std::to_string(getpid()));
     fs::create_directories(dir_);
-    auto ca = net::pki::MakeCa("corpus-it-ca");
-    net::pki::CertRequest req;
-    req.common_name = "webhook";
-    req.ip_addresses = {"127.0.0.1"};
-    req.server = true;
-    auto kp = net::pki::Issue(*ca, req);
-    std::ofstream(dir_ / "tls.crt") << kp->cert_pem;
-    std::ofstream(dir_ / "tls.key") << kp->key_pem;
+    auto ca = testenv::WriteLoopbackServingPair(dir_, "corpus-it-ca");
     ServerOptions o;
     o.tls_cert_file = (dir_ / "tls.crt").string();
     o.tls_key_file = (dir_ / "tls.key").string();

@@ -17,6 +17,7 @@
 #include "src/webhook/webhook.h"
 #include "test/testenv/crds.h"
 #include "test/testenv/registry.h"
+#include "test/testenv/serving_pair.h"
 #include "test/testenv/testenv.h"
 #include "test/unit/runners_attest/signing.h"
 
@@ -85,14 +86,7 @@ struct SealedEnv {
     }
     dir_ = std::filesystem::temp_directory_path() / ("hs-sealed-it-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
-    auto ca = net::pki::MakeCa("sealed-it-ca");
-    net::pki::CertRequest req;
-    req.common_name = "webhook";
-    req.ip_addresses = {"127.0.0.1"};
-    req.server = true;
-    auto kp = net::pki::Issue(*ca, req);
-    std::ofstream(dir_ / "tls.crt") << kp->cert_pem;
-    std::ofstream(dir_ / "tls.key") << kp->key_pem;
+    auto ca = testenv::WriteLoopbackServingPair(dir_, "sealed-it-ca");
     ServerOptions o;
     o.tls_cert_file = (dir_ / "tls.crt").string();
     o.tls_key_file = (dir_ / "tls.key").string();

@@ -22,6 +22,7 @@
 #include "src/net/pki.h"
 #include "src/webhook/webhook.h"
 #include "test/testenv/files.h"
+#include "test/testenv/serving_pair.h"
 #include "test/unit/webhook/upstream_samples.h"
 
 namespace hyperslice::webhook {
@@ -91,14 +92,7 @@ class Env {
     client = *c;
     dir_ = std::filesystem::temp_directory_path() / ("hs-upstream-it-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
-    auto ca = net::pki::MakeCa("upstream-it-ca");
-    net::pki::CertRequest req;
-    req.common_name = "webhook";
-    req.ip_addresses = {"127.0.0.1"};
-    req.server = true;
-    auto kp = net::pki::Issue(*ca, req);
-    std::ofstream(dir_ / "tls.crt") << kp->cert_pem;
-    std::ofstream(dir_ / "tls.key") << kp->key_pem;
+    auto ca = testenv::WriteLoopbackServingPair(dir_, "upstream-it-ca");
     ca_bundle = Base64Encode(ca->cert_pem);
     // The TPUNodeGroup CRD, so that the webhook's informers sync (as in a cluster with deploy/).
     auto crd =

@@ -13,12 +13,14 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/base64.h"
 #include "src/kube/client.h"
 #include "src/kube/yaml.h"
 #include "src/net/pki.h"
 #include "src/webhook/self_signed.h"
 #include "src/webhook/webhook.h"
 #include "test/testenv/examples.h"
+#include "test/testenv/serving_pair.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::webhook {
@@ -74,14 +76,7 @@ class WebhookEnv {
     }
     dir_ = std::filesystem::temp_directory_path() / ("hs-webhook-it-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
-    auto ca = net::pki::MakeCa("webhook-it-ca");
-    net::pki::CertRequest req;
-    req.common_name = "webhook";
-    req.ip_addresses = {"127.0.0.1"};
-    req.server = true;
-    auto kp = net::pki::Issue(*ca, req);
-    std::ofstream(dir_ / "tls.crt") << kp->cert_pem;
-    std::ofstream(dir_ / "tls.key") << kp->key_pem;
+    auto ca = testenv::WriteLoopbackServingPair(dir_, "webhook-it-ca");
 
     // The CRD first, so that the webhook's informers sync at once (as in a cluster with deploy/).
     if (Status st = InstallCrd(); !st.ok()) {
@@ -134,25 +129,7 @@ class WebhookEnv {
   // deploy/webhook/base/webhooks.yaml with clientConfig pointed at the in-process server.
   Status RegisterWebhooks(const std::string& ca_pem) {
     std::string base = "https://127.0.0.1:" + std::to_string(server->port());
-    std::string bundle;
-    {
-      // base64 via the JSON patch encoder's twin: Boost.Beast is not exposed, so encode here.
-      static constexpr char kA[] =
-          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-      const std::string& in = ca_pem;
-      size_t i = 0;
-      for (; i + 3 <= in.size(); i += 3) {
-        uint32_t n = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) |
-                     static_cast<uint8_t>(in[i + 2]);
-        bundle += {kA[(n >> 18) & 63], kA[(n >> 12) & 63], kA[(n >> 6) & 63], kA[n & 63]};
-      }
-      if (size_t rest = in.size() - i; rest > 0) {
-        uint32_t n = static_cast<uint8_t>(in[i]) << 16;
-        if (rest == 2) n |= static_cast<uint8_t>(in[i + 1]) << 8;
-        bundle +=
-            {kA[(n >> 18) & 63], kA[(n >> 12) & 63], rest == 2 ? kA[(n >> 6) & 63] : '=', '='};
-      }
-    }
+    std::string bundle = Base64Encode(ca_pem);
     for (json::object cfg : LoadYamlDocs(HS_DEPLOY_DIR "/webhook/base/webhooks.yaml")) {
       for (json::value& hook : cfg["webhooks"].as_array()) {
         json::object& h = hook.as_object();
