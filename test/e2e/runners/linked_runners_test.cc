@@ -211,6 +211,12 @@ class Agent {
   }
   // The runtime's containers of this agent: all of them, or those not stopped (a completed
   // pod's exited container stays, stopped, until its pod is deleted, as with a kubelet).
+  // Pods the agent still holds (their directories go last in its DeletePod, after the
+  // containers, mounts and network namespace).
+  bool HoldsPods() const {
+    std::error_code ec;
+    return fs::exists(state_dir_ + "/pods", ec) && !fs::is_empty(state_dir_ + "/pods", ec);
+  }
   std::vector<std::string> Containers(bool live_only = false) const {
     std::vector<std::string> ids;
     auto r = RunCommand({"runc", "--root", runtime_root(), "list", "--format", "json"});
@@ -333,6 +339,9 @@ class LinkedRunnersTest : public ::testing::Test {
             return l.ok() && l->items.empty();
           },
           30s);
+      // A pod gone from the API may still be on its agent until the control node's next sync
+      // with it deletes it there: wait for that before stopping the agents.
+      Eventually([] { return (!eu_ || !eu_->HoldsPods()) && (!us_ || !us_->HoldsPods()); }, 30s);
     }
     eu_.reset();
     us_.reset();
