@@ -1441,7 +1441,7 @@ Reply SimulatorImpl::SetMetadata(Ctx& c) {
   json::object& md = it->second.body["metadata"].as_object();
   std::string current = StringAt(md, "fingerprint");
   std::string given = StringAt(req, "fingerprint");
-  if (given != current) {
+  if (!SameFingerprint(given, current)) {
     ApiError e{412, "conditionNotMet",
                "Supplied fingerprint does not match current metadata fingerprint."};
     e.location = "If-Match";

@@ -36,6 +36,9 @@ struct Reply {
   bool deferred = false;  // the handler kept the Responder and answers later
 };
 
+// Two fingerprints (base64 bytes) are the same bytes, whichever alphabet and padding they use.
+bool SameFingerprint(std::string_view a, std::string_view b);
+
 // An error a finished operation carries: error.errors[{code, message}].
 struct OpError {
   std::string code;  // "ZONE_RESOURCE_POOL_EXHAUSTED", "RESOURCE_NOT_FOUND", ...
@@ -182,7 +185,7 @@ class SimulatorImpl final : public Simulator {
   std::string Now3339() const;
   uint64_t NewId();
   std::string RandomSuffix(size_t n);
-  std::string NewFingerprint();
+  std::string NewFingerprint();                    // standard base64 with padding, as GCE's look
   std::string Url(const std::string& path) const;  // api base + path
   std::string ZoneUrl(const std::string& project, const std::string& zone) const;
   std::string RegionUrl(const std::string& project, const std::string& region) const;

@@ -408,6 +408,20 @@ std::string SimulatorImpl::NewFingerprint() {
   return out;
 }
 
+bool SameFingerprint(std::string_view a, std::string_view b) {
+  // A fingerprint is a bytes field: GCE takes it in either base64 alphabet, with or without
+  // padding (gcloud's apitools sends the URL-safe one back), so the bytes are compared.
+  auto canonical = [](std::string_view s) {
+    std::string out;
+    for (char c : s) {
+      if (c == '=') continue;
+      out += c == '-' ? '+' : c == '_' ? '/' : c;
+    }
+    return out;
+  };
+  return canonical(a) == canonical(b);
+}
+
 std::string SimulatorImpl::Url(const std::string& path) const { return api_base_ + path; }
 std::string SimulatorImpl::ZoneUrl(const std::string& project, const std::string& zone) const {
   return Url("projects/" + project + "/zones/" + zone);

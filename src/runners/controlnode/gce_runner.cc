@@ -58,6 +58,18 @@ std::string NetworkIp(const json::object& instance) {
   return S(StringField((*nics)[0].as_object(), "networkIP"));
 }
 
+// The Runner's one-time token was used (the link server annotates the Runner when it consumes it).
+bool TokenConsumed(const kube::Object& runner) {
+  const json::object* meta = ObjectField(runner, "metadata");
+  const json::object* annotations = meta ? ObjectField(*meta, "annotations") : nullptr;
+  return annotations != nullptr && !StringField(*annotations, kJoinTokenConsumedAnnotation).empty();
+}
+
+bool HasMetadataItem(const json::object& instance, const char* key) {
+  const json::object* md = ObjectField(instance, "metadata");
+  return md != nullptr && gce::MetadataItemsOf(*md).contains(key);
+}
+
 std::string LabelOf(const json::object& instance, const char* key) {
   const json::object* labels = ObjectField(instance, "labels");
   return labels != nullptr ? S(StringField(*labels, key)) : std::string();
@@ -118,7 +130,7 @@ json::object GceInstanceBody(const RunnerSpec::Gce& spec, const GceBoot& boot,
 }
 
 GceRunnerProvisioner::Store GceRunnerProvisioner::ApiStore(
-    std::shared_ptr<kube::Client> client, std::shared_ptr<SecretJoinTokens> tokens) {
+    const std::shared_ptr<kube::Client>& client, const std::shared_ptr<SecretJoinTokens>& tokens) {
   Store s;
   s.record = [client](const std::string& runner, const json::object& patch) -> Status {
     kube::PatchOptions po;
@@ -238,6 +250,10 @@ Result<GceOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
     instance["machineType"] = LastSegment(StringField(*got, "machineType"));
     if (auto ip = NetworkIp(*got); !ip.empty()) instance["networkIP"] = ip;
     instance.erase("lastError");
+    if (st == "RUNNING" && TokenConsumed(runner) && HasMetadataItem(*got, kMetadataJoinToken)) {
+      HS_ASSIGN_OR_RETURN(auto removing, RemoveJoinToken(name, g, instance));
+      if (removing) return finish(*removing);
+    }
     if (st == "RUNNING") {
       return finish(
           GceOutcome{.ready = true,
@@ -318,6 +334,37 @@ Result<GceOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
   return finish(GceOutcome{.reason = "InstanceCreating",
                            .message = "instance " + GceInstanceName(name) + " created in " + g.zone,
                            .requeue_after = Ms(200)});
+}
+
+Result<std::optional<GceOutcome>> GceRunnerProvisioner::RemoveJoinToken(const std::string& runner,
+                                                                        const RunnerSpec::Gce& g,
+                                                                        json::object& instance) {
+  const std::string vm = GceInstanceName(runner);
+  // Fingerprint-checked read-modify-write: an item someone else wrote meanwhile (412) is re-read.
+  auto op = options_.compute->UpdateInstanceMetadata(
+      g.project, g.zone, vm,
+      [](gce::MetadataItems& items) { return items.erase(kMetadataJoinToken) > 0; });
+  // The instance runs and its agent linked: a failure here only delays the removal.
+  const GceOutcome later{.ready = true,
+                         .reason = "InstanceRunning",
+                         .message = "instance " + vm + " is RUNNING in " + g.zone +
+                                    "; removing the used join token from its metadata",
+                         .requeue_after = Ms(2000)};
+  if (!op.ok()) {
+    log::Warn("runners: cannot remove the join token from the instance's metadata",
+              {{"runner", runner}, {"instance", vm}, {"error", op.error().message}});
+    return std::optional<GceOutcome>(later);
+  }
+  if (!*op) return std::optional<GceOutcome>();  // already gone
+  log::Info("runners: removing the used join token from the instance's metadata",
+            {{"runner", runner}, {"instance", vm}, {"operation", (*op)->ref.name}});
+  instance["operation"] = (*op)->self_link;
+  HS_RETURN_IF_ERROR(Record(runner, instance));
+  HS_ASSIGN_OR_RETURN(auto waited, WaitRecorded(runner, instance));
+  if (!waited) return std::optional<GceOutcome>();  // DONE: the caller reports RUNNING
+  GceOutcome o = later;
+  o.message += ": " + waited->message;
+  return std::optional<GceOutcome>(o);
 }
 
 Result<bool> GceRunnerProvisioner::Finalize(const kube::Object& runner, json::object& status) {

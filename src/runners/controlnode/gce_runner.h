@@ -6,6 +6,9 @@
 // bundle that verifies it, the Runner's name and its one-time join token (the Runner's token
 // Secret, join_tokens.h). The agent then dials the link server and reports the address control
 // nodes dial (agent_address); the instance's private networkIP is recorded for people only.
+// Once the token is consumed (the Runner carries kJoinTokenConsumedAnnotation) the item is
+// removed from the running instance's metadata (setMetadata, fingerprint-checked), so nothing
+// that reads the metadata later finds it.
 //
 // Level-based, one Runner per call (the runner controller's worker):
 //   recorded operation → wait for it (bounded) → GET by the deterministic name → ours (labels
@@ -104,8 +107,8 @@ class GceRunnerProvisioner {
     std::function<Result<std::optional<std::string>>(const std::string& runner)> join_token;
   };
   // The Runners' status subresource and their token Secrets.
-  static Store ApiStore(std::shared_ptr<kube::Client> client,
-                        std::shared_ptr<SecretJoinTokens> tokens);
+  static Store ApiStore(const std::shared_ptr<kube::Client>& client,
+                        const std::shared_ptr<SecretJoinTokens>& tokens);
 
   GceRunnerProvisioner(GceProvisionerOptions options, Store store);
   // A client and a link endpoint to give instances.
@@ -124,6 +127,11 @@ class GceRunnerProvisioner {
   // cleared); an outcome: still running, or it failed (recorded in lastError).
   Result<std::optional<GceOutcome>> WaitRecorded(const std::string& runner,
                                                  boost::json::object& instance);
+  // Drops the consumed join token from the running instance's metadata (setMetadata with the
+  // fingerprint read, its operation recorded and waited for like any other). nullopt: done.
+  Result<std::optional<GceOutcome>> RemoveJoinToken(const std::string& runner,
+                                                    const RunnerSpec::Gce& g,
+                                                    boost::json::object& instance);
   Status Record(const std::string& runner, const boost::json::object& instance);
   std::chrono::milliseconds Backoff(int64_t failures) const;
 

@@ -12,7 +12,8 @@
 // the runners' dial address is the agent's loopback address, never the instance's private
 // 10.128.x.y; deleting a Runner deletes its instance (finalizer) and its capacity leaves; a
 // stockout gives InstanceReady=False and a Warning Event naming ZONE_RESOURCE_POOL_EXHAUSTED and
-// leaves no instance; no join token ever appears in the operator's, the simulator's or the
+// leaves no instance; once linked, the join token is no longer in the instances' metadata; no
+// join token ever appears in the operator's, the simulator's or the
 // agents' logs.
 #include <signal.h>
 #include <sys/mount.h>
@@ -485,6 +486,26 @@ TEST_F(GceRunnersTest, RunnersInTwoRegionsGetInstancesLinkRunAPodAndLeaveWithThe
     EXPECT_EQ(Condition(r, "InstanceReady"), "True/InstanceRunning");
     EXPECT_TRUE(kube::HasFinalizer(o, cn::kInstanceFinalizer));
   }
+  // The used join token leaves the instances' metadata (setMetadata), the rest stays.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (const auto& [zone, vm] :
+             {std::pair{"us-central2-b", us_vm}, {"europe-west4-a", eu_vm}}) {
+          auto i = Instance(zone, vm);
+          if (!i || gce::MetadataItemsOf(*jsonfield::ObjectField(*i, "metadata"))
+                        .contains(cn::kMetadataJoinToken)) {
+            return false;
+          }
+        }
+        return true;
+      },
+      30s))
+      << Diagnostics();
+  auto us_after =
+      gce::MetadataItemsOf(*jsonfield::ObjectField(*Instance("us-central2-b", us_vm), "metadata"));
+  EXPECT_EQ(us_after[cn::kMetadataRunnerName], "gce-us");
+  EXPECT_EQ(us_after[cn::kMetadataLinkEndpoint], items[cn::kMetadataLinkEndpoint]);
+  EXPECT_EQ(SimCalls("compute.instances.setMetadata"), 2);
   // Each Runner was inserted once, however often it was reconciled, and a finished operation
   // is not waited for again.
   EXPECT_EQ(SimCalls("compute.instances.insert"), 2);

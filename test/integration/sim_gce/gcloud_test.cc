@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "test/integration/sim_gce/sim_fixture.h"
 
@@ -198,6 +199,45 @@ TEST_F(GcloudTest, RealGcloudCreatesAnInstance) {
       << bad.err;
   Reply counters = Control("GET", "/control/counters");
   EXPECT_EQ(At(counters.body, {"compute.instances.insert"}), 3) << json::serialize(counters.body);
+}
+
+// `gcloud compute instances add-metadata` / `remove-metadata`: gcloud reads the instance, sends
+// setMetadata with the fingerprint it read and waits for the operation — what the runners'
+// provisioner does when it drops a used join token.
+TEST_F(GcloudTest, RealGcloudAddsAndRemovesInstanceMetadata) {
+  if (std::system("command -v gcloud >/dev/null 2>&1") != 0) {
+    GTEST_FAIL() << "gcloud is not on PATH; this test needs the real CLI";
+  }
+  const std::string zone = " --zone=" + std::string(kZone);
+  (void)Ok("compute instances create md-vm" + zone +
+           " --machine-type=n2-standard-4"
+           " --image=projects/debian-cloud/global/images/debian-12-bookworm-v20250101"
+           " --metadata=hyperslice-runner-name=md-vm --no-address");
+  auto items = [&] {
+    json::value d = Ok("compute instances describe md-vm" + zone);
+    std::map<std::string, std::string> out;
+    json::value list = At(d, {"metadata", "items"});
+    if (!list.is_array()) return out;
+    for (const auto& i : list.as_array()) {
+      out[std::string(i.at("key").as_string())] = std::string(i.at("value").as_string());
+    }
+    return out;
+  };
+  GcloudRun add = Gcloud("compute instances add-metadata md-vm" + zone +
+                         " --metadata=hyperslice-join-token=tok-1");
+  ASSERT_EQ(add.exit_code, 0) << add.err;
+  auto after_add = items();
+  EXPECT_EQ(after_add["hyperslice-join-token"], "tok-1");
+  EXPECT_EQ(after_add["hyperslice-runner-name"], "md-vm");
+  GcloudRun remove =
+      Gcloud("compute instances remove-metadata md-vm" + zone + " --keys=hyperslice-join-token");
+  ASSERT_EQ(remove.exit_code, 0) << remove.err;
+  auto after_remove = items();
+  EXPECT_FALSE(after_remove.contains("hyperslice-join-token"));
+  EXPECT_EQ(after_remove["hyperslice-runner-name"], "md-vm");
+  Reply counters = Control("GET", "/control/counters");
+  EXPECT_EQ(At(counters.body, {"compute.instances.setMetadata"}), 2)
+      << json::serialize(counters.body);
 }
 
 }  // namespace
