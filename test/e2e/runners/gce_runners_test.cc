@@ -16,7 +16,6 @@
 // join token ever appears in the operator's, the simulator's or the
 // agents' logs.
 #include <signal.h>
-#include <sys/mount.h>
 #include <sys/wait.h>
 
 #include <gtest/gtest.h>
@@ -44,21 +43,15 @@
 #include "src/base/log.h"
 #include "src/gce/compute.h"
 #include "src/kube/client.h"
-#include "src/kube/manager.h"
 #include "src/kube/object_helpers.h"
-#include "src/kube/quantity.h"
 #include "src/kube/resource.h"
-#include "src/kube/store.h"
 #include "src/net/http.h"
 #include "src/runners/controlnode/api.h"
 #include "src/runners/controlnode/controlnode.h"
 #include "src/runners/controlnode/gce_runner.h"
-#include "src/runners/controlnode/servers.h"
-#include "test/e2e/runners/operator_part.h"
-#include "test/testenv/crds.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/registry.h"
-#include "test/testenv/testenv.h"
+#include "test/testenv/runners_env.h"
 
 namespace hyperslice {
 namespace {
@@ -73,16 +66,6 @@ const kube::Resource kJobs{"batch", "v1", "jobs", "Job", true};
 constexpr char kControlNode[] = "gce-global";
 constexpr char kProject[] = "my-gcp-project";
 constexpr char kSimToken[] = "gce-e2e-static-token";
-
-std::string At(const json::object& o, std::string_view dotted, std::string_view key) {
-  const json::object* at = dotted.empty() ? &o : jsonfield::ObjectAt(o, dotted);
-  return at != nullptr ? std::string(jsonfield::StringField(*at, key)) : std::string();
-}
-
-int64_t Milli(const std::string& q) {
-  auto v = kube::Quantity::Parse(q);
-  return v.ok() ? v->MilliValue() : -1;
-}
 
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);
@@ -207,28 +190,6 @@ class GceRunnersTest : public ::testing::Test {
       std::fwrite(line.data(), 1, line.size(), stderr);
       std::fputc('\n', stderr);
     });
-    localcluster::Options o;
-    o.scheduler = true;
-    o.controller_manager = true;
-    testenv::ConfigureCluster(o);
-    client_ = testenv::AdminClient();
-    ASSERT_TRUE(client_);
-    Status crds =
-        testenv::InstallCrds({HS_DEPLOY_DIR "/crds/runners.hyperslice.dev_controlnodes.yaml",
-                              HS_DEPLOY_DIR "/crds/runners.hyperslice.dev_runners.yaml"},
-                             {cn::ControlNodes(), cn::Runners()});
-    ASSERT_TRUE(crds.ok()) << crds.error().message;
-    ns_ = testenv::TestNamespace();
-    char tmpl[] = "/tmp/hs-gce-runners-e2e-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-
-    auto reg = testenv::LocalRegistry::Start();
-    ASSERT_TRUE(reg.ok()) << reg.error().message;
-    registry_ = std::move(*reg);
-    auto image = registry_->PushTestImage("hs/hstest");
-    ASSERT_TRUE(image.ok()) << image.error().message;
-    image_ = *image;
 
     // Compute Engine: the simulator in two regions, the product's client against it.
     sim::gce::Options so;
@@ -248,49 +209,36 @@ class GceRunnersTest : public ::testing::Test {
     ASSERT_TRUE(compute.ok()) << compute.error().message;
     compute_ = std::shared_ptr<gce::Compute>(std::move(*compute));
 
-    // The operator's runners part, as `hyperslice operator --runners` composes it.
-    auto ca = cn::EnsureRunnersCa(*client_, ns_, "hyperslice-runners-ca");
-    ASSERT_TRUE(ca.ok()) << ca.error().message;
-    auto link_port = FreeLoopbackPort("127.0.0.1");
-    ASSERT_TRUE(link_port.ok());
-    const std::string link_address = "127.0.0.1:" + std::to_string(*link_port);
-    kube::ManagerOptions mo;
-    mo.client = client_;
-    auto mgr = kube::Manager::Create(mo);
-    ASSERT_TRUE(mgr.ok());
-    mgr_ = std::move(*mgr);
-    cn::OperatorOptions oo = runners_e2e::TestOperatorOptions(client_, ns_, *ca);
-    oo.gce.compute = compute_;
-    oo.gce.link_endpoint = link_address;
-    oo.gce.ca_bundle_pem = ca->ca.cert_pem;
-    oo.gce.operation_wait = 1s;
-    oo.gce.retry_initial = 1s;
-    oo.gce.retry_max = 2s;
-    auto set = cn::RegisterOperator(*mgr_, oo);
-    ASSERT_TRUE(set.ok()) << set.error().message;
-    cn::ServersOptions sv;
-    sv.client = client_;
-    sv.link_address = link_address;
-    auto kubelet_port = FreeLoopbackPort("127.0.0.1");
-    ASSERT_TRUE(kubelet_port.ok());
-    kubelet_port_ = *kubelet_port;
-    sv.kubelet_address = "127.0.0.1:" + std::to_string(kubelet_port_);
-    sv.state_dir = dir_ + "/operator";
-    auto servers = cn::RunnerServers::Start(sv, *ca, *set);
-    ASSERT_TRUE(servers.ok()) << servers.error().message;
-    servers_ = std::move(*servers);
-    run_ = std::thread([] { (void)mgr_->Run(); });
-    boot_ = std::make_unique<VmBoot>(sim_.get(), dir_, registry_->host());
+    // The operator's runners part with spec.gce: its instances learn the link server's address
+    // from their metadata, so it is known before the servers start.
+    testenv::RunnersEnvOptions eo;
+    eo.name = "gce-runners-e2e";
+    eo.configure = [](testenv::RunnersEnv& env, cn::OperatorOptions& oo,
+                      cn::ServersOptions& sv) -> Status {
+      HS_ASSIGN_OR_RETURN(int link_port, FreeLoopbackPort("127.0.0.1"));
+      sv.link_address = "127.0.0.1:" + std::to_string(link_port);
+      oo.gce.compute = compute_;
+      oo.gce.link_endpoint = sv.link_address;
+      oo.gce.ca_bundle_pem = env.ca().ca.cert_pem;
+      oo.gce.operation_wait = 1s;
+      oo.gce.retry_initial = 1s;
+      oo.gce.retry_max = 2s;
+      return OkStatus();
+    };
+    auto env = testenv::RunnersEnv::Start(eo);
+    ASSERT_TRUE(env.ok()) << env.error().message;
+    env_ = std::move(*env);
+    boot_ = std::make_unique<VmBoot>(sim_.get(), env_->dir(), env_->registry().host());
     // Every token the operator mints, read as the admin could (Secrets in its namespace).
     token_watch_ = std::thread([] {
       while (!stop_tokens_.load()) {
         kube::ListOptions lo;
         lo.label_selector = "runners.hyperslice.dev/runner";
-        auto l = client_->List(kube::resources::Secrets(), ns_, lo);
+        auto l = env_->client()->List(kube::resources::Secrets(), env_->ns(), lo);
         if (l.ok()) {
           std::lock_guard lock(log_mu_);
           for (const auto& s : l->items) {
-            auto d = Base64Decode(At(s, "data", "token"));
+            auto d = Base64Decode(testenv::StringAt(s, "data", "token"));
             if (d.ok() && !d->empty()) tokens_.insert(*d);
           }
         }
@@ -298,34 +246,17 @@ class GceRunnersTest : public ::testing::Test {
       }
     });
 
-    Create(cn::ControlNodes(), "",
-           R"({"apiVersion":"runners.hyperslice.dev/v1alpha1","kind":"ControlNode",)"
-           R"("metadata":{"name":")" +
-               std::string(kControlNode) + R"("},"spec":{"address":"127.0.0.1","kubeletPort":)" +
-               std::to_string(kubelet_port_) + "}}");
+    Status node = env_->CreateControlNode(kControlNode);
+    ASSERT_TRUE(node.ok()) << node.error().message;
   }
 
   static void TearDownTestSuite() {
     stop_tokens_ = true;
     if (token_watch_.joinable()) token_watch_.join();
     boot_.reset();
-    if (servers_) servers_->Stop();
-    if (mgr_) mgr_->Stop();
-    if (run_.joinable()) run_.join();
-    mgr_.reset();
+    env_.reset();
     if (sim_) sim_->Stop();
-    registry_.reset();
     log::SetSink(nullptr);
-    if (!dir_.empty()) {
-      // A failed test may leave a container's rootfs mounted below the folder.
-      std::ifstream mounts("/proc/mounts");
-      std::string dev, at, rest;
-      while (mounts >> dev >> at && std::getline(mounts, rest)) {
-        if (at.rfind(dir_ + "/", 0) == 0) ::umount2(at.c_str(), MNT_DETACH);
-      }
-      std::error_code ec;
-      fs::remove_all(dir_, ec);
-    }
   }
 
   void SetUp() override {
@@ -333,8 +264,8 @@ class GceRunnersTest : public ::testing::Test {
   }
 
   static void Create(const kube::Resource& r, const std::string& ns, const std::string& body) {
-    auto created = client_->Create(r, ns, json::parse(body).as_object());
-    ASSERT_TRUE(created.ok()) << created.error().message << "\n" << body;
+    Status created = env_->Create(r, ns, body);
+    ASSERT_TRUE(created.ok()) << created.error().message;
   }
   static void CreateRunner(const std::string& name, const std::string& gce) {
     Create(
@@ -344,18 +275,12 @@ class GceRunnersTest : public ::testing::Test {
   }
   static std::optional<json::object> Get(const kube::Resource& r, const std::string& ns,
                                          const std::string& name) {
-    auto got = client_->Get(r, ns, name);
-    if (!got.ok()) return std::nullopt;
-    return *got;
+    return env_->Get(r, ns, name);
   }
   static int64_t NodeMilli(const char* which, const char* res) {
-    auto n = Get(kube::resources::Nodes(), "", kControlNode);
-    return n ? Milli(At(*n, std::string("status.") + which, res)) : -1;
+    return env_->NodeMilli(kControlNode, which, res);
   }
-  static std::string RunnerPhase(const std::string& name) {
-    auto r = Get(cn::Runners(), "", name);
-    return r ? At(*r, "status", "phase") : "";
-  }
+  static std::string RunnerPhase(const std::string& name) { return env_->RunnerPhase(name); }
   static std::optional<json::object> Instance(const std::string& zone, const std::string& name) {
     auto got = compute_->GetInstance(kProject, zone, name);
     if (!got.ok()) return std::nullopt;
@@ -410,15 +335,10 @@ class GceRunnersTest : public ::testing::Test {
   }
 
   static inline std::string skip_;
-  static inline std::shared_ptr<kube::Client> client_;
-  static inline std::string ns_, dir_, image_;
-  static inline int kubelet_port_ = 0;
-  static inline std::unique_ptr<testenv::LocalRegistry> registry_;
+  static inline std::unique_ptr<testenv::RunnersEnv> env_;
   static inline std::unique_ptr<sim::gce::Simulator> sim_;
   static inline std::shared_ptr<gce::Compute> compute_;
-  static inline std::unique_ptr<kube::Manager> mgr_;
-  static inline std::unique_ptr<cn::RunnerServers> servers_;
-  static inline std::thread run_, token_watch_;
+  static inline std::thread token_watch_;
   static inline std::unique_ptr<VmBoot> boot_;
   static inline std::mutex log_mu_;
   static inline std::string operator_log_;
@@ -443,20 +363,20 @@ TEST_F(GceRunnersTest, RunnersInTwoRegionsGetInstancesLinkRunAPodAndLeaveWithThe
       << Diagnostics();
   auto us = *Instance("us-central2-b", us_vm);
   auto eu = *Instance("europe-west4-a", eu_vm);
-  EXPECT_TRUE(
-      At(us, "", "machineType").ends_with("/zones/us-central2-b/machineTypes/ct4p-hightpu-4t"))
-      << At(us, "", "machineType");
-  EXPECT_TRUE(
-      At(eu, "", "machineType").ends_with("/zones/europe-west4-a/machineTypes/a2-highgpu-1g"));
+  EXPECT_TRUE(testenv::StringAt(us, "", "machineType")
+                  .ends_with("/zones/us-central2-b/machineTypes/ct4p-hightpu-4t"))
+      << testenv::StringAt(us, "", "machineType");
+  EXPECT_TRUE(testenv::StringAt(eu, "", "machineType")
+                  .ends_with("/zones/europe-west4-a/machineTypes/a2-highgpu-1g"));
   const json::array* acc = jsonfield::ArrayField(eu, "guestAccelerators");
   ASSERT_TRUE(acc != nullptr && acc->size() == 1) << json::serialize(eu);
-  EXPECT_TRUE(At((*acc)[0].as_object(), "", "acceleratorType")
+  EXPECT_TRUE(testenv::StringAt((*acc)[0].as_object(), "", "acceleratorType")
                   .ends_with("acceleratorTypes/nvidia-tesla-a100"));
   EXPECT_EQ(jsonfield::IntField((*acc)[0].as_object(), "acceleratorCount").value_or(0), 1);
   EXPECT_EQ(jsonfield::ArrayField(us, "guestAccelerators"), nullptr);
-  EXPECT_EQ(At(eu, "scheduling", "onHostMaintenance"), "TERMINATE");
-  EXPECT_EQ(At(us, "labels", cn::kLabelRunner), "gce-us");
-  EXPECT_FALSE(At(us, "labels", cn::kLabelRunnerUid).empty());
+  EXPECT_EQ(testenv::StringAt(eu, "scheduling", "onHostMaintenance"), "TERMINATE");
+  EXPECT_EQ(testenv::StringAt(us, "labels", cn::kLabelRunner), "gce-us");
+  EXPECT_FALSE(testenv::StringAt(us, "labels", cn::kLabelRunnerUid).empty());
   auto items = gce::MetadataItemsOf(*jsonfield::ObjectField(us, "metadata"));
   EXPECT_EQ(items[cn::kMetadataRunnerName], "gce-us");
   EXPECT_FALSE(items[cn::kMetadataLinkEndpoint].empty());
@@ -476,13 +396,13 @@ TEST_F(GceRunnersTest, RunnersInTwoRegionsGetInstancesLinkRunAPodAndLeaveWithThe
             << " ms after their Runners were created\n";
   for (const char* r : {"gce-us", "gce-eu"}) {
     auto o = *Get(cn::Runners(), "", r);
-    EXPECT_TRUE(At(o, "status", "address").rfind("127.0.0.", 0) == 0)
-        << r << " is dialed at " << At(o, "status", "address");
-    EXPECT_TRUE(At(o, "status.instance", "networkIP").rfind("10.128.", 0) == 0)
+    EXPECT_TRUE(testenv::StringAt(o, "status", "address").rfind("127.0.0.", 0) == 0)
+        << r << " is dialed at " << testenv::StringAt(o, "status", "address");
+    EXPECT_TRUE(testenv::StringAt(o, "status.instance", "networkIP").rfind("10.128.", 0) == 0)
         << json::serialize(o);
-    EXPECT_FALSE(At(o, "status.instance", "selfLink").empty());
-    EXPECT_FALSE(At(o, "status.instance", "id").empty());
-    EXPECT_EQ(At(o, "status.instance", "status"), "RUNNING");
+    EXPECT_FALSE(testenv::StringAt(o, "status.instance", "selfLink").empty());
+    EXPECT_FALSE(testenv::StringAt(o, "status.instance", "id").empty());
+    EXPECT_EQ(testenv::StringAt(o, "status.instance", "status"), "RUNNING");
     EXPECT_EQ(Condition(r, "InstanceReady"), "True/InstanceRunning");
     EXPECT_TRUE(kube::HasFinalizer(o, cn::kInstanceFinalizer));
   }
@@ -514,21 +434,23 @@ TEST_F(GceRunnersTest, RunnersInTwoRegionsGetInstancesLinkRunAPodAndLeaveWithThe
   const int64_t waits = SimCalls("compute.zoneOperations.wait");
   std::this_thread::sleep_for(3s);  // more than a health refresh (unhealthy_after/2 = 2 s)
   EXPECT_EQ(SimCalls("compute.zoneOperations.wait"), waits);
-  EXPECT_EQ(At(*Get(cn::Runners(), "", "gce-us"), "status", "zone"), "us-central2-b");
-  EXPECT_EQ(At(*Get(cn::Runners(), "", "gce-eu"), "status", "region"), "europe-west4");
+  EXPECT_EQ(testenv::StringAt(*Get(cn::Runners(), "", "gce-us"), "status", "zone"),
+            "us-central2-b");
+  EXPECT_EQ(testenv::StringAt(*Get(cn::Runners(), "", "gce-eu"), "status", "region"),
+            "europe-west4");
 
   // A Job's pod runs on one of them, as a real container.
   Create(
-      kJobs, ns_,
+      kJobs, env_->ns(),
       R"({"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"on-gce"},"spec":)"
       R"({"backoffLimit":0,"template":{"spec":{"restartPolicy":"Never","tolerations":)"
       R"([{"key":"runners.hyperslice.dev/control-node","operator":"Exists",)"
       R"("effect":"NoSchedule"}],"containers":[{"name":"main","image":")" +
-          image_ +
+          env_->image() +
           R"(","args":["print:hello from a GCE runner"],"resources":{"requests":{"cpu":"1"}}}]}}}})");
   ASSERT_TRUE(Eventually(
       [] {
-        auto j = Get(kJobs, ns_, "on-gce");
+        auto j = Get(kJobs, env_->ns(), "on-gce");
         auto s = j ? jsonfield::ObjectField(*j, "status") : nullptr;
         return s && jsonfield::IntField(*s, "succeeded").value_or(0) == 1;
       },
@@ -538,16 +460,18 @@ TEST_F(GceRunnersTest, RunnersInTwoRegionsGetInstancesLinkRunAPodAndLeaveWithThe
   // The pod goes first, so its runner removes its container, mounts and network namespace (a
   // deleted VM would take them along; a local process does not).
   ASSERT_TRUE(
-      client_->Delete(kJobs, ns_, "on-gce", {"Background", 0, std::nullopt, std::nullopt}).ok());
+      env_->client()
+          ->Delete(kJobs, env_->ns(), "on-gce", {"Background", 0, std::nullopt, std::nullopt})
+          .ok());
   ASSERT_TRUE(Eventually(
       [] {
-        auto l = client_->List(kube::resources::Pods(), ns_);
+        auto l = env_->client()->List(kube::resources::Pods(), env_->ns());
         return l.ok() && l->items.empty();
       },
       60s));
 
   // Deleting a Runner deletes its instance before the Runner goes; its capacity leaves.
-  ASSERT_TRUE(client_->Delete(cn::Runners(), "", "gce-eu").ok());
+  ASSERT_TRUE(env_->client()->Delete(cn::Runners(), "", "gce-eu").ok());
   ASSERT_TRUE(Eventually([] { return !Get(cn::Runners(), "", "gce-eu"); }, 60s)) << Diagnostics();
   EXPECT_FALSE(Instance("europe-west4-a", eu_vm)) << "the Runner went before its instance";
   ASSERT_TRUE(Eventually([] { return NodeMilli("capacity", "cpu") == 4000; }, 30s))
@@ -581,11 +505,13 @@ TEST_F(GceRunnersTest, AStockoutIsAConditionAndAnEventAndLeavesNoInstance) {
       [] {
         kube::ListOptions lo;
         lo.field_selector = "involvedObject.name=gce-stockout";
-        auto l = client_->List(kube::resources::Events(), "default", lo);
+        auto l = env_->client()->List(kube::resources::Events(), "default", lo);
         if (!l.ok()) return false;
         for (const auto& e : l->items) {
-          if (At(e, "", "type") == "Warning" && At(e, "", "reason") == "InstanceCreateFailed" &&
-              At(e, "", "message").find("ZONE_RESOURCE_POOL_EXHAUSTED") != std::string::npos) {
+          if (testenv::StringAt(e, "", "type") == "Warning" &&
+              testenv::StringAt(e, "", "reason") == "InstanceCreateFailed" &&
+              testenv::StringAt(e, "", "message").find("ZONE_RESOURCE_POOL_EXHAUSTED") !=
+                  std::string::npos) {
             return true;
           }
         }
@@ -613,7 +539,7 @@ TEST_F(GceRunnersTest, AStockoutIsAConditionAndAnEventAndLeavesNoInstance) {
       << Diagnostics();
   ASSERT_TRUE(Eventually([] { return RunnerPhase("gce-stockout") == "Linked"; }, 60s))
       << Diagnostics();
-  ASSERT_TRUE(client_->Delete(cn::Runners(), "", "gce-stockout").ok());
+  ASSERT_TRUE(env_->client()->Delete(cn::Runners(), "", "gce-stockout").ok());
   ASSERT_TRUE(Eventually([] { return !Get(cn::Runners(), "", "gce-stockout"); }, 60s));
   EXPECT_FALSE(Instance("europe-west4-b", vm));
 }
@@ -630,7 +556,7 @@ TEST_F(GceRunnersTest, AnInsertsOperationIsRecordedWhileItRuns) {
   ASSERT_TRUE(Eventually(
       [&] {
         auto r = Get(cn::Runners(), "", "gce-slow");
-        op = r ? At(*r, "status.instance", "operation") : "";
+        op = r ? testenv::StringAt(*r, "status.instance", "operation") : "";
         return !op.empty();
       },
       30s))
@@ -643,7 +569,9 @@ TEST_F(GceRunnersTest, AnInsertsOperationIsRecordedWhileItRuns) {
   ASSERT_TRUE(Eventually([] { return RunnerPhase("gce-slow") == "Linked"; }, 60s)) << Diagnostics();
   EXPECT_TRUE(Eventually(
       [] {
-        return At(*Get(cn::Runners(), "", "gce-slow"), "status.instance", "operation").empty();
+        return testenv::StringAt(*Get(cn::Runners(), "", "gce-slow"), "status.instance",
+                                 "operation")
+            .empty();
       },
       30s));
   // (status.instance is written before the conditions, by the same reconcile.)
@@ -651,7 +579,7 @@ TEST_F(GceRunnersTest, AnInsertsOperationIsRecordedWhileItRuns) {
     return Condition("gce-slow", "InstanceReady") == "True/InstanceRunning";
   })) << Condition("gce-slow", "InstanceReady");
   EXPECT_EQ(SimCalls("compute.instances.insert"), inserts + 1);
-  ASSERT_TRUE(client_->Delete(cn::Runners(), "", "gce-slow").ok());
+  ASSERT_TRUE(env_->client()->Delete(cn::Runners(), "", "gce-slow").ok());
   ASSERT_TRUE(Eventually([] { return !Get(cn::Runners(), "", "gce-slow"); }, 60s));
   EXPECT_FALSE(Instance("us-central2-a", cn::GceInstanceName("gce-slow")));
 }

@@ -11,49 +11,39 @@
 //  - runner-bad runs with --allow-host-network (another agent/config): it links but is
 //    Untrusted, its condition and Event name PCR 23 and "agent/config" with both digests, it
 //    adds nothing to the Node, and no pod is ever placed on it.
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <stdlib.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <boost/json.hpp>
 
-#include "src/base/base64.h"
 #include "src/base/command.h"
 #include "src/base/json.h"
 #include "src/kube/client.h"
-#include "src/kube/manager.h"
-#include "src/kube/quantity.h"
 #include "src/kube/resource.h"
 #include "src/net/http.h"
 #include "src/runners/agent/agent.h"
 #include "src/runners/attest/attest.h"
 #include "src/runners/controlnode/api.h"
 #include "src/runners/controlnode/controlnode.h"
-#include "src/runners/controlnode/servers.h"
 #include "test/integration/runners_attest/swtpm.h"
 #include "test/testenv/command.h"
-#include "test/testenv/crds.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/registry.h"
-#include "test/testenv/testenv.h"
+#include "test/testenv/runner_agent.h"
+#include "test/testenv/runners_env.h"
 
 namespace hyperslice {
 namespace {
 
 namespace json = boost::json;
 namespace cn = runners::controlnode;
-namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using runners::attest::testing::Swtpm;
 using testenv::Eventually;
@@ -64,77 +54,10 @@ constexpr char kNonce[] = "workload-nonce-0123456789";
 // The hex SHA-256 of a key the workload holds: bound into the quote and the token.
 const std::string kTeeKey(64, 'a');
 
-std::string At(const json::object& o, std::string_view dotted, std::string_view key) {
-  const json::object* at = dotted.empty() ? &o : jsonfield::ObjectAt(o, dotted);
-  return at != nullptr ? std::string(jsonfield::StringField(*at, key)) : std::string();
-}
-
 // The fleet's agent flags (what the reference values are computed from) and a deviation.
 std::vector<std::string> FleetFlags(const std::string& registry) {
   return {"--insecure-registry", registry, "--capacity", "cpu=4", "--capacity", "memory=8Gi"};
 }
-
-// One `hyperslice runner-agent --sealed` on its own loopback address and software TPM.
-class SealedAgent {
- public:
-  SealedAgent(std::string name, const std::string& ip, const std::string& dir, const Swtpm& tpm)
-      : name_(std::move(name)), tcti_(tpm.Tcti()) {
-    state_dir_ = dir + "/" + name_;
-    fs::create_directories(state_dir_);
-    token_file_ = dir + "/" + name_ + ".token";
-    log_file_ = dir + "/" + name_ + ".log";
-    auto port = FreeLoopbackPort(ip);
-    address_ = ip + ":" + std::to_string(port.ok() ? *port : 0);
-  }
-  ~SealedAgent() { Kill(); }
-  const std::string& address() const { return address_; }
-  void SetToken(const std::string& token) { std::ofstream(token_file_) << token << "\n"; }
-  bool Start(int link_port, const std::string& ca_file, std::vector<std::string> extra) {
-    std::vector<std::string> args = {HS_BINARY,
-                                     "runner-agent",
-                                     "--name",
-                                     name_,
-                                     "--state-dir",
-                                     state_dir_,
-                                     "--listen",
-                                     address_,
-                                     "--link-endpoint",
-                                     "127.0.0.1:" + std::to_string(link_port),
-                                     "--join-token-file",
-                                     token_file_,
-                                     "--link-ca-file",
-                                     ca_file,
-                                     "--sealed",
-                                     "--tpm",
-                                     tcti_};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto pid = StartBackground(args, log_file_);  // TSS2_LOG=all+none inherited
-    if (!pid.ok()) return false;
-    pid_ = *pid;
-    return true;
-  }
-  void Kill() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    for (int i = 0; i < 100 && ::waitpid(pid_, nullptr, WNOHANG) == 0; ++i) {
-      std::this_thread::sleep_for(100ms);
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  std::string Log() const {
-    std::ifstream in(log_file_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-  std::string runtime_root() const { return state_dir_ + "/runtime"; }
-
- private:
-  std::string name_, tcti_, state_dir_, token_file_, log_file_, address_;
-  pid_t pid_ = -1;
-};
 
 class SealedRunnersTest : public ::testing::Test {
  protected:
@@ -145,30 +68,31 @@ class SealedRunnersTest : public ::testing::Test {
     }
     if (!skip_.empty()) return;
     ::setenv("TSS2_LOG", "all+none", 1);
-    localcluster::Options o;
-    o.scheduler = true;
-    // The node lifecycle controller lifts the not-ready taint the apiserver puts on new Nodes.
-    o.controller_manager = true;
-    testenv::ConfigureCluster(o);
-    client_ = testenv::AdminClient();
-    ASSERT_TRUE(client_);
-    Status crds = testenv::InstallCrds(
-        {HS_DEPLOY_DIR "/crds/runners.hyperslice.dev_controlnodes.yaml",
-         HS_DEPLOY_DIR "/crds/runners.hyperslice.dev_runners.yaml",
-         HS_DEPLOY_DIR "/crds/runners.hyperslice.dev_attestationpolicies.yaml"},
-        {cn::ControlNodes(), cn::Runners(), cn::AttestationPolicies()});
-    ASSERT_TRUE(crds.ok()) << crds.error().message;
-    ns_ = testenv::TestNamespace();
-    char tmpl[] = "/tmp/hs-sealed-e2e-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
 
-    auto reg = testenv::LocalRegistry::Start();
-    ASSERT_TRUE(reg.ok()) << reg.error().message;
-    registry_ = std::move(*reg);
-    auto image = registry_->PushTestImage("hs/sealed");
-    ASSERT_TRUE(image.ok()) << image.error().message;
-    image_ = *image;
+    // The operator's runners part with the token issuer, as `hyperslice operator --runners`.
+    testenv::RunnersEnvOptions eo;
+    eo.name = "sealed-e2e";
+    eo.image = "hs/sealed";
+    eo.extra_crds = {
+        {"runners.hyperslice.dev_attestationpolicies.yaml", cn::AttestationPolicies()}};
+    eo.configure = [](testenv::RunnersEnv& env, cn::OperatorOptions& oo,
+                      cn::ServersOptions& sv) -> Status {
+      HS_ASSIGN_OR_RETURN(int oidc_port, FreeLoopbackPort("127.0.0.1"));
+      issuer_url_ = "https://127.0.0.1:" + std::to_string(oidc_port);
+      HS_ASSIGN_OR_RETURN(auto key, cn::EnsureAttestationKey(*env.client(), env.ns(),
+                                                             "hyperslice-runners-attestation"));
+      HS_ASSIGN_OR_RETURN(std::shared_ptr<runners::attest::TokenIssuer> token_issuer,
+                          runners::attest::TokenIssuer::FromPrivateKeyPem(issuer_url_, key));
+      oo.token_issuer = token_issuer;
+      sv.attestation_address = "127.0.0.1:" + std::to_string(oidc_port);
+      sv.token_issuer = token_issuer;
+      sv.csr_timeout = 5s;
+      return OkStatus();
+    };
+    auto env = testenv::RunnersEnv::Start(eo);
+    ASSERT_TRUE(env.ok()) << env.error().message;
+    env_ = std::move(*env);
+    ca_pem_ = env_->ca().ca.cert_pem;
 
     // Two TPMs as a vendor ships them: EK certificates in NV from the test's own CAs.
     for (auto* tpm : {&good_tpm_, &bad_tpm_}) {
@@ -177,72 +101,18 @@ class SealedRunnersTest : public ::testing::Test {
       *tpm = std::move(*t);
     }
 
-    // The operator's runners part with the token issuer, as `hyperslice operator --runners`.
-    auto ca = cn::EnsureRunnersCa(*client_, ns_, "hyperslice-runners-ca");
-    ASSERT_TRUE(ca.ok()) << ca.error().message;
-    ca_pem_ = ca->ca.cert_pem;
-    ca_file_ = dir_ + "/runners-ca.crt";
-    std::ofstream(ca_file_) << ca_pem_;
-    auto oidc_port = FreeLoopbackPort("127.0.0.1");
-    ASSERT_TRUE(oidc_port.ok());
-    issuer_url_ = "https://127.0.0.1:" + std::to_string(*oidc_port);
-    auto key = cn::EnsureAttestationKey(*client_, ns_, "hyperslice-runners-attestation");
-    ASSERT_TRUE(key.ok()) << key.error().message;
-    auto issuer = runners::attest::TokenIssuer::FromPrivateKeyPem(issuer_url_, *key);
-    ASSERT_TRUE(issuer.ok()) << issuer.error().message;
-    std::shared_ptr<runners::attest::TokenIssuer> token_issuer = std::move(*issuer);
-
-    kube::ManagerOptions mo;
-    mo.client = client_;
-    auto mgr = kube::Manager::Create(mo);
-    ASSERT_TRUE(mgr.ok());
-    mgr_ = std::move(*mgr);
-    cn::OperatorOptions oo;
-    oo.client = client_;
-    oo.ns = ns_;
-    grpc::SslCredentialsOptions so;
-    so.pem_root_certs = ca->ca.cert_pem;
-    so.pem_cert_chain = ca->control_node.cert_pem;
-    so.pem_private_key = ca->control_node.key_pem;
-    auto creds = grpc::SslCredentials(so);
-    oo.agent_credentials =
-        [creds](const std::string&) -> Result<std::shared_ptr<grpc::ChannelCredentials>> {
-      return creds;
-    };
-    oo.probe_interval = 500ms;
-    oo.unhealthy_after = 4s;
-    oo.lease_renew_interval = 2s;
-    oo.token_issuer = token_issuer;
-    auto set = cn::RegisterOperator(*mgr_, oo);
-    ASSERT_TRUE(set.ok()) << set.error().message;
-    cn::ServersOptions sv;
-    sv.client = client_;
-    sv.link_address = "127.0.0.1:0";
-    auto kubelet_port = FreeLoopbackPort("127.0.0.1");
-    ASSERT_TRUE(kubelet_port.ok());
-    kubelet_port_ = *kubelet_port;
-    sv.kubelet_address = "127.0.0.1:" + std::to_string(kubelet_port_);
-    sv.attestation_address = "127.0.0.1:" + std::to_string(*oidc_port);
-    sv.token_issuer = token_issuer;
-    sv.state_dir = dir_ + "/operator";
-    sv.csr_timeout = 5s;
-    auto servers = cn::RunnerServers::Start(sv, *ca, *set);
-    ASSERT_TRUE(servers.ok()) << servers.error().message;
-    servers_ = std::move(*servers);
-    run_ = std::thread([] { (void)mgr_->Run(); });
-
     // The admin's reference values: this agent binary and the fleet configuration, as
     // `hyperslice runner-agent --sealed --print-reference-values <fleet flags>` prints them.
     std::vector<std::string> print = {HS_BINARY, "runner-agent", "--sealed",
                                       "--print-reference-values"};
-    for (const auto& f : FleetFlags(registry_->host())) print.push_back(f);
+    for (const auto& f : FleetFlags(env_->registry().host())) print.push_back(f);
     auto printed = RunCommand(print);
     ASSERT_EQ(printed.exit_code, 0) << printed.errors;
     reference_values_yaml_ = printed.output;
     runners::agent::AgentOptions fleet;
     fleet.sealed = true;
     fleet.binary_path = HS_BINARY;
-    fleet.insecure_registries = {registry_->host()};
+    fleet.insecure_registries = {env_->registry().host()};
     fleet.capacity = {{"cpu", "4"}, {"memory", "8Gi"}};
     auto refs = runners::agent::SealedReferenceValues(fleet);
     ASSERT_TRUE(refs.ok()) << refs.error().message;
@@ -262,61 +132,43 @@ class SealedRunnersTest : public ::testing::Test {
                              {"referenceValues", values},
                              {"reattestIntervalSeconds", 5},
                              {"tokenLifetimeSeconds", 120}}}}));
-    Create(cn::ControlNodes(), "",
-           R"({"apiVersion":"runners.hyperslice.dev/v1alpha1","kind":"ControlNode",)"
-           R"("metadata":{"name":")" +
-               std::string(kControlNode) + R"("},"spec":{"address":"127.0.0.1","kubeletPort":)" +
-               std::to_string(kubelet_port_) + "}}");
+    Status node = env_->CreateControlNode(kControlNode);
+    ASSERT_TRUE(node.ok()) << node.error().message;
 
-    good_ = std::make_unique<SealedAgent>("runner-good", "127.0.0.2", dir_, *good_tpm_);
-    bad_ = std::make_unique<SealedAgent>("runner-bad", "127.0.0.3", dir_, *bad_tpm_);
-    for (SealedAgent* a : {good_.get(), bad_.get()}) {
-      const std::string name = a == good_.get() ? "runner-good" : "runner-bad";
+    using StopWith = testenv::RunnerAgent::StopWith;
+    good_ = std::make_unique<testenv::RunnerAgent>("runner-good", "127.0.0.2", env_->dir(),
+                                                   StopWith::kSigterm);
+    bad_ = std::make_unique<testenv::RunnerAgent>("runner-bad", "127.0.0.3", env_->dir(),
+                                                  StopWith::kSigterm);
+    for (testenv::RunnerAgent* a : {good_.get(), bad_.get()}) {
       Create(cn::Runners(), "",
              R"({"apiVersion":"runners.hyperslice.dev/v1alpha1","kind":"Runner",)"
              R"("metadata":{"name":")" +
-                 name + R"("},"spec":{"controlNode":")" + kControlNode +
+                 a->name() + R"("},"spec":{"controlNode":")" + kControlNode +
                  R"(","host":{"address":")" + a->address() +
                  R"("},"sealed":true,"attestationPolicy":"fleet"}})");
-      std::string token;
-      ASSERT_TRUE(Eventually(
-          [&] {
-            auto s = client_->Get(kube::resources::Secrets(), ns_, "runner-join-" + name);
-            if (!s.ok()) return false;
-            auto d = Base64Decode(At(*s, "data", "token"));
-            token = d.ok() ? *d : "";
-            return !token.empty();
-          },
-          30s))
-          << "no join token Secret for " << name;
-      a->SetToken(token);
-      std::vector<std::string> flags = FleetFlags(registry_->host());
-      if (a == bad_.get()) flags.emplace_back("--allow-host-network");  // not the fleet's config
-      ASSERT_TRUE(a->Start(servers_->link_port(), ca_file_, flags));
+      auto token = env_->JoinToken(a->name(), 30s);
+      ASSERT_TRUE(token.ok()) << token.error().message;
+      a->SetToken(*token);
+      // The TPM, then the fleet's flags (the bad one adds one: not the fleet's config).
+      std::vector<std::string> flags = {"--sealed", "--tpm",
+                                        (a == good_.get() ? good_tpm_ : bad_tpm_)->Tcti()};
+      for (const auto& f : FleetFlags(env_->registry().host())) flags.push_back(f);
+      if (a == bad_.get()) flags.emplace_back("--allow-host-network");
+      ASSERT_TRUE(a->Start(env_->servers().link_port(), env_->ca_file(), flags));
     }
   }
 
   static void TearDownTestSuite() {
-    if (client_ && skip_.empty()) {
-      (void)client_->Delete(kube::resources::Pods(), ns_, "attested", {});
-      Eventually(
-          [] {
-            auto l = client_->List(kube::resources::Pods(), ns_);
-            return l.ok() && l->items.empty();
-          },
-          30s);
+    if (env_) {
+      (void)env_->client()->Delete(kube::resources::Pods(), env_->ns(), "attested", {});
+      env_->WaitNoPods(30s);
     }
     good_.reset();
     bad_.reset();
-    if (servers_) servers_->Stop();
-    if (mgr_) mgr_->Stop();
-    if (run_.joinable()) run_.join();
-    mgr_.reset();
-    registry_.reset();
+    env_.reset();
     good_tpm_.reset();
     bad_tpm_.reset();
-    std::error_code ec;
-    if (!dir_.empty()) fs::remove_all(dir_, ec);
   }
 
   void SetUp() override {
@@ -324,19 +176,14 @@ class SealedRunnersTest : public ::testing::Test {
   }
 
   static void Create(const kube::Resource& r, const std::string& ns, const std::string& body) {
-    auto created = client_->Create(r, ns, json::parse(body).as_object());
-    ASSERT_TRUE(created.ok()) << created.error().message << "\n" << body;
+    Status created = env_->Create(r, ns, body);
+    ASSERT_TRUE(created.ok()) << created.error().message;
   }
   static std::optional<json::object> Get(const kube::Resource& r, const std::string& ns,
                                          const std::string& name) {
-    auto got = client_->Get(r, ns, name);
-    if (!got.ok()) return std::nullopt;
-    return *got;
+    return env_->Get(r, ns, name);
   }
-  static std::string RunnerPhase(const std::string& name) {
-    auto r = Get(cn::Runners(), "", name);
-    return r ? At(*r, "status", "phase") : "";
-  }
+  static std::string RunnerPhase(const std::string& name) { return env_->RunnerPhase(name); }
   // The Runner's condition of `type`: status and message ("" when absent).
   static std::pair<std::string, std::string> Condition(const std::string& runner,
                                                        const std::string& type) {
@@ -352,12 +199,7 @@ class SealedRunnersTest : public ::testing::Test {
     }
     return {"", ""};
   }
-  static int64_t NodeCpuMilli() {
-    auto n = Get(kube::resources::Nodes(), "", kControlNode);
-    if (!n) return -1;
-    auto q = kube::Quantity::Parse(At(*n, "status.capacity", "cpu"));
-    return q.ok() ? q->MilliValue() : -1;
-  }
+  static int64_t NodeCpuMilli() { return env_->NodeMilli(kControlNode, "capacity", "cpu"); }
   static std::string Diagnostics() {
     std::string out;
     for (const char* r : {"runner-good", "runner-bad"}) {
@@ -365,7 +207,7 @@ class SealedRunnersTest : public ::testing::Test {
       out += "\n--- Runner " + std::string(r) + " status ---\n" +
              (obj && obj->contains("status") ? json::serialize(obj->at("status")) : "");
     }
-    auto pod = Get(kube::resources::Pods(), ns_, "attested");
+    auto pod = Get(kube::resources::Pods(), env_->ns(), "attested");
     if (pod) out += "\n--- pod attested ---\n" + json::serialize(*pod);
     auto node = Get(kube::resources::Nodes(), "", kControlNode);
     if (node && node->contains("status")) {
@@ -376,16 +218,10 @@ class SealedRunnersTest : public ::testing::Test {
   }
 
   static inline std::string skip_;
-  static inline std::shared_ptr<kube::Client> client_;
-  static inline std::string ns_, dir_, image_, ca_file_, ca_pem_, issuer_url_, config_digest_,
-      reference_values_yaml_;
-  static inline int kubelet_port_ = 0;
-  static inline std::unique_ptr<testenv::LocalRegistry> registry_;
+  static inline std::unique_ptr<testenv::RunnersEnv> env_;
+  static inline std::string ca_pem_, issuer_url_, config_digest_, reference_values_yaml_;
   static inline std::unique_ptr<Swtpm> good_tpm_, bad_tpm_;
-  static inline std::unique_ptr<kube::Manager> mgr_;
-  static inline std::unique_ptr<cn::RunnerServers> servers_;
-  static inline std::thread run_;
-  static inline std::unique_ptr<SealedAgent> good_, bad_;
+  static inline std::unique_ptr<testenv::RunnerAgent> good_, bad_;
 };
 
 TEST_F(SealedRunnersTest, TheReferenceValuesAreWhatTheAgentPrints) {
@@ -417,7 +253,7 @@ TEST_F(SealedRunnersTest, ARunnerWhoseConfigDiffersIsUntrustedNamedAndNeverSched
       [] {
         kube::ListOptions lo;
         lo.field_selector = "involvedObject.name=runner-bad,reason=RunnerUntrusted";
-        auto ev = client_->List(kube::resources::Events(), "default", lo);
+        auto ev = env_->client()->List(kube::resources::Events(), "default", lo);
         if (!ev.ok()) return false;
         for (const auto& e : ev->items) {
           if (std::string(jsonfield::StringField(e, "message")).find("\"agent/config\"") !=
@@ -442,19 +278,20 @@ TEST_F(SealedRunnersTest, AnAttestedWorkloadGetsATokenThatVerifiesAgainstTheServ
   ASSERT_TRUE(Eventually([] { return Condition("runner-good", "Attested").first == "True"; }, 60s))
       << Condition("runner-good", "Attested").second << Diagnostics();
   auto t0 = std::chrono::steady_clock::now();
-  Create(kube::resources::Pods(), ns_,
+  Create(kube::resources::Pods(), env_->ns(),
          R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"attested"},"spec":{)"
          R"("restartPolicy":"Never","tolerations":[{"key":"runners.hyperslice.dev/control-node",)"
          R"("operator":"Exists","effect":"NoSchedule"}],"containers":[{"name":"main","image":")" +
-             image_ + R"(","args":["token:)" + kAudience + ":" + kNonce +
+             env_->image() + R"(","args":["token:)" + kAudience + ":" + kNonce +
              R"(","sleep:30"],"env":[{"name":"HS_TEE_KEY","value":")" + kTeeKey +
              R"("}],"resources":{"requests":{"cpu":"1","memory":"64Mi"}}}]}})");
   // The pod is placed on runner-good only.
   std::string runner;
   ASSERT_TRUE(Eventually(
       [&] {
-        auto p = Get(kube::resources::Pods(), ns_, "attested");
-        runner = p ? At(*p, "metadata.annotations", "runners.hyperslice.dev/runner") : "";
+        auto p = Get(kube::resources::Pods(), env_->ns(), "attested");
+        runner =
+            p ? testenv::StringAt(*p, "metadata.annotations", "runners.hyperslice.dev/runner") : "";
         return !runner.empty();
       },
       60s))
@@ -464,7 +301,7 @@ TEST_F(SealedRunnersTest, AnAttestedWorkloadGetsATokenThatVerifiesAgainstTheServ
   std::string logs, token;
   ASSERT_TRUE(Eventually(
       [&] {
-        auto r = testenv::Kubectl({"logs", "-n", ns_, "attested"});
+        auto r = testenv::Kubectl({"logs", "-n", env_->ns(), "attested"});
         logs = r.output;
         auto at = logs.find("token=");
         if (at == std::string::npos) return false;
@@ -501,7 +338,7 @@ TEST_F(SealedRunnersTest, AnAttestedWorkloadGetsATokenThatVerifiesAgainstTheServ
                                              std::chrono::system_clock::now());
   ASSERT_TRUE(claims.ok()) << claims.error().reason << ": " << claims.error().message;
   EXPECT_EQ(claims->subject, "runner-good");
-  EXPECT_EQ(claims->image_digest, image_.substr(image_.find('@') + 1));
+  EXPECT_EQ(claims->image_digest, env_->image().substr(env_->image().find('@') + 1));
   EXPECT_EQ(claims->eat_nonce, std::vector<std::string>{kNonce});
   EXPECT_EQ(claims->hwmodel, "TPM2");
   EXPECT_EQ(claims->dbgstat, "disabled-since-boot");

@@ -17,7 +17,7 @@ namespace hyperslice::runners::testing {
 namespace {
 namespace fs = std::filesystem;
 
-class AgentTest : public ::testing::Test {
+class AgentTest : public OneAgentSuite<AgentTest> {
  protected:
   static void SetUpTestSuite() {
     std::string why;
@@ -25,21 +25,9 @@ class AgentTest : public ::testing::Test {
     if (env == nullptr) return;
     std::string dev = env->dir + "/accel0";
     ::mknod(dev.c_str(), S_IFCHR | 0666, makedev(1, 3));  // /dev/null's numbers
-    agent_ = new AgentProcess(
+    Launch(
         *env, "runner-a",
         {"--device", "google.com/tpu=" + dev + ":/dev/accel0", "--capacity", "google.com/tpu=1"});
-    started_ = agent_->Start();
-  }
-  static void TearDownTestSuite() {
-    delete agent_;
-    agent_ = nullptr;
-  }
-  void SetUp() override {
-    std::string why;
-    env_ = Shared(&why);
-    if (env_ == nullptr) GTEST_SKIP() << why;
-    ASSERT_TRUE(started_);
-    stub_ = agent_->Stub();
   }
   grpc::Status Run(const v1::RunPodRequest& r, v1::PodStatus* out = nullptr) {
     grpc::ClientContext ctx;
@@ -62,11 +50,6 @@ class AgentTest : public ::testing::Test {
       n += id.find(uid) != std::string::npos;
     return n;
   }
-
-  static inline AgentProcess* agent_ = nullptr;
-  static inline ::testing::AssertionResult started_ = ::testing::AssertionFailure();
-  Env* env_ = nullptr;
-  std::unique_ptr<v1::RunnerAgent::Stub> stub_;
 };
 
 TEST_F(AgentTest, InfoReportsCapacityPolicyAndBootId) {

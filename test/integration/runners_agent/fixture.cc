@@ -1,30 +1,14 @@
 #include "test/integration/runners_agent/fixture.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/json.hpp>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
-#include "src/base/command.h"
-
-extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX leaves it undeclared
-
 namespace hyperslice::runners::testing {
 namespace fs = std::filesystem;
 namespace {
-
-int FreePort() {
-  auto port = FreeLoopbackPort();
-  return port.ok() ? *port : 0;
-}
 
 std::unique_ptr<Env> Make(std::string* why) {
   auto env = std::make_unique<Env>();
@@ -83,21 +67,18 @@ Env* Shared(std::string* why) {
   return env.get();
 }
 
-AgentProcess::AgentProcess(Env& env, std::string name, std::vector<std::string> extra)
-    : env_(env), name_(std::move(name)), extra_(std::move(extra)) {
-  state_dir_ = env.dir + "/" + name_;
-  fs::create_directories(state_dir_);
-  token_file_ = env.dir + "/" + name_ + ".token";
-  std::string token = "tok-" + name_ + "-" + std::to_string(::getpid());
-  env.tokens.Add(name_, token);
-  std::ofstream(token_file_) << token << "\n";
-  address_ = "127.0.0.1:" + std::to_string(FreePort());
-  log_file_ = env.dir + "/" + name_ + ".log";
+AgentProcess::AgentProcess(Env& env, const std::string& name, std::vector<std::string> extra)
+    : env_(env),
+      extra_(std::move(extra)),
+      process_(name, "127.0.0.1", env.dir, testenv::RunnerAgent::StopWith::kSigterm) {
+  std::string token = "tok-" + name + "-" + std::to_string(::getpid());
+  env.tokens.Add(name, token);
+  process_.SetToken(token);
 }
 
 AgentProcess::~AgentProcess() {
   // A failed test may leave pods: remove them so no container, mount or namespace outlives us.
-  if (pid_ > 0) {
+  if (process_.pid() > 0) {
     auto stub = Stub();
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -118,67 +99,29 @@ AgentProcess::~AgentProcess() {
 }
 
 ::testing::AssertionResult AgentProcess::Start() {
-  std::vector<std::string> args = {HS_BINARY,
-                                   "runner-agent",
-                                   "--name",
-                                   name_,
-                                   "--state-dir",
-                                   state_dir_,
-                                   "--listen",
-                                   address_,
-                                   "--link-endpoint",
-                                   "127.0.0.1:" + std::to_string(env_.link->port()),
-                                   "--join-token-file",
-                                   token_file_,
-                                   "--link-ca-file",
-                                   env_.ca_file,
-                                   "--insecure-registry",
-                                   env_.registry->host(),
-                                   "--restart-backoff-ms",
-                                   "200",
-                                   "--capacity",
-                                   "cpu=4",
-                                   "--capacity",
-                                   "memory=8Gi"};
-  args.insert(args.end(), extra_.begin(), extra_.end());
-  auto pid = StartBackground(args, log_file_);
-  if (!pid.ok()) return ::testing::AssertionFailure() << pid.error().message;
-  pid_ = *pid;
+  std::vector<std::string> flags = {"--insecure-registry",  env_.registry->host(),
+                                    "--restart-backoff-ms", "200",
+                                    "--capacity",           "cpu=4",
+                                    "--capacity",           "memory=8Gi"};
+  flags.insert(flags.end(), extra_.begin(), extra_.end());
+  if (!process_.Start(env_.link->port(), env_.ca_file, flags)) {
+    return ::testing::AssertionFailure() << "cannot start the agent";
+  }
   auto stub = Stub();
   for (int i = 0; i < 150; ++i) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
     v1::RunnerInfo info;
     if (stub->Info(&ctx, v1::InfoRequest(), &info).ok()) return ::testing::AssertionSuccess();
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      std::ifstream in(log_file_);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      return ::testing::AssertionFailure() << "agent exited: " << ss.str();
-    }
+    if (process_.Exited())
+      return ::testing::AssertionFailure() << "agent exited: " << process_.Log();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  return ::testing::AssertionFailure() << "agent did not serve; log " << log_file_;
-}
-
-void AgentProcess::Kill9() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
-  ::waitpid(pid_, nullptr, 0);
-  pid_ = -1;
-}
-
-void AgentProcess::Terminate() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGTERM);
-  ::waitpid(pid_, nullptr, 0);
-  pid_ = -1;
+  return ::testing::AssertionFailure() << "agent did not serve; log:\n" << process_.Log();
 }
 
 std::unique_ptr<v1::RunnerAgent::Stub> AgentProcess::Stub(const net::pki::KeyPair& client) const {
-  return v1::RunnerAgent::NewStub(agent::DialAgent(address_, env_.ca.cert_pem, client));
+  return v1::RunnerAgent::NewStub(agent::DialAgent(process_.address(), env_.ca.cert_pem, client));
 }
 
 v1::RunPodRequest Pod(const std::string& uid, const std::string& image,
@@ -233,16 +176,6 @@ std::string Logs(v1::RunnerAgent::Stub& stub, const std::string& uid, const std:
   while (reader->Read(&chunk)) out += chunk.data();
   reader->Finish();
   return out;
-}
-
-std::vector<std::string> RuntimeList(const std::string& root) {
-  auto r = RunCommand({"runc", "--root", root, "list", "--format", "json"});
-  std::vector<std::string> ids;
-  boost::system::error_code ec;
-  auto v = boost::json::parse(r.output, ec);
-  if (ec || !v.is_array()) return ids;
-  for (const auto& c : v.as_array()) ids.emplace_back(c.as_object().at("id").as_string());
-  return ids;
 }
 
 }  // namespace hyperslice::runners::testing

@@ -17,6 +17,7 @@
 #include "src/runners/agent/agent.h"
 #include "src/runners/link/link.h"
 #include "test/testenv/registry.h"
+#include "test/testenv/runner_agent.h"
 
 namespace hyperslice::runners::testing {
 
@@ -36,31 +37,55 @@ struct Env {
 // Starts once per binary; nullptr (with `why`) when the machine cannot run these tests.
 Env* Shared(std::string* why);
 
-// One agent process.
+// One agent process (testenv::RunnerAgent on 127.0.0.1) linked to the Env's link server, with a
+// join token of its own.
 class AgentProcess {
  public:
-  AgentProcess(Env& env, std::string name, std::vector<std::string> extra_flags = {});
-  ~AgentProcess();
+  AgentProcess(Env& env, const std::string& name, std::vector<std::string> extra_flags = {});
+  ~AgentProcess();  // deletes the pods it still runs, then terminates it
   // Starts (or restarts with the same state dir, address and flags) and waits for it to serve.
   ::testing::AssertionResult Start();
-  void Kill9();
-  void Terminate();
+  void Kill9() { process_.Kill9(); }
+  void Terminate() { process_.Terminate(); }
   std::unique_ptr<v1::RunnerAgent::Stub> Stub(const net::pki::KeyPair& client) const;
   std::unique_ptr<v1::RunnerAgent::Stub> Stub() const { return Stub(env_.control_node); }
-  const std::string& state_dir() const { return state_dir_; }
-  const std::string& address() const { return address_; }
-  pid_t pid() const { return pid_; }
-  std::string RuntimeRoot() const { return state_dir_ + "/runtime"; }
+  const std::string& state_dir() const { return process_.state_dir(); }
+  const std::string& address() const { return process_.address(); }
+  pid_t pid() const { return process_.pid(); }
+  std::string RuntimeRoot() const { return process_.runtime_root(); }
 
  private:
   Env& env_;
-  std::string name_;
   std::vector<std::string> extra_;
-  std::string state_dir_;
-  std::string token_file_;
-  std::string address_;
-  std::string log_file_;
-  pid_t pid_ = -1;
+  testenv::RunnerAgent process_;
+};
+
+// A suite whose tests share one agent: the suite's SetUpTestSuite calls Launch (or sets started_
+// to the failure that kept it from launching); every test skips when the machine cannot run
+// agents and fails when the agent did not start. `Suite` keeps each suite's agent its own.
+template <class Suite>
+class OneAgentSuite : public ::testing::Test {
+ protected:
+  static void Launch(Env& env, const std::string& name, std::vector<std::string> flags) {
+    agent_ = new AgentProcess(env, name, std::move(flags));
+    started_ = agent_->Start();
+  }
+  static void TearDownTestSuite() {
+    delete agent_;
+    agent_ = nullptr;
+  }
+  void SetUp() override {
+    std::string why;
+    env_ = Shared(&why);
+    if (env_ == nullptr) GTEST_SKIP() << why;
+    ASSERT_TRUE(started_);
+    stub_ = agent_->Stub();
+  }
+
+  static inline AgentProcess* agent_ = nullptr;
+  static inline ::testing::AssertionResult started_ = ::testing::AssertionFailure();
+  Env* env_ = nullptr;
+  std::unique_ptr<v1::RunnerAgent::Stub> stub_;
 };
 
 // Pod helpers.
@@ -73,6 +98,8 @@ std::optional<v1::PodStatus> WaitFor(v1::RunnerAgent::Stub& stub, const std::str
 std::string Logs(v1::RunnerAgent::Stub& stub, const std::string& uid, const std::string& container,
                  bool timestamps = false);
 // The runtime's containers (ids) under `root`.
-std::vector<std::string> RuntimeList(const std::string& root);
+inline std::vector<std::string> RuntimeList(const std::string& root) {
+  return testenv::RuncContainers(root);
+}
 
 }  // namespace hyperslice::runners::testing

@@ -21,7 +21,7 @@ using attest::testing::NewSigningKey;
 using attest::testing::SignBase64;
 using attest::testing::SigningKey;
 
-class SealedAgentTest : public ::testing::Test {
+class SealedAgentTest : public OneAgentSuite<SealedAgentTest> {
  protected:
   static void SetUpTestSuite() {
     std::string why;
@@ -33,8 +33,9 @@ class SealedAgentTest : public ::testing::Test {
     auto signed_image = env->registry->PushTestImage("sealed/signed");
     auto untrusted_image = env->registry->PushTestImage("sealed/untrusted");
     if (!signed_image.ok() || !untrusted_image.ok()) {
-      setup_error_ = new std::string(
-          "push: " + (signed_image.ok() ? untrusted_image.error() : signed_image.error()).message);
+      started_ = ::testing::AssertionFailure()
+                 << "push: "
+                 << (signed_image.ok() ? untrusted_image.error() : signed_image.error()).message;
       return;
     }
     signed_ = new std::string(*signed_image);
@@ -44,7 +45,7 @@ class SealedAgentTest : public ::testing::Test {
       std::string payload = attest::MakeSimpleSigning(image.substr(0, image.find('@')), digest);
       Status st = env->registry->PushCosignSignature(image, payload, SignBase64(*key, payload));
       if (!st.ok()) {
-        setup_error_ = new std::string("signature: " + st.error().message);
+        started_ = ::testing::AssertionFailure() << "signature: " << st.error().message;
         return;
       }
     }
@@ -61,21 +62,8 @@ class SealedAgentTest : public ::testing::Test {
     std::string policy_file = env->dir + "/sealed-policy.json";
     std::ofstream(policy_file) << boost::json::serialize(policy);
     // --require-digest=false: the policy itself, not the runner's digest rule, refuses tags.
-    agent_ = new AgentProcess(*env, "runner-sealed",
-                              {"--workload-policy-file", policy_file, "--require-digest=false"});
-    started_ = agent_->Start();
-  }
-  static void TearDownTestSuite() {
-    delete agent_;
-    agent_ = nullptr;
-  }
-  void SetUp() override {
-    std::string why;
-    env_ = Shared(&why);
-    if (env_ == nullptr) GTEST_SKIP() << why;
-    ASSERT_EQ(setup_error_, nullptr) << *setup_error_;
-    ASSERT_TRUE(started_);
-    stub_ = agent_->Stub();
+    Launch(*env, "runner-sealed",
+           {"--workload-policy-file", policy_file, "--require-digest=false"});
   }
   grpc::Status Run(const v1::RunPodRequest& r) {
     grpc::ClientContext ctx;
@@ -104,15 +92,10 @@ class SealedAgentTest : public ::testing::Test {
     }
   }
 
-  static inline AgentProcess* agent_ = nullptr;
-  static inline ::testing::AssertionResult started_ = ::testing::AssertionFailure();
   static inline SigningKey* trusted_ = nullptr;
   static inline SigningKey* untrusted_ = nullptr;
   static inline std::string* signed_ = nullptr;
   static inline std::string* untrusted_image_ = nullptr;
-  static inline std::string* setup_error_ = nullptr;
-  Env* env_ = nullptr;
-  std::unique_ptr<v1::RunnerAgent::Stub> stub_;
 };
 
 TEST_F(SealedAgentTest, RunsAnImageSignedByATrustedKey) {
