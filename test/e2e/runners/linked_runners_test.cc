@@ -199,6 +199,16 @@ class LinkedRunnersTest : public ::testing::Test {
     auto l = env_->client()->List(kube::resources::Pods(), env_->ns(), lo);
     return l.ok() ? l->items : std::vector<json::object>{};
   }
+  // Whether a pod of the Job runs; its name and its runner (annotation) when it does.
+  static bool RunningPod(const std::string& job, std::string* pod, std::string* runner) {
+    for (const auto& p : JobPods(job)) {
+      if (testenv::StringAt(p, "status", "phase") != "Running") continue;
+      *pod = std::string(kube::MetaString(p, "name"));
+      *runner = testenv::StringAt(p, "metadata.annotations", "runners.hyperslice.dev/runner");
+      return true;
+    }
+    return false;
+  }
   static std::string Job(const std::string& name, const std::string& args) {
     return R"({"apiVersion":"batch/v1","kind":"Job","metadata":{"name":")" + name +
            R"("},"spec":{"backoffLimit":0,"template":{"spec":{"restartPolicy":"Never",)"
@@ -234,19 +244,7 @@ TEST_F(LinkedRunnersTest, AJobRunsOnALinkedRunnerWithLogsAndExecThroughTheApiser
   Create(kJobs, env_->ns(),
          Job("hello", R"(["print:hello from a linked runner","env:GREETING","sleep:6"])"));
   std::string pod, runner;
-  ASSERT_TRUE(Eventually(
-      [&] {
-        for (const auto& p : JobPods("hello")) {
-          if (testenv::StringAt(p, "status", "phase") != "Running") continue;
-          pod = std::string(kube::MetaString(p, "name"));
-          const auto* ann = jsonfield::ObjectAt(p, "metadata.annotations");
-          runner =
-              ann ? std::string(jsonfield::StringField(*ann, "runners.hyperslice.dev/runner")) : "";
-          return true;
-        }
-        return false;
-      },
-      90s))
+  ASSERT_TRUE(Eventually([&] { return RunningPod("hello", &pod, &runner); }, 90s))
       << "the Job's pod never ran\n"
       << eu_->Log() << us_->Log();
   EXPECT_TRUE(runner == "runner-eu" || runner == "runner-us") << runner;
@@ -314,19 +312,7 @@ TEST_F(LinkedRunnersTest, AKilledRunnerIsLostThenRelinksWithoutOrphans) {
       << NodeMilli("allocatable", "cpu");
   Create(kJobs, env_->ns(), Job("long", R"(["print:working","sleep:300"])"));
   std::string pod, runner;
-  ASSERT_TRUE(Eventually(
-      [&] {
-        for (const auto& p : JobPods("long")) {
-          if (testenv::StringAt(p, "status", "phase") != "Running") continue;
-          pod = std::string(kube::MetaString(p, "name"));
-          const auto* ann = jsonfield::ObjectAt(p, "metadata.annotations");
-          runner =
-              ann ? std::string(jsonfield::StringField(*ann, "runners.hyperslice.dev/runner")) : "";
-          return true;
-        }
-        return false;
-      },
-      90s));
+  ASSERT_TRUE(Eventually([&] { return RunningPod("long", &pod, &runner); }, 90s));
   testenv::RunnerAgent* on = runner == "runner-eu" ? eu_.get() : us_.get();
   auto lost_pod = Get(kube::resources::Pods(), env_->ns(), pod);
   ASSERT_TRUE(lost_pod);
