@@ -6,13 +6,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 #include <boost/json.hpp>
 
 #include "src/base/command.h"
 #include "src/base/json.h"
+#include "test/testenv/files.h"
 
 namespace hyperslice::testenv {
 
@@ -86,12 +86,7 @@ void RunnerAgent::Terminate() {
   Kill9();
 }
 
-std::string RunnerAgent::Log() const {
-  std::ifstream in(log_file_);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string RunnerAgent::Log() const { return ReadFile(log_file_); }
 
 bool RunnerAgent::HoldsPods() const {
   std::error_code ec;

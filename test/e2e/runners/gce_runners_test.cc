@@ -24,12 +24,10 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,6 +48,7 @@
 #include "src/runners/controlnode/controlnode.h"
 #include "src/runners/controlnode/gce_runner.h"
 #include "test/testenv/eventually.h"
+#include "test/testenv/files.h"
 #include "test/testenv/registry.h"
 #include "test/testenv/runners_env.h"
 
@@ -66,13 +65,6 @@ const kube::Resource kJobs{"batch", "v1", "jobs", "Job", true};
 constexpr char kControlNode[] = "gce-global";
 constexpr char kProject[] = "my-gcp-project";
 constexpr char kSimToken[] = "gce-e2e-static-token";
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // The VMs' boot, played by local processes: one `hyperslice runner-agent --gce-metadata` per
 // RUNNING simulated instance, each on its own loopback address (127.0.0.40 and up).
@@ -101,7 +93,7 @@ class VmBoot {
   std::string Logs() {
     std::lock_guard lock(mu_);
     std::string out;
-    for (const auto& f : log_files_) out += Slurp(f);
+    for (const auto& f : log_files_) out += testenv::ReadFile(f);
     return out;
   }
   std::vector<std::string> RuntimeRoots() {
