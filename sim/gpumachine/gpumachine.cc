@@ -9,12 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <sstream>
 #include <thread>
 #include <utility>
 
 #include "src/base/base64.h"
 #include "src/base/command.h"
+#include "src/base/files.h"
 #include "src/base/log.h"
 
 namespace hyperslice::sim::gpumachine {
@@ -239,11 +239,9 @@ Result<std::string> UnpackScriptStub(std::string_view stub) {
     return Unusable("the startup script failed (exit " + std::to_string(r.exit_code) +
                     "): " + r.errors.substr(0, 200));
   }
-  std::ifstream in(unpacked, std::ios::binary);
-  if (!in) return Unusable("the startup script ran no script");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  auto text = ReadFile(unpacked);
+  if (!text.ok()) return Unusable("the startup script ran no script");
+  return text;
 }
 
 Result<JoinConfig> ReadPayload(const boost::json::object& payload, const std::string& provider,

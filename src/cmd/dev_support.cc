@@ -14,6 +14,7 @@
 #include <boost/json.hpp>
 
 #include "src/base/envsubst.h"
+#include "src/base/files.h"
 #include "src/kube/yaml.h"
 
 namespace hyperslice::cmd::dev {
@@ -53,17 +54,9 @@ std::string DefaultDeployDir() {
   return "deploy";
 }
 
-Result<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error::Make(Error::Code::kNotFound, "cannot read " + path, "FileNotFound");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // KEY=VALUE lines of an example's .env file.
 Result<std::map<std::string, std::string>> ReadEnvFile(const std::string& path) {
-  HS_ASSIGN_OR_RETURN(std::string text, ReadText(path));
+  HS_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   return ParseEnvFile(text);
 }
 
@@ -119,7 +112,7 @@ Status ApplyCrds(kube::Client& client, const std::string& deploy_dir, const std:
   }
   std::vector<std::string> names;
   for (const auto& file : files) {
-    HS_ASSIGN_OR_RETURN(std::string text, ReadText(file));
+    HS_ASSIGN_OR_RETURN(std::string text, ReadFile(file));
     HS_ASSIGN_OR_RETURN(auto docs, YamlDocuments(text, file));
     for (const auto& doc : docs) {
       HS_RETURN_IF_ERROR(

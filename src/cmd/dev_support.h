@@ -29,7 +29,6 @@ std::string DefaultWorkDir();
 // $HYPERSLICE_DEPLOY_DIR, else the source tree's deploy/, else "deploy".
 std::string DefaultDeployDir();
 
-Result<std::string> ReadText(const std::string& path);
 // KEY=VALUE lines of an example's .env file.
 Result<std::map<std::string, std::string>> ReadEnvFile(const std::string& path);
 // Every mapping document of a YAML text, as JSON objects; `what` names the text in errors.

@@ -51,6 +51,7 @@
 
 #include "sim/gce/simulator.h"
 #include "src/base/envsubst.h"
+#include "src/base/files.h"
 #include "src/base/log.h"
 #include "src/base/result.h"
 #include "src/cmd/dev_support.h"
@@ -182,7 +183,7 @@ std::map<std::string, std::string> ContainerEnv(kube::Client& client, const std:
 bool RunWorkload(kube::Client& client, const std::string& file,
                  const std::map<std::string, std::string>& vars, std::chrono::seconds timeout,
                  const std::function<double()>& elapsed) {
-  auto text = ReadText(file);
+  auto text = ReadFile(file);
   if (!text.ok()) {
     Say("hyperslice dev: workload: %s\n", text.error().ToString().c_str());
     return false;
@@ -395,7 +396,7 @@ int RunDev(CLI::App&) {
   std::vector<json::object> example_docs;
   if (f.example != "none" && !f.exit_after_ready) {
     auto env = ReadEnvFile(deploy_dir + "/examples/" + f.example + ".env");
-    auto text = ReadText(deploy_dir + "/examples/tpunodegroup.yaml");
+    auto text = ReadFile(deploy_dir + "/examples/tpunodegroup.yaml");
     if (!env.ok() || !text.ok()) {
       std::fprintf(stderr, "hyperslice dev: cannot read the example from %s/examples: %s\n",
                    deploy_dir.c_str(), (!env.ok() ? env.error() : text.error()).ToString().c_str());

@@ -42,6 +42,7 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/files.h"
 #include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/cmd/dev_support.h"
@@ -296,7 +297,7 @@ int RunDevGpu(const DevGpuOptions& f) {
 
   // The GPU operator, in process, as `hyperslice operator --gpu` runs it.
   {
-    auto ca = dev::ReadText(c.ca_cert_path());
+    auto ca = ReadFile(c.ca_cert_path());
     kube::ManagerOptions manager_options;
     manager_options.client = *client;
     manager_options.health_probe_port = 0;
@@ -329,7 +330,7 @@ int RunDevGpu(const DevGpuOptions& f) {
   // Seed 002's class and pool, unchanged.
   std::string pool_ns, pool_name, class_name;
   for (const char* file : {"gpunodeclass.yaml", "gpunodepool.yaml"}) {
-    auto text = dev::ReadText(f.deploy_dir + "/examples/" + file);
+    auto text = ReadFile(f.deploy_dir + "/examples/" + file);
     auto docs = text.ok() ? dev::YamlDocuments(*text, file)
                           : Result<std::vector<json::object> >(text.error());
     if (!docs.ok() || docs->size() != 1) {
@@ -382,7 +383,7 @@ int RunDevGpu(const DevGpuOptions& f) {
   }
 
   // The Job.
-  auto job_text = dev::ReadText(f.deploy_dir + "/examples/gpu-job.yaml");
+  auto job_text = ReadFile(f.deploy_dir + "/examples/gpu-job.yaml");
   auto job_docs = job_text.ok() ? dev::YamlDocuments(*job_text, "gpu-job.yaml")
                                 : Result<std::vector<json::object> >(job_text.error());
   if (!job_docs.ok() || job_docs->size() != 1) {

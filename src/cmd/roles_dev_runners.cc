@@ -51,6 +51,7 @@
 #include "src/base/base64.h"
 #include "src/base/command.h"
 #include "src/base/envsubst.h"
+#include "src/base/files.h"
 #include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/cmd/dev_support.h"
@@ -291,7 +292,7 @@ int RunDevRunners(const DevRunnersOptions& f) {
                  missing.c_str());
     return 2;
   }
-  auto text = dev::ReadText(f.deploy_dir + "/examples/" + kExample);
+  auto text = ReadFile(f.deploy_dir + "/examples/" + kExample);
   if (!text.ok()) {
     std::fprintf(stderr, "hyperslice dev: %s\n", text.error().ToString().c_str());
     return 2;

@@ -4,19 +4,18 @@
 #include <malloc.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
-#include "src/base/base64.h"
-
+#include "src/base/files.h"
 #include "src/base/log.h"
+#include "src/base/strings.h"
+#include "src/cmd/flags.h"
 #include "src/cmd/operator_runners.h"
 #include "src/cmd/roles.h"
 #include "src/gce/auth.h"
@@ -97,56 +96,14 @@ OperatorFlags& Flags() {
   return flags;
 }
 
-// "90s", "10m", "1h", "1h30m", "0" (Go's time.ParseDuration for the units an operator needs).
-Result<Clock::Duration> ParseDuration(const std::string& s) {
-  if (s == "0") return Clock::Duration::zero();
-  Clock::Duration total{};
-  size_t i = 0;
-  if (s.empty()) return Error::Make(Error::Code::kInvalidArgument, "empty duration");
-  while (i < s.size()) {
-    size_t j = i;
-    while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) != 0)) ++j;
-    if (j == i) break;
-    int64_t n = std::stoll(s.substr(i, j - i));
-    size_t k = j;
-    while (k < s.size() && (std::isalpha(static_cast<unsigned char>(s[k])) != 0)) ++k;
-    std::string unit = s.substr(j, k - j);
-    if (unit == "ms") {
-      total += std::chrono::milliseconds(n);
-    } else if (unit == "s") {
-      total += std::chrono::seconds(n);
-    } else if (unit == "m") {
-      total += std::chrono::minutes(n);
-    } else if (unit == "h") {
-      total += std::chrono::hours(n);
-    } else {
-      break;
-    }
-    i = k;
-  }
-  if (i != s.size()) {
-    return Error::Make(Error::Code::kInvalidArgument,
-                       "bad duration \"" + s + "\"; use e.g. 30s, 10m, 1h30m");
-  }
-  return total;
-}
-
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error::Make(Error::Code::kNotFound, "cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // An access token kept in a file that something else refreshes (a sidecar, a test): re-read on
-// every use, trailing whitespace dropped.
+// every use, surrounding white space dropped.
 class FileTokenSource final : public gce::TokenSource {
  public:
   explicit FileTokenSource(std::string path) : path_(std::move(path)) {}
   Result<std::string> Token() override {
-    HS_ASSIGN_OR_RETURN(std::string t, ReadFile(path_));
-    while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
+    HS_ASSIGN_OR_RETURN(std::string file, ReadFile(path_));
+    std::string t = TrimSpace(file);
     if (t.empty()) return Error::Make(Error::Code::kUnauthorized, path_ + " holds no token");
     return t;
   }
@@ -173,74 +130,56 @@ Result<std::shared_ptr<gce::TokenSource>> Tokens(const OperatorFlags& f) {
 // claims) and claim lifecycle, sharing one offer cache and one unavailable-offers cache.
 Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& client,
                    const OperatorFlags& f) {
-  // A bad value names its flag.
-  auto duration = [](const char* flag, const std::string& v) -> Result<Clock::Duration> {
-    auto d = ParseDuration(v);
-    if (!d.ok()) {
-      return Error::Make(Error::Code::kInvalidArgument,
-                         std::string(flag) + " " + v + ": " + d.error().message);
-    }
-    return *d;
-  };
   HS_ASSIGN_OR_RETURN(Clock::Duration offer_refresh,
-                      duration("--gpu-offer-refresh-interval", f.gpu_offer_refresh_interval));
+                      DurationFlag("--gpu-offer-refresh-interval", f.gpu_offer_refresh_interval));
   HS_ASSIGN_OR_RETURN(
       Clock::Duration credentials_check,
-      duration("--gpu-credentials-check-interval", f.gpu_credentials_check_interval));
+      DurationFlag("--gpu-credentials-check-interval", f.gpu_credentials_check_interval));
   HS_ASSIGN_OR_RETURN(Clock::Duration launch_timeout,
-                      duration("--gpu-launch-timeout", f.gpu_launch_timeout));
+                      DurationFlag("--gpu-launch-timeout", f.gpu_launch_timeout));
   HS_ASSIGN_OR_RETURN(Clock::Duration registration_timeout,
-                      duration("--gpu-registration-timeout", f.gpu_registration_timeout));
+                      DurationFlag("--gpu-registration-timeout", f.gpu_registration_timeout));
   HS_ASSIGN_OR_RETURN(Clock::Duration gc_interval,
-                      duration("--gpu-gc-interval", f.gpu_gc_interval));
-  HS_ASSIGN_OR_RETURN(Clock::Duration gc_grace, duration("--gpu-gc-grace", f.gpu_gc_grace));
-  HS_ASSIGN_OR_RETURN(Clock::Duration batch_idle, duration("--gpu-batch-idle", f.gpu_batch_idle));
-  HS_ASSIGN_OR_RETURN(Clock::Duration batch_max, duration("--gpu-batch-max", f.gpu_batch_max));
+                      DurationFlag("--gpu-gc-interval", f.gpu_gc_interval));
+  HS_ASSIGN_OR_RETURN(Clock::Duration gc_grace, DurationFlag("--gpu-gc-grace", f.gpu_gc_grace));
+  HS_ASSIGN_OR_RETURN(Clock::Duration batch_idle,
+                      DurationFlag("--gpu-batch-idle", f.gpu_batch_idle));
+  HS_ASSIGN_OR_RETURN(Clock::Duration batch_max, DurationFlag("--gpu-batch-max", f.gpu_batch_max));
   std::map<std::string, double> qps;
-  for (const std::string& e : f.gpu_provider_qps) {
-    auto eq = e.find('=');
+  HS_ASSIGN_OR_RETURN(auto qps_entries, KeyValueFlag("--gpu-provider-qps", f.gpu_provider_qps,
+                                                     "<provider>=<requests per second>"));
+  for (const auto& [provider, text] : qps_entries) {
     char* end = nullptr;
-    double v = eq == std::string::npos ? 0 : std::strtod(e.c_str() + eq + 1, &end);
-    if (eq == std::string::npos || eq == 0 || end == nullptr || *end != '\0' || !(v > 0)) {
+    double v = std::strtod(text.c_str(), &end);
+    if (end == nullptr || *end != '\0' || !(v > 0)) {
       return Error::Make(Error::Code::kInvalidArgument,
-                         "--gpu-provider-qps " + e + ": want <provider>=<requests per second>");
+                         "--gpu-provider-qps " + provider + "=" + text +
+                             ": want <provider>=<requests per second>");
     }
-    qps[e.substr(0, eq)] = v;
+    qps[provider] = v;
   }
-  std::map<std::string, std::string> endpoints;
-  for (const std::string& e : f.gpu_endpoints) {
-    auto eq = e.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == e.size()) {
-      return Error::Make(Error::Code::kInvalidArgument,
-                         "--gpu-endpoint " + e + ": want <provider>=<url>");
-    }
-    endpoints[e.substr(0, eq)] = e.substr(eq + 1);
-  }
+  HS_ASSIGN_OR_RETURN(auto endpoints,
+                      KeyValueFlag("--gpu-endpoint", f.gpu_endpoints, "<provider>=<url>"));
+  HS_ASSIGN_OR_RETURN(auto ssh_keys,
+                      KeyValueFlag("--gpu-ssh-key", f.gpu_ssh_keys, "<provider>=<key name>"));
   gpu::OperatorOptions o;
   o.client = client;
   o.cluster_id = f.cluster_id;
   o.credentials_namespace = f.credentials_namespace;
-  o.default_endpoints = endpoints;
+  for (auto& [provider, url] : endpoints) o.default_endpoints[provider] = std::move(url);
   o.provider_qps = qps;
   o.control_plane_endpoint = f.gpu_control_plane_endpoint;
   o.tailnet = f.gpu_tailnet;
-  for (const std::string& e : f.gpu_ssh_keys) {
-    auto eq = e.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == e.size()) {
-      return Error::Make(Error::Code::kInvalidArgument,
-                         "--gpu-ssh-key " + e + ": want <provider>=<key name>");
-    }
-    o.default_ssh_key_names[e.substr(0, eq)].push_back(e.substr(eq + 1));
+  for (auto& [provider, key] : ssh_keys) {
+    o.default_ssh_key_names[provider].push_back(std::move(key));
   }
   if (!f.gpu_cluster_ca_file.empty()) {
-    std::ifstream in(f.gpu_cluster_ca_file);
-    std::stringstream ca;
-    ca << in.rdbuf();
-    if (!in || ca.str().empty()) {
+    auto ca = ReadFile(f.gpu_cluster_ca_file);
+    if (!ca.ok() || ca->empty()) {
       return Error::Make(Error::Code::kInvalidArgument,
                          "--gpu-cluster-ca-file " + f.gpu_cluster_ca_file + ": cannot read it");
     }
-    o.cluster_ca_pem = ca.str();
+    o.cluster_ca_pem = *std::move(ca);
   }
   o.offer_refresh_interval = offer_refresh;
   o.credentials_check_interval = credentials_check;
@@ -261,12 +200,10 @@ Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& clie
 Result<std::unique_ptr<runners::controlnode::RunnerServers>> RegisterRunners(
     kube::Manager& mgr, const std::shared_ptr<kube::Client>& client,
     const std::shared_ptr<gce::Compute>& compute, const OperatorFlags& f) {
-  auto probe = ParseDuration(f.runners_probe_interval);
-  auto unhealthy = ParseDuration(f.runners_unhealthy_after);
-  if (!probe.ok() || !unhealthy.ok()) {
-    return Error::Make(Error::Code::kInvalidArgument,
-                       "--runners-probe-interval / --runners-unhealthy-after: bad duration");
-  }
+  HS_ASSIGN_OR_RETURN(Clock::Duration probe,
+                      DurationFlag("--runners-probe-interval", f.runners_probe_interval));
+  HS_ASSIGN_OR_RETURN(Clock::Duration unhealthy,
+                      DurationFlag("--runners-unhealthy-after", f.runners_unhealthy_after));
   RunnersPartOptions o;
   o.client = client;
   o.ns = f.runners_namespace.empty() ? f.leader_election_namespace : f.runners_namespace;
@@ -276,8 +213,8 @@ Result<std::unique_ptr<runners::controlnode::RunnerServers>> RegisterRunners(
   o.attestation_address = f.runners_attestation_address;
   o.serving_names = f.runners_serving_names;
   o.state_dir = f.runners_state_dir;
-  o.probe_interval = std::chrono::duration_cast<std::chrono::milliseconds>(*probe);
-  o.unhealthy_after = std::chrono::duration_cast<std::chrono::milliseconds>(*unhealthy);
+  o.probe_interval = std::chrono::duration_cast<std::chrono::milliseconds>(probe);
+  o.unhealthy_after = std::chrono::duration_cast<std::chrono::milliseconds>(unhealthy);
   o.workers = f.workers;
   o.insecure_registries = f.runners_insecure_registries;
   o.compute = compute;
@@ -453,11 +390,11 @@ int RunOperator(CLI::App&) {
   // peak RSS at 300 slices (bench/tpu_scale_bench) for no measurable CPU. MALLOC_ARENA_MAX wins.
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 2);
   const OperatorFlags& f = Flags();
-  auto drift = ParseDuration(f.drift_check_interval);
-  auto sweep = ParseDuration(f.orphan_sweep_interval);
-  auto lease = ParseDuration(f.lease_duration);
-  auto renew = ParseDuration(f.renew_deadline);
-  auto retry = ParseDuration(f.retry_period);
+  auto drift = DurationFlag("--drift-check-interval", f.drift_check_interval);
+  auto sweep = DurationFlag("--orphan-sweep-interval", f.orphan_sweep_interval);
+  auto lease = DurationFlag("--leader-election-lease-duration", f.lease_duration);
+  auto renew = DurationFlag("--leader-election-renew-deadline", f.renew_deadline);
+  auto retry = DurationFlag("--leader-election-retry-period", f.retry_period);
   for (const auto* d : {&drift, &sweep, &lease, &renew, &retry}) {
     if (!d->ok()) {
       log::Error("bad flag", {{"error", d->error().message}});

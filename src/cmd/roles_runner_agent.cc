@@ -6,10 +6,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,7 +15,10 @@
 #include <CLI/CLI.hpp>
 #include <boost/json/parse.hpp>
 
+#include "src/base/files.h"
 #include "src/base/log.h"
+#include "src/base/strings.h"
+#include "src/cmd/flags.h"
 #include "src/cmd/roles.h"
 #include "src/gce/metadata.h"
 #include "src/runners/agent/agent.h"
@@ -48,17 +49,12 @@ RunnerAgentFlags& Flags() {
   return flags;
 }
 
-Result<std::string> ReadFile(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error::Make(Error::Code::kInvalidArgument, "cannot read " + what + " " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
+// A file a flag names; an unreadable one is kInvalidArgument naming what it is.
+Result<std::string> ReadFlagFile(const std::string& path, const std::string& what) {
+  auto text = ReadFile(path);
+  if (!text.ok())
+    return Error::Make(Error::Code::kInvalidArgument, "cannot read " + what + " " + path);
+  return text;
 }
 
 // The identity in the state dir, or a new one from the join token (`join_token`: read only
@@ -76,7 +72,7 @@ Result<runners::link::AgentIdentity> Identity(
     return current;
   }
   HS_ASSIGN_OR_RETURN(std::string token, join_token());
-  return runners::link::Link(lo, Trim(token));
+  return runners::link::Link(lo, TrimSpace(token));
 }
 
 // --gce-metadata: what the operator put in the instance's metadata (src/runners/controlnode/
@@ -93,7 +89,7 @@ Status FromGceMetadata(RunnerAgentFlags& f, std::string* link_ca_pem,
       return Error::Make(v.error().code,
                          std::string("instance metadata ") + key + ": " + v.error().message);
     }
-    field = Trim(*v);
+    field = TrimSpace(*v);
     return OkStatus();
   };
   HS_RETURN_IF_ERROR(fill(o.runner_name, runners::controlnode::kMetadataRunnerName));
@@ -116,7 +112,7 @@ Status FromGceMetadata(RunnerAgentFlags& f, std::string* link_ca_pem,
                          "--listen 0.0.0.0:0 needs --advertise-address (no port to advertise)");
     }
     HS_ASSIGN_OR_RETURN(std::string ip, md->Get("instance/network-interfaces/0/ip"));
-    o.advertise_address = Trim(ip) + ":" + port;
+    o.advertise_address = TrimSpace(ip) + ":" + port;
   }
   if (f.join_token_file.empty()) {
     *join_token = [md]() -> Result<std::string> {
@@ -209,7 +205,7 @@ int RunRunnerAgent(CLI::App&) {
       return Error::Make(Error::Code::kInvalidArgument,
                          "no identity in the state dir and no --join-token-file to link with");
     }
-    return ReadFile(f.join_token_file, "join token file");
+    return ReadFlagFile(f.join_token_file, "join token file");
   };
   if (f.gce_metadata) {
     if (Status st = FromGceMetadata(f, &link_ca_pem, &join_token); !st.ok()) {
@@ -223,23 +219,18 @@ int RunRunnerAgent(CLI::App&) {
     log::Error("runner-agent needs --name, --link-endpoint and --link-ca-file (or --gce-metadata)");
     return 2;
   }
-  for (const auto& kv : f.capacity) {
-    auto eq = kv.find('=');
-    if (eq == std::string::npos) {
-      log::Error("bad --capacity (want resource=quantity)", {{"value", kv}});
+  auto capacity = KeyValueFlag("--capacity", f.capacity, "resource=quantity");
+  auto devices = KeyValueFlag("--device", f.devices, "resource=host_path[:container_path]");
+  for (const auto* kvs : {&capacity, &devices}) {
+    if (!kvs->ok()) {
+      log::Error("bad flag", {{"error", kvs->error().message}});
       return 2;
     }
-    o.capacity[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  for (const auto& d : f.devices) {
-    auto eq = d.find('=');
-    if (eq == std::string::npos) {
-      log::Error("bad --device (want resource=host_path[:container_path])", {{"value", d}});
-      return 2;
-    }
+  for (auto& [resource, quantity] : *capacity) o.capacity[resource] = std::move(quantity);
+  for (const auto& [resource, paths] : *devices) {
     runners::agent::DeviceConfig dc;
-    dc.resource = d.substr(0, eq);
-    std::string paths = d.substr(eq + 1);
+    dc.resource = resource;
     auto colon = paths.find(':');
     dc.host_path = paths.substr(0, colon);
     if (colon != std::string::npos) dc.container_path = paths.substr(colon + 1);
@@ -266,14 +257,14 @@ int RunRunnerAgent(CLI::App&) {
   }
 
   BlockStopSignals();
-  auto link_ca = link_ca_pem.empty() ? ReadFile(f.link_ca_file, "link CA file")
+  auto link_ca = link_ca_pem.empty() ? ReadFlagFile(f.link_ca_file, "link CA file")
                                      : Result<std::string>(link_ca_pem);
   if (!link_ca.ok()) {
     log::Error("runner agent cannot start", {{"error", link_ca.error().message}});
     return 2;
   }
   if (!f.workload_policy_file.empty()) {
-    auto text = ReadFile(f.workload_policy_file, "workload policy file");
+    auto text = ReadFlagFile(f.workload_policy_file, "workload policy file");
     boost::system::error_code ec;
     boost::json::value v = text.ok() ? boost::json::parse(*text, ec) : boost::json::value();
     if (!text.ok() || ec || !v.is_object()) {

@@ -3,8 +3,6 @@
 // SIGTERM/SIGINT.
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -12,7 +10,9 @@
 #include <boost/json.hpp>
 
 #include "sim/gce/simulator.h"
+#include "src/base/files.h"
 #include "src/base/log.h"
+#include "src/base/strings.h"
 #include "src/cmd/roles.h"
 
 namespace hyperslice::cmd {
@@ -169,11 +169,9 @@ int RunSim(CLI::App&) {
   }
   o.static_tokens = f.static_tokens;
   if (!f.static_token_file.empty()) {
-    std::ifstream in(f.static_token_file);
-    std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back())))
-      token.pop_back();
-    if (!in.good() && token.empty()) {
+    auto file = ReadFile(f.static_token_file);
+    std::string token = file.ok() ? TrimSpace(*file) : "";
+    if (token.empty()) {
       std::fprintf(stderr, "cannot read --static-token-file %s\n", f.static_token_file.c_str());
       return 2;
     }

@@ -2,8 +2,6 @@
 // processes, for tests, `hyperslice dev` and the providers' own clients. Each prints
 // {"provider","api","control"} as one JSON line on stdout, then serves until SIGTERM/SIGINT.
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -15,6 +13,7 @@
 #include "sim/paperspace/simulator.h"
 #include "sim/runpod/simulator.h"
 #include "sim/vast/simulator.h"
+#include "src/base/files.h"
 #include "src/base/log.h"
 #include "src/cmd/roles.h"
 
@@ -119,10 +118,8 @@ int RunMarketSim() {
     }
   }
   if (!f.listings_file.empty()) {
-    std::ifstream in(f.listings_file);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     boost::system::error_code ec;
-    auto v = boost::json::parse(text, ec);
+    auto v = boost::json::parse(ReadFileOrEmpty(f.listings_file), ec);
     if (ec || !v.is_array()) {
       std::fprintf(stderr, "--listings-file %s: not a JSON array\n", f.listings_file.c_str());
       return 2;

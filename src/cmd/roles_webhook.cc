@@ -8,11 +8,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "src/base/log.h"
+#include "src/cmd/flags.h"
 #include "src/cmd/roles.h"
 #include "src/kube/client.h"
 #include "src/kube/config.h"
@@ -60,16 +62,18 @@ int RunWebhook(CLI::App& app) {
   o.validating_config = f.validating_config;
   o.cert_file = f.tls_cert_file;
   o.key_file = f.tls_key_file;
-  for (auto [text, out] :
-       {std::pair(&f.ca_lifetime, &o.ca_lifetime), std::pair(&f.cert_lifetime, &o.serving_lifetime),
-        std::pair(&f.check_interval, &o.check_interval),
-        std::pair(&f.propagation_delay, &o.propagation_delay)}) {
-    Result<std::chrono::seconds> d = webhook::ParseDuration(*text);
+  for (auto [flag, text, out] :
+       {std::tuple("--self-signed-ca-lifetime", &f.ca_lifetime, &o.ca_lifetime),
+        std::tuple("--self-signed-cert-lifetime", &f.cert_lifetime, &o.serving_lifetime),
+        std::tuple("--self-signed-check-interval", &f.check_interval, &o.check_interval),
+        std::tuple("--self-signed-propagation-delay", &f.propagation_delay,
+                   &o.propagation_delay)}) {
+    auto d = DurationFlag(flag, *text);
     if (!d.ok()) {
       log::Error("bad flag", {{"error", d.error().message}});
       return 2;
     }
-    *out = *d;
+    *out = std::chrono::duration_cast<std::chrono::seconds>(*d);
   }
 
   sigset_t stop_signals;

@@ -3,13 +3,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 
 #include <boost/json/parse.hpp>
 #include <boost/url/parse.hpp>
 
+#include "src/base/files.h"
 #include "src/base/log.h"
 #include "src/gce/internal/jwt.h"
 
@@ -272,14 +271,6 @@ class Metadata final : public CachingTokenSource {
   std::shared_ptr<net::HttpClient> http_;
 };
 
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error::Make(Code::kNotFound, "cannot read credentials file " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 Result<ServiceAccountKey> ParseServiceAccountKey(std::string_view json) {
@@ -343,7 +334,9 @@ Result<std::shared_ptr<TokenSource>> MetadataTokenSource(const TokenSourceOption
 
 Result<std::shared_ptr<TokenSource>> CredentialsFileTokenSource(const std::string& path,
                                                                 const TokenSourceOptions& options) {
-  HS_ASSIGN_OR_RETURN(auto text, ReadFile(path));
+  auto file = ReadFile(path);
+  if (!file.ok()) return Error::Make(Code::kNotFound, "cannot read credentials file " + path);
+  const std::string& text = *file;
   boost::system::error_code ec;
   auto v = boost::json::parse(text, ec);
   if (ec || !v.is_object()) {

@@ -1,18 +1,15 @@
-#include <charconv>
 #include <string>
 
 #include <boost/json/parse.hpp>
 
+#include "src/base/json.h"
 #include "src/gce/internal/errors.h"
+#include "src/net/status.h"
 
 namespace hyperslice::gce::internal {
 namespace {
 
-std::string StringField(const boost::json::object& o, std::string_view key) {
-  const auto* v = o.if_contains(key);
-  if (v == nullptr || !v->is_string()) return {};
-  return std::string(v->as_string());
-}
+using jsonfield::StringField;
 
 bool IsRateLimitReason(std::string_view reason) {
   return reason == "rateLimitExceeded" || reason == "userRateLimitExceeded" ||
@@ -30,27 +27,23 @@ Error::Code CodeFor(int http_status, std::string_view reason) {
   if (IsRateLimitReason(reason)) return C::kTooManyRequests;
   // A stockout is capacity that may appear later: retryable by the caller, not by the client.
   if (IsStockout(reason)) return C::kUnavailable;
+  // Google's overrides of the common mapping: a 409 is kAlreadyExists unless its reason says
+  // otherwise, and statuses Compute Engine does not answer with stay kUnknown.
   switch (http_status) {
-    case 400:
-      return C::kInvalidArgument;
-    case 401:
-      return C::kUnauthorized;
-    case 403:
-      return C::kForbidden;
-    case 404:
-      return C::kNotFound;
     case 409:
       return reason.empty() || reason == "alreadyExists" || reason == "RESOURCE_ALREADY_EXISTS"
                  ? C::kAlreadyExists
                  : C::kConflict;
-    case 412:
-      return C::kConflict;
-    case 429:
-      return C::kTooManyRequests;
-    default:
+    case 405:
+    case 406:
+    case 410:
+    case 413:
+    case 415:
+    case 422:
       break;
+    default:
+      if (Error::Code c = net::ErrorCodeForStatus(http_status); c != C::kUnknown) return c;
   }
-  if (http_status >= 500 && http_status <= 599) return C::kUnavailable;
   if (reason == "RESOURCE_NOT_FOUND") return C::kNotFound;
   if (reason == "RESOURCE_ALREADY_EXISTS") return C::kAlreadyExists;
   if (reason == "CONDITION_NOT_MET") return C::kConflict;
@@ -82,14 +75,10 @@ Error ErrorFromResponse(int http_status, std::string_view body, std::string_view
     if (e.message.empty()) e.message = "HTTP " + std::to_string(http_status);
   }
   e.code = CodeFor(http_status, e.reason);
-  if (!retry_after.empty()) {
-    long long seconds = 0;
-    auto [p, rc] =
-        std::from_chars(retry_after.data(), retry_after.data() + retry_after.size(), seconds);
-    if (rc == std::errc() && p == retry_after.data() + retry_after.size() && seconds >= 0 &&
-        seconds < 3600) {
-      e.retry_after = std::chrono::seconds(seconds);
-    }
+  // Google's override: a Retry-After of an hour or more is not waited for.
+  if (auto seconds = net::RetryAfterSeconds(retry_after);
+      seconds && *seconds < std::chrono::hours(1)) {
+    e.retry_after = *seconds;
   }
   return e;
 }
@@ -113,7 +102,7 @@ Error ErrorFromOperation(const boost::json::object& operation) {
   }
   if (e.message.empty()) e.message = StringField(operation, "httpErrorMessage");
   if (e.message.empty()) e.message = "operation failed";
-  const std::string name = StringField(operation, "name");
+  const std::string name(StringField(operation, "name"));
   if (!name.empty()) e.message = "operation " + name + ": " + e.message;
   e.code = CodeFor(e.http_status, e.reason);
   return e;

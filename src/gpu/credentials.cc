@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 
 #include "src/base/base64.h"
+#include "src/base/strings.h"
 #include "src/gpu/provider.h"
 #include "src/kube/client.h"
 #include "src/kube/resource.h"
@@ -53,11 +54,8 @@ class FromSecret final : public CredentialSource {
     if (!decoded.ok()) {
       return MakeError(ErrorKind::kUnauthorized, where + ": the value is not base64");
     }
-    std::string value = std::move(*decoded);
-    while (!value.empty() &&
-           (value.back() == '\n' || value.back() == '\r' || value.back() == ' ')) {
-      value.pop_back();  // `kubectl create secret --from-file` keeps the file's newline
-    }
+    // `kubectl create secret --from-file` keeps the file's newline.
+    std::string value = TrimSpace(*decoded);
     if (value.empty()) return MakeError(ErrorKind::kUnauthorized, where + ": the value is empty");
     cached_ = value;
     fetched_ = now;

@@ -14,6 +14,8 @@
 #include <set>
 #include <tuple>
 
+#include "src/base/strings.h"
+
 namespace hyperslice::gpu {
 
 namespace {
@@ -300,12 +302,6 @@ std::optional<std::string> CanadianProvince(const std::string& p) {
   return std::nullopt;
 }
 
-std::string Trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.erase(0, 1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  return s;
-}
-
 // Country + subdivision -> region.
 std::optional<std::string> ByPlace(const std::string& country, const std::string& sub) {
   if (country == "US") {
@@ -391,8 +387,8 @@ Normalized NormalizeRegionUncached(std::string_view provider, std::string_view r
   }
   // Vast geolocation: "California, US", "Quebec, CA", "Sweden, SE", "SE".
   auto comma = up.rfind(',');
-  std::string country = Trim(comma == std::string::npos ? up : up.substr(comma + 1));
-  std::string sub = comma == std::string::npos ? "" : Trim(up.substr(0, comma));
+  std::string country = TrimSpace(comma == std::string::npos ? up : up.substr(comma + 1));
+  std::string sub = comma == std::string::npos ? "" : TrimSpace(up.substr(0, comma));
   if (country.size() == 2) {
     if (auto r = ByPlace(country, sub)) return {*r, true};
   }

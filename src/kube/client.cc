@@ -13,6 +13,7 @@
 #include "src/base/log.h"
 #include "src/kube/internal/rest_metrics.h"
 #include "src/kube/internal/watch_decoder.h"
+#include "src/net/status.h"
 
 namespace hyperslice::kube {
 namespace {
@@ -427,6 +428,8 @@ class ClientImpl : public Client {
   std::unique_ptr<TokenBucket> limiter_;
 };
 
+// Kubernetes' override of the common status mapping (src/net/status.h): a Status's reason decides
+// first (a 500 with reason NotFound is kNotFound).
 Error::Code CodeForReason(std::string_view reason) {
   using C = Error::Code;
   if (reason == "NotFound") return C::kNotFound;
@@ -446,34 +449,6 @@ Error::Code CodeForReason(std::string_view reason) {
     return C::kUnavailable;
   }
   return C::kUnknown;
-}
-
-Error::Code CodeForStatus(int status) {
-  using C = Error::Code;
-  switch (status) {
-    case 400:
-    case 405:
-    case 406:
-    case 413:
-    case 415:
-    case 422:
-      return C::kInvalidArgument;
-    case 401:
-      return C::kUnauthorized;
-    case 403:
-      return C::kForbidden;
-    case 404:
-      return C::kNotFound;
-    case 409:
-    case 412:
-      return C::kConflict;
-    case 410:
-      return C::kGone;
-    case 429:
-      return C::kTooManyRequests;
-    default:
-      return status >= 500 ? C::kUnavailable : C::kUnknown;
-  }
 }
 
 }  // namespace
@@ -511,15 +486,13 @@ Error ErrorFromResponse(const net::Response& resp) {
     }
   }
   e.code = CodeForReason(e.reason);
-  if (e.code == Error::Code::kUnknown) e.code = CodeForStatus(resp.status);
+  if (e.code == Error::Code::kUnknown) e.code = net::ErrorCodeForStatus(resp.status);
   if (e.message.empty()) {
     e.message = "HTTP " + std::to_string(resp.status);
     if (!resp.body.empty()) e.message += ": " + Truncate(resp.body, 200);
   }
-  if (std::string h = resp.Header("retry-after"); !h.empty()) {
-    char* end = nullptr;
-    long long secs = std::strtoll(h.c_str(), &end, 10);  // NOLINT(google-runtime-int)
-    if (end != h.c_str() && *end == '\0' && secs >= 0) retry_seconds = secs;
+  if (auto secs = net::RetryAfterSeconds(resp.Header("retry-after"))) {
+    retry_seconds = secs->count();
   }
   if (retry_seconds >= 0 && (resp.status == 429 || resp.status >= 500)) {
     e.retry_after = std::chrono::seconds(retry_seconds);

@@ -15,8 +15,6 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include <openssl/bio.h>
@@ -27,7 +25,9 @@
 #include <boost/json.hpp>
 
 #include "src/base/base64.h"
+#include "src/base/files.h"
 #include "src/base/log.h"
+#include "src/base/strings.h"
 
 extern char** environ;  // NOLINT: POSIX
 
@@ -44,14 +44,10 @@ Error Invalid(std::string msg) {
 // --- small helpers --------------------------------------------------------------------------
 
 Result<std::string> ReadFile(const std::string& path, const std::string& what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
+  auto text = hyperslice::ReadFile(path);
+  if (!text.ok())
     return Invalid("cannot read " + what + " file " + path + ": " + std::strerror(errno));
-  }
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) return Invalid("cannot read " + what + " file " + path);
-  return ss.str();
+  return text;
 }
 
 std::string Resolve(const std::string& base_dir, const std::string& path) {
@@ -435,9 +431,7 @@ Result<Config> InClusterConfig(const std::string& sa_dir) {
   cfg.bearer_token_file = sa_dir + "/token";
   auto ns = ReadFile(sa_dir + "/namespace", "namespace");
   if (ns.ok()) {
-    std::string n = *ns;
-    while (!n.empty() && std::isspace(static_cast<unsigned char>(n.back()))) n.pop_back();
-    cfg.default_namespace = n;
+    cfg.default_namespace = TrimSpace(*ns);
   }
   return cfg;
 }
@@ -498,8 +492,7 @@ Result<ExecCredential> RunExecPlugin(const ExecPlugin& plugin, const Config& clu
   HS_ASSIGN_OR_RETURN(auto po,
                       RunProcess(plugin.command, plugin.args, env, std::chrono::seconds(60)));
   auto fail = [&](const std::string& what) {
-    std::string err = po.err.substr(0, 512);
-    while (!err.empty() && std::isspace(static_cast<unsigned char>(err.back()))) err.pop_back();
+    std::string err = TrimSpace(po.err.substr(0, 512));
     return Error::Make(Error::Code::kUnauthorized, "exec plugin " + plugin.command + " " + what +
                                                        (err.empty() ? std::string() : ": " + err));
   };
@@ -592,9 +585,7 @@ Result<std::string> Credentials::AuthorizationHeader() {
         if (file_token_.empty())
           return Error::Make(Error::Code::kUnauthorized, text.error().message);
       } else {
-        std::string t = *text;
-        while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
-        file_token_ = t;
+        file_token_ = TrimSpace(*text);
       }
       file_checked_ = now;
     }

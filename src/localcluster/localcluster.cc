@@ -22,6 +22,7 @@
 #include <boost/json/value.hpp>
 
 #include "src/base/log.h"
+#include "src/base/strings.h"
 #include "src/localcluster/internal/pki.h"
 #include "src/localcluster/internal/process.h"
 #include "src/net/http.h"
@@ -79,8 +80,7 @@ Result<std::string> FindBinDir(const Options& options) {
   std::array<char, 4096> buf{};
   while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
   int rc = pclose(pipe);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r' || out.back() == ' '))
-    out.pop_back();
+  out = TrimSpace(out);
   if (auto nl = out.rfind('\n'); nl != std::string::npos) out = out.substr(nl + 1);
   if (rc != 0 || out.empty())
     return Err(Error::Code::kInternal,

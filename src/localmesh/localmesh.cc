@@ -21,6 +21,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "src/base/files.h"
+#include "src/base/strings.h"
+
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX leaves it undeclared
 
 namespace hyperslice::localmesh {
@@ -28,28 +31,16 @@ namespace {
 
 Error Fail(std::string message) { return Error::Make(Error::Code::kInternal, std::move(message)); }
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
-  return s;
-}
-
 std::string Describe(const std::vector<std::string>& argv, const CommandResult& r) {
   std::string cmd;
   for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
-  return cmd + ": exit " + std::to_string(r.exit_code) + ": " + Trim(r.errors + r.output);
+  return cmd + ": exit " + std::to_string(r.exit_code) + ": " + TrimSpace(r.errors + r.output);
 }
 
 Status RunOk(const std::vector<std::string>& argv) {
   auto r = RunCommand(argv);
   if (r.exit_code != 0) return Fail(Describe(argv, r));
   return OkStatus();
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 bool Executable(const std::string& path) { return ::access(path.c_str(), X_OK) == 0; }
@@ -415,12 +406,12 @@ Result<std::unique_ptr<Headscale>> Headscale::Start(const std::string& bin_dir,
   CommandResult r;
   while ((r = hs->Cli({"apikeys", "create", "--expiration", "1h"})).exit_code != 0) {
     if (!hs->process_->Running() || std::chrono::steady_clock::now() > deadline) {
-      return Fail("headscale apikeys create: " + Trim(r.errors + r.output) +
+      return Fail("headscale apikeys create: " + TrimSpace(r.errors + r.output) +
                   "; headscale's log:\n" + hs->Log());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  hs->api_key_ = Trim(r.output);
+  hs->api_key_ = TrimSpace(r.output);
   if (hs->api_key_.empty() || hs->api_key_.find_first_of(" \n") != std::string::npos) {
     return Fail("headscale apikeys create printed no single key");  // output not echoed: a key
   }
@@ -435,7 +426,7 @@ CommandResult Headscale::Cli(const std::vector<std::string>& args) const {
   return RunCommand(argv);
 }
 
-std::string Headscale::Log() const { return process_ ? ReadFile(process_->log_path()) : ""; }
+std::string Headscale::Log() const { return process_ ? ReadFileOrEmpty(process_->log_path()) : ""; }
 
 // --- MeshLan ---
 
@@ -539,6 +530,8 @@ CommandResult Tailscaled::Cli(const std::vector<std::string>& args) const {
   return ns_->Run(argv);
 }
 
-std::string Tailscaled::Log() const { return process_ ? ReadFile(process_->log_path()) : ""; }
+std::string Tailscaled::Log() const {
+  return process_ ? ReadFileOrEmpty(process_->log_path()) : "";
+}
 
 }  // namespace hyperslice::localmesh

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "src/base/command.h"
+#include "src/base/strings.h"
 #include "src/net/http.h"
 
 extern char** environ;  // NOLINT(readability-redundant-declaration): POSIX leaves it undeclared
@@ -141,8 +142,7 @@ Result<std::string> Registry::PushTestImage(const std::string& repo, const std::
   }
   auto r = RunCommand({"skopeo", "inspect", "--tls-verify=false", "--format", "{{.Digest}}", dest});
   if (r.exit_code != 0) return Failed("skopeo inspect", r);
-  std::string digest = r.output;
-  while (!digest.empty() && (digest.back() == '\n' || digest.back() == ' ')) digest.pop_back();
+  std::string digest = TrimSpace(r.output);
   return host() + "/" + repo + "@" + digest;
 }
 

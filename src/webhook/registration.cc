@@ -1,10 +1,9 @@
 // RegisterConfigurations (webhook.h): deploy/'s admission configurations pointed at a URL.
-#include <fstream>
-#include <sstream>
 
 #include <boost/json.hpp>
 
 #include "src/base/base64.h"
+#include "src/base/files.h"
 #include "src/kube/client.h"
 #include "src/kube/yaml.h"
 #include "src/webhook/webhook.h"
@@ -15,11 +14,8 @@ namespace json = boost::json;
 
 Status RegisterConfigurations(kube::Client& client, const std::string& file,
                               const std::string& base_url, const std::string& ca_pem) {
-  std::ifstream in(file);
-  if (!in) return Error::Make(Error::Code::kNotFound, "cannot read " + file);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto docs = kube::ObjectsFromYaml(text.str());
+  HS_ASSIGN_OR_RETURN(std::string text, ReadFile(file));
+  auto docs = kube::ObjectsFromYaml(text);
   if (!docs.ok())
     return Error::Make(Error::Code::kInvalidArgument, file + ": " + docs.error().message);
   int registered = 0;

@@ -6,13 +6,13 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/json.hpp>
 
 #include "src/base/base64.h"
+#include "src/base/files.h"
 #include "src/base/log.h"
 #include "src/kube/client.h"
 #include "src/net/pki.h"
@@ -133,13 +133,6 @@ Status WriteFileAtomically(const std::string& path, const std::string& content) 
   std::filesystem::rename(tmp, path, ec);
   if (ec) return Error::Make(Error::Code::kInternal, "cannot rename " + tmp + ": " + ec.message());
   return OkStatus();
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // Every PEM certificate in a bundle, as its base64 body without whitespace (comparable).
@@ -382,7 +375,7 @@ class SelfSignedImpl : public SelfSignedCertificates {
 
   // What every replica does with the Secret's state: serve its pair, publish its bundle.
   Status Apply(const PkiState& s) {
-    if (ReadFile(o_.key_file) != s.tls_key || ReadFile(o_.cert_file) != s.tls_crt) {
+    if (ReadFileOrEmpty(o_.key_file) != s.tls_key || ReadFileOrEmpty(o_.cert_file) != s.tls_crt) {
       // The server re-reads the pair when either file changes and keeps the previous one while
       // the two do not match, so the order of the two renames does not matter.
       HS_RETURN_IF_ERROR(WriteFileAtomically(o_.key_file, s.tls_key));
@@ -476,39 +469,6 @@ class SelfSignedImpl : public SelfSignedCertificates {
 };
 
 }  // namespace
-
-Result<std::chrono::seconds> ParseDuration(const std::string& s) {
-  if (s.empty()) return Error::Make(Error::Code::kInvalidArgument, "empty duration");
-  int64_t total = 0;
-  size_t i = 0;
-  while (i < s.size()) {
-    size_t start = i;
-    int64_t n = 0;
-    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
-      n = n * 10 + (s[i] - '0');
-      if (n > int64_t{1} << 40) {
-        return Error::Make(Error::Code::kInvalidArgument, "duration too long: " + s);
-      }
-      ++i;
-    }
-    if (i == start || i == s.size()) {
-      return Error::Make(Error::Code::kInvalidArgument,
-                         "invalid duration \"" + s + "\": use e.g. 90d, 2160h, 30m, 45s");
-    }
-    char unit = s[i++];
-    int64_t mult = unit == 's'   ? 1
-                   : unit == 'm' ? 60
-                   : unit == 'h' ? 3600
-                   : unit == 'd' ? 86400
-                                 : 0;
-    if (mult == 0) {
-      return Error::Make(Error::Code::kInvalidArgument,
-                         "invalid duration unit in \"" + s + "\": use s, m, h or d");
-    }
-    total += n * mult;
-  }
-  return std::chrono::seconds(total);
-}
 
 Result<std::unique_ptr<SelfSignedCertificates>> SelfSignedCertificates::Start(
     std::shared_ptr<kube::Client> client, SelfSignedOptions options) {

@@ -55,9 +55,6 @@ struct SelfSignedOptions {
   std::chrono::seconds propagation_delay = std::chrono::minutes(1);
 };
 
-// "90d", "2160h", "30m", "45s", "1h30m": a non-negative duration in whole seconds.
-Result<std::chrono::seconds> ParseDuration(const std::string& s);
-
 class SelfSignedCertificates {
  public:
   virtual ~SelfSignedCertificates() = default;

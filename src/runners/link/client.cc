@@ -7,9 +7,8 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
+#include "src/base/files.h"
 #include "src/runners/agent.grpc.pb.h"
 #include "src/runners/link/link.h"
 
@@ -19,14 +18,6 @@ namespace {
 namespace v1 = ::hyperslice::runners::v1;
 
 std::string Dir(const std::string& state_dir) { return state_dir + "/identity"; }
-
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error::Make(Error::Code::kNotFound, "cannot read " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Written to a temporary name and renamed, so a crash never leaves half a key; created 0600.
 Status WritePrivate(const std::string& path, const std::string& data) {

@@ -4,18 +4,12 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/strings.h"
+
 namespace hyperslice::runners::kubeletapi::internal {
 namespace bj = boost::json;
 
-namespace {
-
-std::string Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return std::string(s);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string NegotiateProtocol(const std::vector<std::string>& client,
                               const std::vector<std::string_view>& server) {
@@ -24,7 +18,7 @@ std::string NegotiateProtocol(const std::vector<std::string>& client,
     while (start <= value.size()) {
       size_t comma = value.find(',', start);
       if (comma == std::string::npos) comma = value.size();
-      std::string p = Trim(std::string_view(value).substr(start, comma - start));
+      std::string p = TrimSpace(std::string_view(value).substr(start, comma - start));
       if (!p.empty() && std::find(server.begin(), server.end(), p) != server.end()) return p;
       start = comma + 1;
     }
