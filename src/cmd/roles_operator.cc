@@ -152,9 +152,10 @@ Status RegisterGpu(kube::Manager& mgr, const std::shared_ptr<kube::Client>& clie
     char* end = nullptr;
     double v = std::strtod(text.c_str(), &end);
     if (end == nullptr || *end != '\0' || !(v > 0)) {
+      std::string message = "--gpu-provider-qps ";
+      message.append(provider).append("=").append(text);
       return Error::Make(Error::Code::kInvalidArgument,
-                         "--gpu-provider-qps " + provider + "=" + text +
-                             ": want <provider>=<requests per second>");
+                         message + ": want <provider>=<requests per second>");
     }
     qps[provider] = v;
   }
