@@ -158,6 +158,12 @@ void SetupRunnerAgent(CLI::App& app) {
                  "resource=host_path[:container_path] device node handed to containers that "
                  "ask for the resource (repeatable)");
   app.add_flag("--allow-host-network", o.allow_host_network, "let pods use the host's network");
+  app.add_option("--pod-cidr", o.pod_cidr,
+                 "IPv4 CIDR of the pods' addresses (a bridge in the agent's network namespace "
+                 "holds its first address; each pod gets a veth and the next free one); without "
+                 "it pods have only a loopback and no pod IP");
+  app.add_option("--pod-bridge", o.pod_bridge, "name of the pods' bridge (with --pod-cidr)")
+      ->capture_default_str();
   app.add_option("--require-digest", o.require_digest,
                  "refuse images referenced by tag (true/false)")
       ->capture_default_str();

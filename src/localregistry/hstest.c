@@ -8,17 +8,25 @@
  *   write:PATH      create PATH with "ok" (prints "write PATH: error" when it cannot)
  *   sleep:SECONDS   sleep
  *   exit:CODE       exit with CODE
+ *   serve:PORT:TEXT answer every TCP connection to PORT (any IPv4 address) with TEXT and a
+ *                   newline, forever (prints "serving PORT" once listening)
+ *   connect:IP:PORT print "connect IP:PORT: " and what the server sends (or the error)
+ *   tty             print "tty=yes rows=R cols=C" when stdin is a terminal, else "tty=no"
+ *   readline        read one line from stdin and print "line=<it>"
  *   token:AUD:NONCE ask the sealed runner's agent for an attestation token for audience AUD
  *                   (which may contain colons; NONCE may not) (POST /v1/token on
  *                   /run/hyperslice/teeserver.sock) and print "token=<JWT>", or
  *                   "token error: <status line or errno>"; with HS_TEE_KEY (64 hex) in the
  *                   environment the request binds that key (tee_pubkey_sha256)
  * With no arguments it prints "hstest" and exits 0. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -79,6 +87,61 @@ static void token(const char* spec) {
   printf("token=%s\n", start + 4);
 }
 
+static void serve(const char* spec) {
+  int port = atoi(spec);
+  const char* text = strchr(spec, ':');
+  text = text ? text + 1 : "";
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((unsigned short)port);
+  if (fd < 0 || bind(fd, (struct sockaddr*)&sa, sizeof sa) != 0 || listen(fd, 16) != 0) {
+    printf("serve %d: %s\n", port, strerror(errno));
+    return;
+  }
+  printf("serving %d\n", port);
+  fflush(stdout);
+  for (;;) {
+    int c = accept(fd, NULL, NULL);
+    if (c < 0) continue;
+    if (write(c, text, strlen(text)) < 0 || write(c, "\n", 1) < 0) perror("write");
+    close(c);
+  }
+}
+
+static void connect_to(const char* spec) {
+  char ip[64];
+  const char* colon = strrchr(spec, ':');
+  if (!colon || (size_t)(colon - spec) >= sizeof ip) {
+    printf("connect error: want connect:IP:PORT\n");
+    return;
+  }
+  memcpy(ip, spec, (size_t)(colon - spec));
+  ip[colon - spec] = 0;
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((unsigned short)atoi(colon + 1));
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (inet_pton(AF_INET, ip, &sa.sin_addr) != 1 || fd < 0 ||
+      connect(fd, (struct sockaddr*)&sa, sizeof sa) != 0) {
+    printf("connect %s: error %s\n", spec, strerror(errno));
+    if (fd >= 0) close(fd);
+    return;
+  }
+  char buf[512];
+  ssize_t n, len = 0;
+  while (len < (ssize_t)sizeof buf - 1 &&
+         (n = read(fd, buf + len, sizeof buf - 1 - (size_t)len)) > 0)
+    len += n;
+  buf[len] = 0;
+  close(fd);
+  printf("connect %s: %s", spec, buf);
+}
+
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IONBF, 0);
   if (argc < 2) {
@@ -121,6 +184,21 @@ int main(int argc, char** argv) {
       sleep((unsigned)atoi(a + 6));
     } else if (strncmp(a, "token:", 6) == 0) {
       token(a + 6);
+    } else if (strncmp(a, "serve:", 6) == 0) {
+      serve(a + 6);
+    } else if (strncmp(a, "connect:", 8) == 0) {
+      connect_to(a + 8);
+    } else if (strcmp(a, "tty") == 0) {
+      struct winsize ws;
+      if (isatty(0) && ioctl(0, TIOCGWINSZ, &ws) == 0)
+        printf("tty=yes rows=%d cols=%d\n", ws.ws_row, ws.ws_col);
+      else
+        printf("tty=no\n");
+    } else if (strcmp(a, "readline") == 0) {
+      char line[512];
+      if (!fgets(line, sizeof line, stdin)) line[0] = 0;
+      line[strcspn(line, "\r\n")] = 0;
+      printf("line=%s\n", line);
     } else if (strncmp(a, "exit:", 5) == 0) {
       return atoi(a + 5);
     } else {

@@ -49,6 +49,11 @@ struct AgentOptions {
   std::map<std::string, std::string> capacity;  // resource -> quantity
   std::vector<DeviceConfig> devices;
   bool allow_host_network = false;
+  // The pods' network (src/runners/README.md "Pod network"): a bridge `pod_bridge` in the agent's
+  // network namespace and a veth with an address from `pod_cidr` per pod. Empty: each pod gets a
+  // loopback-only namespace and no pod IP.
+  std::string pod_cidr;
+  std::string pod_bridge = "hs0";
   bool require_digest = true;
   // Sealed runners (issue 21; src/runners/README.md "Workload policy"): the WorkloadPolicy every
   // RunPod must satisfy (images by digest signed by its keys, its launch policy). With it the

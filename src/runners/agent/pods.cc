@@ -433,6 +433,14 @@ Status PodManager::EnsureSandbox(Pod& pod) {
     if (r.exit_code != 0) {
       return Error::Make(Error::Code::kInternal, "cannot bring up the pod's loopback: " + r.errors);
     }
+    if (o_.network != nullptr) {
+      HS_ASSIGN_OR_RETURN(std::string ip, o_.network->Attach(uid, ns, pod.dir));
+      std::lock_guard lock(mu_);
+      if (pod.status.pod_ip() != ip) {
+        pod.status.set_pod_ip(ip);
+        Publish(pod);
+      }
+    }
   }
   for (const auto& v : pod.spec.volumes()) {
     std::string dir = pod.dir + "/volumes/" + v.name();
@@ -710,6 +718,11 @@ Status PodManager::Delete(const std::string& uid, std::optional<std::chrono::sec
       result = Error::Make(Error::Code::kInternal, "cannot unmount " + rootfs);
     }
   }
+  std::optional<std::string> ip;
+  if (o_.network != nullptr && !pod->spec.host_network()) {
+    ip = PodNetwork::AddressOf(pod->dir);
+    if (Status st = o_.network->Detach(uid); !st.ok()) result = st;
+  }
   if (!pod->spec.host_network() && fs::exists("/var/run/netns/" + NetnsName(uid))) {
     // A namespace whose last process is still exiting can refuse deletion for a moment (seen
     // under load: the namespace outlived the pod); try a few times before reporting it.
@@ -725,7 +738,11 @@ Status PodManager::Delete(const std::string& uid, std::optional<std::chrono::sec
     }
   }
   std::error_code ec;
-  if (result.ok()) fs::remove_all(pod->dir, ec);
+  if (result.ok()) {
+    fs::remove_all(pod->dir, ec);
+    // Free only once the record is gone: a restarted agent must never see it taken twice.
+    if (ip && !ec) o_.network->Release(*ip);
+  }
   std::lock_guard lock(mu_);
   for (const auto& [name, list] : pod->devices) {
     for (const auto& d : list) used_devices_.erase(d.host_path);

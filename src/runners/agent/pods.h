@@ -23,6 +23,7 @@
 #include "src/runners/agent/bundle.h"
 #include "src/runners/agent/image_store.h"
 #include "src/runners/agent/logs.h"
+#include "src/runners/agent/podnet.h"
 #include "src/runners/agent/runtime.h"
 #include "src/runners/policy/policy.h"
 
@@ -41,6 +42,9 @@ struct PodManagerOptions {
   std::string host_ip;                              // reported as pod IP for host-network pods
   std::chrono::milliseconds restart_backoff{2000};  // doubled per restart, at most 5 min
   std::string ip_binary = "ip";                     // iproute2, for the pods' network namespaces
+  // The pods' network (--pod-cidr); null: each pod's namespace has only its loopback and the pod
+  // reports no IP (host-network pods report host_ip either way). Outlives the manager.
+  PodNetwork* network = nullptr;
   // Sealed runners: every RunPod is checked against this policy (signatures read through
   // `signatures`); both outlive the manager.
   const policy::WorkloadPolicy* workload_policy = nullptr;

@@ -126,8 +126,11 @@ Status Runtime::Delete(const std::string& id) const {
 }
 
 std::vector<std::string> Runtime::ExecArgv(const std::string& id,
-                                           const std::vector<std::string>& command) const {
-  std::vector<std::string> argv = {binary_, "--root", root_, "exec", id};
+                                           const std::vector<std::string>& command,
+                                           bool tty) const {
+  std::vector<std::string> argv = {binary_, "--root", root_, "exec"};
+  if (tty) argv.emplace_back("--tty");
+  argv.push_back(id);
   argv.insert(argv.end(), command.begin(), command.end());
   return argv;
 }

@@ -52,9 +52,10 @@ class Runtime {
   Status Kill(const std::string& id, const std::string& signal) const;
   // `delete --force`: kills what is left and removes the runtime's state and cgroups.
   Status Delete(const std::string& id) const;
-  // argv for `exec` of `command` in container `id`.
-  std::vector<std::string> ExecArgv(const std::string& id,
-                                    const std::vector<std::string>& command) const;
+  // argv for `exec` of `command` in container `id`; `tty`: with a new terminal (runc's
+  // foreground mode copies between it and runc's own stdio, which must then be a terminal).
+  std::vector<std::string> ExecArgv(const std::string& id, const std::vector<std::string>& command,
+                                    bool tty) const;
   const std::string& binary() const { return binary_; }
   const std::string& root() const { return root_; }
 

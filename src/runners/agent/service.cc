@@ -2,6 +2,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -60,6 +62,131 @@ std::string NewBootId() {
   return buf.data();
 }
 
+// Writes all of `data` to `fd` (a pipe or a terminal's master); false when it is closed.
+bool WriteAll(int fd, const std::string& data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// The exit of an exec whose command could not be started (the call itself succeeds).
+grpc::Status ExecFailed(grpc::ServerReaderWriter<v1::ExecOutput, v1::ExecInput>* stream,
+                        const std::string& why) {
+  v1::ExecOutput out;
+  out.mutable_exit()->set_code(-1);
+  out.mutable_exit()->set_error(why);
+  stream->Write(out);
+  return grpc::Status::OK;
+}
+
+// Starts the runtime's `args` with these descriptors as its stdin, stdout, stderr. Returns its
+// pid, or the errno of posix_spawn as a negative number.
+pid_t SpawnRuntime(std::vector<std::string> args, int in, int out, int err) {
+  std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in, STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, err, STDERR_FILENO);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return rc == 0 ? pid : -rc;
+}
+
+// Exec with a terminal (kubectl exec -it): runc's foreground mode with a new terminal — runc
+// makes the container's pty and copies between it and its own stdio, which is the slave of a pty
+// the agent holds, so the client's bytes go to our master and the command's come back from it.
+// (runc takes --console-socket only with --detach, and a detached exec's exit status goes to no
+// process of ours: foreground runc exits with the command's status.) Resizes set our pty's size
+// and SIGWINCH tells runc to copy it to the container's. stdout only: a terminal merges stderr.
+grpc::Status ServeTtyExec(const Runtime& runtime, const std::string& id,
+                          const std::vector<std::string>& command, grpc::ServerContext* ctx,
+                          grpc::ServerReaderWriter<v1::ExecOutput, v1::ExecInput>* stream) {
+  int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) {
+    if (master >= 0) ::close(master);
+    return ExecFailed(stream, "cannot open a terminal: " + std::string(std::strerror(errno)));
+  }
+  std::array<char, 128> name{};
+  int slave = ::ptsname_r(master, name.data(), name.size()) == 0
+                  ? ::open(name.data(), O_RDWR | O_NOCTTY | O_CLOEXEC)
+                  : -1;
+  if (slave < 0) {
+    ::close(master);
+    return ExecFailed(stream,
+                      "cannot open the terminal's slave: " + std::string(std::strerror(errno)));
+  }
+  winsize ws{};
+  ws.ws_row = 24;
+  ws.ws_col = 80;
+  ::ioctl(master, TIOCSWINSZ, &ws);
+  pid_t pid = SpawnRuntime(runtime.ExecArgv(id, command, /*tty=*/true), slave, slave, slave);
+  ::close(slave);
+  if (pid < 0) {
+    ::close(master);
+    return ExecFailed(stream, "cannot run the runtime: " + std::string(std::strerror(-pid)));
+  }
+  std::atomic<bool> finished{false};
+  std::thread input([&] {
+    v1::ExecInput msg;
+    while (!finished && stream->Read(&msg)) {
+      if (msg.has_stdin()) {
+        if (!WriteAll(master, msg.stdin())) break;
+      } else if (msg.has_resize() && msg.resize().width() > 0 && msg.resize().height() > 0) {
+        winsize size{};
+        size.ws_col = static_cast<unsigned short>(msg.resize().width());
+        size.ws_row = static_cast<unsigned short>(msg.resize().height());
+        ::ioctl(master, TIOCSWINSZ, &size);
+        ::kill(pid, SIGWINCH);  // runc resizes the container's terminal on it
+      } else if (msg.has_close_stdin() && msg.close_stdin()) {
+        (void)WriteAll(master, "\x04");  // end of input, as a terminal says it
+      }
+    }
+  });
+  std::array<char, 32768> buf{};
+  int status = 0;
+  bool exited = false;
+  // Until the terminal hangs up (EIO once no process holds its slave: runc has exited) or runc
+  // has exited and nothing more comes.
+  while (true) {
+    pollfd pfd{master, POLLIN, 0};
+    int n = ::poll(&pfd, 1, exited ? 50 : 200);
+    if (n < 0 && errno != EINTR) break;
+    if (ctx->IsCancelled() && !exited) ::kill(pid, SIGKILL);
+    if (n > 0) {
+      ssize_t got = ::read(master, buf.data(), buf.size());
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      v1::ExecOutput o;
+      o.set_stdout(std::string(buf.data(), static_cast<size_t>(got)));
+      stream->Write(o);
+      continue;
+    }
+    if (exited) break;
+    exited = ::waitpid(pid, &status, WNOHANG) == pid;
+  }
+  while (!exited && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  finished = true;
+  v1::ExecOutput exit;
+  exit.mutable_exit()->set_code(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  stream->Write(exit);
+  // A client that never half-closes would keep Read() blocked: end the call for it.
+  ctx->TryCancel();
+  input.join();
+  ::close(master);
+  return grpc::Status::OK;
+}
+
 // Exec: `runtime exec` with pipes; output streamed as it comes, the exit code last.
 grpc::Status ServeExec(const Runtime& runtime, PodManager& pods, grpc::ServerContext* ctx,
                        grpc::ServerReaderWriter<v1::ExecOutput, v1::ExecInput>* stream) {
@@ -68,44 +195,29 @@ grpc::Status ServeExec(const Runtime& runtime, PodManager& pods, grpc::ServerCon
     return {grpc::StatusCode::INVALID_ARGUMENT, "the first message must be ExecInput.start"};
   }
   const auto& start = first.start();
-  auto fail = [&](const std::string& why) {
-    v1::ExecOutput out;
-    out.mutable_exit()->set_code(-1);
-    out.mutable_exit()->set_error(why);
-    stream->Write(out);
-    return grpc::Status::OK;
-  };
   if (start.command().empty()) return {grpc::StatusCode::INVALID_ARGUMENT, "exec needs a command"};
   auto id = pods.RunningContainer(start.uid(), start.container());
   if (!id.ok()) return ToGrpc(id.error());
-  if (start.tty()) return fail("exec with a terminal is not supported by this runner");
+  if (start.tty()) {
+    return ServeTtyExec(runtime, *id, {start.command().begin(), start.command().end()}, ctx,
+                        stream);
+  }
   std::array<int, 2> in{-1, -1}, out{-1, -1}, err{-1, -1};
   if (::pipe2(in.data(), O_CLOEXEC) != 0 || ::pipe2(out.data(), O_CLOEXEC) != 0 ||
       ::pipe2(err.data(), O_CLOEXEC) != 0) {
     return {grpc::StatusCode::INTERNAL, "cannot create pipes"};
   }
-  std::vector<std::string> args =
-      runtime.ExecArgv(*id, {start.command().begin(), start.command().end()});
-  std::vector<char*> argv;
-  argv.reserve(args.size() + 1);
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  pid_t pid = SpawnRuntime(
+      runtime.ExecArgv(*id, {start.command().begin(), start.command().end()}, /*tty=*/false), in[0],
+      out[1], err[1]);
   ::close(in[0]);
   ::close(out[1]);
   ::close(err[1]);
-  if (rc != 0) {
+  if (pid < 0) {
     ::close(in[1]);
     ::close(out[0]);
     ::close(err[0]);
-    return fail("cannot run the runtime: " + std::string(std::strerror(rc)));
+    return ExecFailed(stream, "cannot run the runtime: " + std::string(std::strerror(-pid)));
   }
   // stdin from the client on its own thread (the only reader of the stream); this thread is the
   // only writer.
@@ -116,13 +228,7 @@ grpc::Status ServeExec(const Runtime& runtime, PodManager& pods, grpc::ServerCon
       v1::ExecInput msg;
       while (!finished && stream->Read(&msg)) {
         if (msg.has_stdin()) {
-          const std::string& d = msg.stdin();
-          size_t off = 0;
-          while (off < d.size()) {
-            ssize_t n = ::write(fd, d.data() + off, d.size() - off);
-            if (n <= 0 && errno != EINTR) break;
-            if (n > 0) off += static_cast<size_t>(n);
-          }
+          (void)WriteAll(fd, msg.stdin());
         } else if (msg.has_close_stdin() && msg.close_stdin()) {
           break;
         }
@@ -392,6 +498,14 @@ class AgentImpl final : public Agent {
     auto host = link::HostOf(o_.advertise_address.empty() ? o_.listen : o_.advertise_address);
     po.host_ip = host.ok() ? *host : "";
     po.restart_backoff = o_.restart_backoff;
+    if (!o_.pod_cidr.empty()) {
+      PodNetworkOptions no;
+      no.cidr = o_.pod_cidr;
+      no.bridge = o_.pod_bridge;
+      no.pods_dir = o_.state_dir + "/pods";
+      HS_ASSIGN_OR_RETURN(network_, PodNetwork::Make(std::move(no)));
+      po.network = network_.get();
+    }
     if (o_.workload_policy) {
       signatures_ = policy::NewRegistrySignatureSource(ro);
       po.workload_policy = &*o_.workload_policy;
@@ -491,6 +605,7 @@ class AgentImpl final : public Agent {
   std::unique_ptr<Runtime> runtime_;
   std::unique_ptr<Attester> attester_;  // sealed only; outlives pods_ (their before_start)
   std::unique_ptr<ImageStore> images_;
+  std::unique_ptr<PodNetwork> network_;                  // outlives pods_ (declared before it)
   std::unique_ptr<policy::SignatureSource> signatures_;  // sealed: the workload policy's reads
   std::unique_ptr<PodManager> pods_;
   std::unique_ptr<Service> service_;

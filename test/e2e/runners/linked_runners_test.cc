@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -26,6 +27,7 @@
 #include "src/runners/controlnode/api.h"
 #include "test/testenv/command.h"
 #include "test/testenv/eventually.h"
+#include "test/testenv/own_netns.h"
 #include "test/testenv/registry.h"
 #include "test/testenv/runner_agent.h"
 #include "test/testenv/runners_env.h"
@@ -118,6 +120,7 @@ class LinkedRunnersTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     skip_ = testenv::RunnerToolsMissing();
+    if (skip_.empty()) skip_ = testenv::OwnNetworkNamespaceError();
     if (!skip_.empty()) return;
     testenv::RunnersEnvOptions eo;
     eo.name = "runners-e2e";
@@ -169,13 +172,18 @@ class LinkedRunnersTest : public ::testing::Test {
     env_.reset();
   }
 
-  // (Re)starts a runner's agent: link flags, the registry, 4 CPUs, its region and zone.
+  // (Re)starts a runner's agent: link flags, the registry, 4 CPUs, its region and zone, its pod
+  // network (a bridge of its own in this binary's network namespace, own_netns.h).
   static bool Start(testenv::RunnerAgent& a) {
-    const std::string region = &a == eu_.get() ? "europe-west4" : "us-central1";
+    const bool eu = &a == eu_.get();
+    const std::string region = eu ? "europe-west4" : "us-central1";
     return a.Start(env_->servers().link_port(), env_->ca_file(),
                    {"--insecure-registry", env_->registry().host(), "--capacity", "cpu=4",
-                    "--capacity", "memory=8Gi", "--region", region, "--zone", region + "-a"});
+                    "--capacity", "memory=8Gi", "--region", region, "--zone", region + "-a",
+                    "--pod-cidr", eu ? kEuPodCidr : kUsPodCidr, "--pod-bridge", "hs-" + a.name()});
   }
+  static constexpr char kEuPodCidr[] = "192.0.2.128/26";
+  static constexpr char kUsPodCidr[] = "192.0.2.192/26";
   void SetUp() override {
     if (!skip_.empty()) GTEST_SKIP() << skip_;
   }
@@ -377,6 +385,79 @@ TEST_F(LinkedRunnersTest, AKilledRunnerIsLostThenRelinksWithoutOrphans) {
         return s && jsonfield::IntField(*s, "succeeded").value_or(0) == 1;
       },
       90s));
+}
+
+// A pod on a runner gets an address from its runner's --pod-cidr, which the control node writes
+// as status.podIP (kubectl get pod -o wide shows it); kubectl exec -it gives the command a
+// terminal (kubectl itself runs under script(1), as in a user's terminal) and its exit code.
+TEST_F(LinkedRunnersTest, APodHasItsRunnersPodIpAndExecWithATerminal) {
+  ASSERT_TRUE(Eventually(
+      [] { return RunnerPhase("runner-eu") == "Linked" && RunnerPhase("runner-us") == "Linked"; },
+      60s));
+  Create(kube::resources::Pods(), env_->ns(),
+         R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"net"},"spec":{)"
+         R"("terminationGracePeriodSeconds":1,)"  // hstest is PID 1 and ignores SIGTERM
+         R"("tolerations":[{"key":"runners.hyperslice.dev/control-node","operator":"Exists",)"
+         R"("effect":"NoSchedule"}],"containers":[{"name":"main","image":")" +
+             env_->image() +
+             R"(","args":["serve:8080:hello-net"],)"
+             R"("resources":{"requests":{"cpu":"1","memory":"64Mi"}}}]}})");
+  std::string ip, runner;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto p = Get(kube::resources::Pods(), env_->ns(), "net");
+        if (!p) return false;
+        ip = testenv::StringAt(*p, "status", "podIP");
+        runner = testenv::StringAt(*p, "metadata.annotations", "runners.hyperslice.dev/runner");
+        return !ip.empty() && testenv::StringAt(*p, "status", "phase") == "Running";
+      },
+      60s))
+      << "podIP " << ip;
+  // In the chosen runner's CIDR: .130-.190 for runner-eu (.129 is its bridge), .194-.254 for
+  // runner-us.
+  const std::string prefix = "192.0.2.";
+  ASSERT_EQ(ip.rfind(prefix, 0), 0u) << ip;
+  int last = std::stoi(ip.substr(prefix.size()));
+  if (runner == "runner-eu") {
+    EXPECT_TRUE(last >= 130 && last <= 190) << ip;
+  } else {
+    EXPECT_EQ(runner, "runner-us");
+    EXPECT_TRUE(last >= 194 && last <= 254) << ip;
+  }
+  auto wide = testenv::Kubectl({"get", "pod", "-n", env_->ns(), "net", "-o", "wide"});
+  EXPECT_EQ(wide.exit_code, 0) << wide.output;
+  EXPECT_NE(wide.output.find(ip), std::string::npos) << wide.output;
+  EXPECT_NE(wide.output.find(kControlNode), std::string::npos) << wide.output;
+  std::cout << wide.output;
+
+  // kubectl exec -it: the command sees a terminal, reads the line typed, exits 5. script gives
+  // kubectl a terminal; its input is typed 2 s in (kubectl is connected by then) and held open
+  // a little longer so that the end of input does not end the session first.
+  const std::string kubectl = testenv::KubectlPath() + " --kubeconfig " +
+                              testenv::Cluster().kubeconfig_path() + " exec -it -n " + env_->ns() +
+                              " net -- /hstest tty readline connect:" + ip + ":8080 exit:5";
+  auto tty = RunCommand(
+      {"sh", "-c",
+       "(sleep 2; printf 'typed-line\\r'; sleep 4) | script -qec '" + kubectl + "' /dev/null"});
+  EXPECT_EQ(tty.exit_code, 5) << tty.output << tty.errors;
+  EXPECT_NE(tty.output.find("tty=yes"), std::string::npos) << tty.output;
+  EXPECT_NE(tty.output.find("line=typed-line"), std::string::npos) << tty.output;
+  // The pod reaches its own server by its pod IP.
+  EXPECT_NE(tty.output.find("connect " + ip + ":8080: hello-net"), std::string::npos) << tty.output;
+  // Deleted as a user does (gracefully: the control node deletes it on its runner, then the
+  // object goes); its runner removes the veth and the namespace.
+  const std::string uid =
+      testenv::StringAt(*Get(kube::resources::Pods(), env_->ns(), "net"), "metadata", "uid");
+  ASSERT_TRUE(env_->client()
+                  ->Delete(kube::resources::Pods(), env_->ns(), "net",
+                           {"Background", 1, std::nullopt, std::nullopt})
+                  .ok());
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return !Get(kube::resources::Pods(), env_->ns(), "net") &&
+               !std::filesystem::exists("/var/run/netns/hs-" + uid);
+      },
+      60s));
 }
 
 }  // namespace
