@@ -146,22 +146,27 @@ TEST_F(SealedAgentTest, RefusesPodsViolatingTheLaunchPolicy) {
 }
 
 TEST_F(SealedAgentTest, ExecAndLogsAreRefused) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  auto stream = stub_->Exec(&ctx);
-  v1::ExecInput start;
-  start.mutable_start()->set_uid("s-signed");
-  start.mutable_start()->set_container("main");
-  start.mutable_start()->add_command("/hstest");
-  stream->Write(start);
-  stream->WritesDone();
-  v1::ExecOutput out;
-  EXPECT_FALSE(stream->Read(&out));
-  grpc::Status st = stream->Finish();
-  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_NE(st.error_message().find("AdministrativeAccessForbidden: exec is refused"),
-            std::string::npos)
-      << st.error_message();
+  // With a terminal or without.
+  grpc::Status st;
+  for (bool tty : {false, true}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    auto stream = stub_->Exec(&ctx);
+    v1::ExecInput start;
+    start.mutable_start()->set_uid("s-signed");
+    start.mutable_start()->set_container("main");
+    start.mutable_start()->set_tty(tty);
+    start.mutable_start()->add_command("/hstest");
+    stream->Write(start);
+    stream->WritesDone();
+    v1::ExecOutput out;
+    EXPECT_FALSE(stream->Read(&out)) << "tty " << tty;
+    st = stream->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << "tty " << tty;
+    EXPECT_NE(st.error_message().find("AdministrativeAccessForbidden: exec is refused"),
+              std::string::npos)
+        << st.error_message();
+  }
 
   grpc::ClientContext lctx;
   v1::LogsRequest lr;
