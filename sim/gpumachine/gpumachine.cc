@@ -272,6 +272,33 @@ Result<JoinConfig> ReadPayload(const boost::json::object& payload, const std::st
   return Unusable("the payload is neither a script nor a Talos machine config");
 }
 
+std::optional<RunnerAgentContainer> ReadRunnerAgentContainer(const boost::json::object& payload) {
+  RunnerAgentContainer c;
+  if (const auto* image = payload.if_contains("image"); image != nullptr && image->is_string()) {
+    c.image = std::string(image->as_string());
+  }
+  if (const auto* env = payload.if_contains("env"); env != nullptr && env->is_object()) {
+    for (const auto& [k, v] : env->as_object()) {
+      if (v.is_string()) c.env[std::string(k)] = std::string(v.as_string());
+    }
+  }
+  if (const auto* args = payload.if_contains("args"); args != nullptr) {
+    if (args->is_string()) {
+      std::istringstream words{std::string(args->as_string())};
+      for (std::string w; words >> w;) c.args.push_back(w);
+    } else if (args->is_array()) {
+      for (const auto& a : args->as_array()) {
+        if (a.is_string()) c.args.emplace_back(a.as_string());
+      }
+    }
+  }
+  if (c.image.empty() || c.args.empty() || c.args.front() != "runner-agent" ||
+      !c.env.contains("HYPERSLICE_LINK_ENDPOINT")) {
+    return std::nullopt;
+  }
+  return c;
+}
+
 struct Fleet::Impl {
   explicit Impl(Options o) : o_(std::move(o)) {}
 
@@ -297,6 +324,7 @@ struct Fleet::Impl {
 
   void Handle(const market::Instance& i) {
     std::unique_ptr<kubelet::Agent> gone;
+    std::function<void()> stop_container;
     {
       std::lock_guard lock(mu_);
       Entry& e = machines_[i.id];
@@ -304,10 +332,16 @@ struct Fleet::Impl {
       e.m.state = i.state;
       if (i.state == market::State::kStopping || i.state == market::State::kTerminated) {
         gone = std::move(e.agent);
+        stop_container = std::exchange(e.stop_container, nullptr);
         e.m.joined = false;
       } else if (i.state != market::State::kRunning || e.booted) {
         return;
       }
+    }
+    if (stop_container) {
+      stop_container();  // the container is gone with its machine
+      log::Info("sim gpumachine: machine stopped", {{"instance", i.id}});
+      return;
     }
     if (gone) {
       gone->Vanish();  // the machine is off: no more Lease, status or pods
@@ -323,6 +357,7 @@ struct Fleet::Impl {
   }
 
   void Boot(const market::Instance& i) {
+    if (auto container = ReadRunnerAgentContainer(i.payload)) return StartContainer(i, *container);
     std::string provider = o_.market->options().provider;
     auto cfg = ReadPayload(i.payload, provider, i.id);
     auto record = [&](const std::string& reason, const std::string& message) {
@@ -372,6 +407,31 @@ struct Fleet::Impl {
     e.agent = std::move(*agent);
   }
 
+  void StartContainer(const market::Instance& i, const RunnerAgentContainer& c) {
+    auto record = [&](const std::string& reason, const std::string& message) {
+      std::lock_guard lock(mu_);
+      Entry& e = machines_[i.id];
+      e.booted = true;
+      e.m.kind = "runner-agent";
+      e.m.reason = reason;
+      e.m.message = message;
+      log::Warn("sim gpumachine: machine not joining",
+                {{"instance", i.id}, {"reason", reason}, {"message", message}});
+    };
+    if (!o_.runner_agent) {
+      return record("RunnerAgentUnavailable", "the machine runs a runner-agent container");
+    }
+    auto stop = o_.runner_agent(i, c);
+    if (!stop.ok()) return record("RunnerAgentFailed", stop.error().message);
+    log::Info("sim gpumachine: runner-agent container started", {{"instance", i.id}});
+    std::lock_guard lock(mu_);
+    Entry& e = machines_[i.id];
+    e.booted = true;
+    e.m.kind = "runner-agent";
+    e.m.joined = true;
+    e.stop_container = std::move(*stop);
+  }
+
   void Stop() {
     {
       std::lock_guard lock(mu_);
@@ -392,6 +452,7 @@ struct Fleet::Impl {
     }
     for (auto& [id, e] : machines) {
       if (e.agent) e.agent->Vanish();
+      if (e.stop_container) e.stop_container();
     }
   }
 
@@ -399,6 +460,7 @@ struct Fleet::Impl {
     Machine m;
     bool booted = false;  // its payload was read (a machine boots once)
     std::unique_ptr<kubelet::Agent> agent;
+    std::function<void()> stop_container;  // a runner-agent container's (Options::runner_agent)
   };
 
   Machine Snapshot(const Entry& e) const {

@@ -7,6 +7,8 @@
 //     token) and /etc/hyperslice/kubelet.env (node name, provider-id prefix, labels, taints) are
 //     read as the machine's shell would write them; the instance id is what `cloud-init query
 //     v1.instance_id` answers on that machine: its provider instance id;
+//   - a runner-agent container (a marketplace Runner's machine): started through
+//     Options::runner_agent, stopped when the machine stops;
 //   - a Talos machine config: the v1alpha1 document's cluster.token, cluster.ca.crt and
 //     cluster.controlPlane.endpoint, machine.nodeLabels / nodeTaints, the HostnameConfig's
 //     hostname; the providerID is `<market provider>://<instance id>`, as Talos's platform code
@@ -75,6 +77,17 @@ Result<std::string> UnpackScriptStub(std::string_view stub);
 Result<JoinConfig> ReadPayload(const boost::json::object& payload, const std::string& provider,
                                const std::string& instance_id);
 
+// A marketplace Runner's container (src/runners/controlnode/market_runner.h): `args` start with
+// `runner-agent` and `env` carries HYPERSLICE_LINK_ENDPOINT (and the runner name, runners CA,
+// join token the agent reads with --link-from-env).
+struct RunnerAgentContainer {
+  std::string image;
+  std::map<std::string, std::string> env;
+  std::vector<std::string> args;  // RunPod's dockerArgs split at spaces; Vast's args as given
+};
+// nullopt when the payload is not such a container (a join script, a Talos config, another image).
+std::optional<RunnerAgentContainer> ReadRunnerAgentContainer(const boost::json::object& payload);
+
 struct Options {
   market::Market* market = nullptr;  // required; must outlive the fleet
   bool run_pods = true;              // run the pods bound to each Node (PodRuntime)
@@ -84,6 +97,12 @@ struct Options {
   // The tailnet seam: called before the kubelet starts when the payload brings up Tailscale (the
   // key and login server as the payload gives them). Empty: such a machine stays unjoined.
   std::function<Status(const market::Instance&, const JoinConfig&)> tailnet;
+  // The runner-agent seam: starts a runner-agent container's agent when its machine runs (tests:
+  // the real `hyperslice runner-agent` on a loopback address of its own, with the container's
+  // env); the function returned stops it when the machine stops or terminates. Empty: such a
+  // machine stays unjoined (RunnerAgentUnavailable).
+  std::function<Result<std::function<void()>>(const market::Instance&, const RunnerAgentContainer&)>
+      runner_agent;
 };
 
 struct Machine {
@@ -92,7 +111,7 @@ struct Machine {
   bool joined = false;        // an agent runs (it may still be bootstrapping)
   std::string reason;         // why it did not join: "PayloadUnusable", "TailnetUnavailable"
   std::string message;        // never holds a credential
-  std::string kind;           // "script", "talos" or "" (unread)
+  std::string kind;           // "script", "talos", "runner-agent" or "" (unread)
   kubelet::AgentState agent;  // when joined
 };
 

@@ -30,6 +30,13 @@ Result<RunnersPart> StartRunnersPart(kube::Manager& mgr, RunnersPartOptions opti
   }
   if (!options.instance_image.empty()) o.gce.boot_image = options.instance_image;
   o.gce.startup_script = options.instance_startup_script;
+  o.market.agent_image = options.agent_image;
+  o.market.link_endpoint = o.gce.link_endpoint;
+  o.market.ca_bundle_pem = part.ca.ca.cert_pem;
+  if (!options.agent_image.empty()) {
+    o.market.classes = cn::GpuNodeClassSource(options.client, options.credentials_namespace,
+                                              options.provider_endpoints);
+  }
   grpc::SslCredentialsOptions so;
   so.pem_root_certs = part.ca.ca.cert_pem;
   so.pem_cert_chain = part.ca.control_node.cert_pem;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,13 @@ struct RunnersPartOptions {
   std::string link_advertise_address;
   std::string instance_image;           // boot image; empty: GceProvisionerOptions' default
   std::string instance_startup_script;  // the instances' startup-script item; empty: none
+  // spec.marketplace Runners: the container image (entrypoint `hyperslice`) their rented
+  // machines run, where a GPUNodeClass's credentialsRef without namespace is read, and the API
+  // base per provider for classes that name no endpoint. No image: such Runners stay Pending
+  // (MarketNotConfigured).
+  std::string agent_image;
+  std::string credentials_namespace = "tgp-system";
+  std::map<std::string, std::string> provider_endpoints;
 };
 
 struct RunnersPart {

@@ -89,6 +89,7 @@ struct OperatorFlags {
   std::string runners_link_advertise_address;
   std::string runners_instance_image;
   std::string runners_instance_startup_script_file;
+  std::string runners_agent_image;
 };
 
 OperatorFlags& Flags() {
@@ -221,6 +222,11 @@ Result<std::unique_ptr<runners::controlnode::RunnerServers>> RegisterRunners(
   o.compute = compute;
   o.link_advertise_address = f.runners_link_advertise_address;
   o.instance_image = f.runners_instance_image;
+  o.agent_image = f.runners_agent_image;
+  o.credentials_namespace = f.credentials_namespace;
+  HS_ASSIGN_OR_RETURN(auto endpoints,
+                      KeyValueFlag("--gpu-endpoint", f.gpu_endpoints, "<provider>=<url>"));
+  for (auto& [provider, url] : endpoints) o.provider_endpoints[provider] = std::move(url);
   if (!f.runners_instance_startup_script_file.empty()) {
     HS_ASSIGN_OR_RETURN(o.instance_startup_script,
                         ReadFile(f.runners_instance_startup_script_file));
@@ -379,6 +385,10 @@ void SetupOperator(CLI::App& app) {
   app.add_option("--runners-instance-startup-script-file", f.runners_instance_startup_script_file,
                  "startup-script of spec.gce Runners' instances (it starts `hyperslice "
                  "runner-agent --gce-metadata`)");
+  app.add_option("--runners-agent-image", f.runners_agent_image,
+                 "container image (entrypoint hyperslice) spec.marketplace Runners' rented "
+                 "machines run; their GPUNodeClass's providers use --gpu-endpoint and "
+                 "--credentials-namespace");
   app.add_option("--gpu-cluster-ca-file", f.gpu_cluster_ca_file,
                  "PEM file of the cluster CA rented machines verify the apiserver with (default: "
                  "the CA this operator trusts)");

@@ -6,10 +6,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -24,6 +26,7 @@
 #include "src/runners/agent/agent.h"
 #include "src/runners/agent/runtime.h"
 #include "src/runners/controlnode/gce_runner.h"
+#include "src/runners/controlnode/market_runner.h"
 #include "src/runners/link/link.h"
 
 namespace hyperslice::cmd {
@@ -40,6 +43,7 @@ struct RunnerAgentFlags {
   int restart_backoff_ms = 2000;
   bool print_reference_values = false;
   bool gce_metadata = false;
+  bool link_from_env = false;
   CLI::App* shim = nullptr;
   runners::agent::ShimOptions shim_options;
 };
@@ -127,6 +131,47 @@ Status FromGceMetadata(RunnerAgentFlags& f, std::string* link_ca_pem,
   return OkStatus();
 }
 
+// --link-from-env: a marketplace container (src/runners/controlnode/market_runner.h) gets the
+// runner name, link endpoint, runners CA and join token as env. The token is taken out of the
+// environment at once (kept in memory), so no shim or container this agent starts inherits it.
+Status FromEnv(RunnerAgentFlags& f, std::string* link_ca_pem,
+               std::function<Result<std::string>()>* join_token) {
+  namespace cn = runners::controlnode;
+  auto env = [](const char* key) {
+    const char* v = std::getenv(key);
+    return std::string(v != nullptr ? v : "");
+  };
+  auto& o = f.options;
+  if (o.runner_name.empty()) o.runner_name = env(cn::kEnvRunnerName);
+  if (f.link_endpoint.empty()) f.link_endpoint = env(cn::kEnvLinkEndpoint);
+  if (f.link_ca_file.empty()) *link_ca_pem = env(cn::kEnvRunnersCa);
+  std::string token = env(cn::kEnvJoinToken);
+  ::unsetenv(cn::kEnvJoinToken);
+  if (f.join_token_file.empty() && !token.empty()) {
+    *join_token = [token]() -> Result<std::string> { return token; };
+  }
+  // Listening on every interface of a rented container: control nodes dial the public address
+  // and mapped port the provider gives it (RunPod: RUNPOD_PUBLIC_IP, RUNPOD_TCP_PORT_<port>;
+  // Vast: PUBLIC_IPADDR, VAST_TCP_PORT_<port>).
+  if (o.advertise_address.empty() && o.listen.rfind("0.0.0.0:", 0) == 0) {
+    const std::string port = o.listen.substr(o.listen.find(':') + 1);
+    static constexpr std::pair<const char*, const char*> kPublic[] = {
+        {"RUNPOD_PUBLIC_IP", "RUNPOD_TCP_PORT_"}, {"PUBLIC_IPADDR", "VAST_TCP_PORT_"}};
+    for (const auto& [ip, mapped] : kPublic) {
+      std::string host = env(ip), p = env((std::string(mapped) + port).c_str());
+      if (!host.empty() && !p.empty()) o.advertise_address = host + ":" + p;
+    }
+    if (o.advertise_address.empty()) {
+      return Error::Make(
+          Error::Code::kInvalidArgument,
+          "--listen 0.0.0.0:" + port + " needs --advertise-address (no public address in the env)");
+    }
+  }
+  log::Info("runner agent: link parameters from the environment",
+            {{"runner", o.runner_name}, {"link_endpoint", f.link_endpoint}});
+  return OkStatus();
+}
+
 }  // namespace
 
 void SetupRunnerAgent(CLI::App& app) {
@@ -149,6 +194,11 @@ void SetupRunnerAgent(CLI::App& app) {
                "boot on a GCE VM: read the runner name, link endpoint, runners CA and join token "
                "the operator put in the instance's metadata (GCE_METADATA_HOST honoured); flags "
                "given win; with --listen 0.0.0.0:<port> it advertises the VM's address");
+  app.add_flag("--link-from-env", f.link_from_env,
+               "boot in a rented container: read the runner name, link endpoint, runners CA and "
+               "join token from HYPERSLICE_RUNNER_NAME, HYPERSLICE_LINK_ENDPOINT, "
+               "HYPERSLICE_RUNNERS_CA and HYPERSLICE_JOIN_TOKEN (flags given win); with --listen "
+               "0.0.0.0:<port> it advertises the provider's public address and mapped port");
   app.add_option("--runtime", o.runtime, "OCI runtime binary (runc, or crun where it works)")
       ->capture_default_str();
   app.add_option("--capacity", f.capacity,
@@ -219,10 +269,18 @@ int RunRunnerAgent(CLI::App&) {
       return 1;
     }
   }
+  if (f.link_from_env) {
+    if (Status st = FromEnv(f, &link_ca_pem, &join_token); !st.ok()) {
+      log::Error("runner agent cannot read its environment", {{"error", st.error().message}});
+      return 2;
+    }
+  }
   // Checked here, not by CLI11: the shim subcommand does not take them.
   if (!f.print_reference_values && (o.runner_name.empty() || f.link_endpoint.empty() ||
                                     (f.link_ca_file.empty() && link_ca_pem.empty()))) {
-    log::Error("runner-agent needs --name, --link-endpoint and --link-ca-file (or --gce-metadata)");
+    log::Error(
+        "runner-agent needs --name, --link-endpoint and --link-ca-file (or --gce-metadata, "
+        "--link-from-env)");
     return 2;
   }
   auto capacity = KeyValueFlag("--capacity", f.capacity, "resource=quantity");

@@ -11,6 +11,7 @@
 #include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/gpu/api.h"
+#include "src/gpu/class_providers.h"
 #include "src/gpu/credentials.h"
 #include "src/gpu/internal/claim.h"
 #include "src/gpu/talos.h"
@@ -26,53 +27,11 @@ namespace hyperslice::gpu {
 namespace {
 
 namespace bj = boost::json;
-using jsonfield::ArrayField;
-using jsonfield::BoolField;
-using jsonfield::IntField;
 using jsonfield::ObjectField;
 using jsonfield::StringField;
 using kube::ObjectPtr;
 
-// One providers[] entry of a class spec, as the controller reads it.
-struct ProviderSpec {
-  std::string name;
-  bool enabled = true;
-  int priority = 100;
-  std::vector<std::string> regions;
-  std::string endpoint;
-  SecretRef credentials;
-  // What the client was built from: a change rebuilds it and re-checks at once.
-  std::string Fingerprint() const {
-    return endpoint + "|" + credentials.ns + "/" + credentials.name + "#" + credentials.key;
-  }
-};
-
-std::vector<ProviderSpec> ReadProviders(const bj::object& spec) {
-  std::vector<ProviderSpec> out;
-  const bj::array* providers = ArrayField(spec, "providers");
-  if (providers == nullptr) return out;
-  for (const bj::value& v : *providers) {
-    const bj::object* p = v.if_object();
-    if (p == nullptr) continue;
-    ProviderSpec s;
-    s.name = std::string(StringField(*p, "name"));
-    s.enabled = BoolField(*p, "enabled").value_or(true);
-    s.priority = static_cast<int>(IntField(*p, "priority").value_or(100));
-    s.endpoint = std::string(StringField(*p, "endpoint"));
-    if (const bj::array* regions = ArrayField(*p, "regions")) {
-      for (const bj::value& r : *regions) {
-        if (r.is_string()) s.regions.emplace_back(r.get_string());
-      }
-    }
-    if (const bj::object* ref = ObjectField(*p, "credentialsRef")) {
-      s.credentials.ns = std::string(StringField(*ref, "namespace"));
-      s.credentials.name = std::string(StringField(*ref, "name"));
-      s.credentials.key = std::string(StringField(*ref, "key"));
-    }
-    out.push_back(std::move(s));
-  }
-  return out;
-}
+using ProviderSpec = ClassProvider;
 
 std::string PoolClassName(const kube::Object& pool) {
   const bj::object* ref = jsonfield::ObjectAt(pool, "spec.nodeClassRef");
@@ -165,7 +124,8 @@ class ClassReconciler {
     }
 
     const bj::object* spec = ObjectField(cls, "spec");
-    std::vector<ProviderSpec> providers = spec ? ReadProviders(*spec) : std::vector<ProviderSpec>{};
+    std::vector<ProviderSpec> providers =
+        spec ? ReadClassProviders(*spec) : std::vector<ProviderSpec>{};
     int64_t generation = kube::Generation(cls);
     Clock::TimePoint now = clock_.Now();
     Clock::Duration next = o_.offer_refresh_interval;

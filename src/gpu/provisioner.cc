@@ -16,6 +16,7 @@
 #include "src/base/log.h"
 #include "src/gpu/api.h"
 #include "src/gpu/claim_controller.h"
+#include "src/gpu/class_providers.h"
 #include "src/gpu/internal/claim.h"
 #include "src/gpu/planner.h"
 #include "src/kube/client.h"
@@ -498,22 +499,7 @@ class Provisioner final : public kube::Runnable {
       v.taints = kube::TaintsFrom(spec->if_contains("taints"));
     }
     OfferRequirements& base = v.base;
-    if (const bj::object* ir = ObjectAt(cls, "spec.instanceRequirements")) {
-      if (const bj::array* g = ArrayField(*ir, "gpuTypes")) {
-        for (const bj::value& t : *g) {
-          if (t.is_string()) base.gpu_types.emplace(t.get_string());
-        }
-      }
-      if (const bj::array* r = ArrayField(*ir, "regions")) {
-        for (const bj::value& t : *r) {
-          if (t.is_string()) base.regions.emplace(t.get_string());
-        }
-      }
-      base.spot_allowed = jsonfield::BoolField(*ir, "spotAllowed").value_or(false);
-      base.min_vcpus = static_cast<int>(IntField(*ir, "minVCPU").value_or(0));
-      base.min_memory_gib = static_cast<double>(IntField(*ir, "minMemoryGiB").value_or(0));
-      base.min_gpu_memory_gib = static_cast<double>(IntField(*ir, "minGPUMemoryGiB").value_or(0));
-    }
+    ApplyInstanceRequirements(cls, base);
     for (const auto& [provider, state] : o_.cache->ForClass(class_name)) {
       if (!state->credentials_valid) continue;
       base.providers.insert(provider);

@@ -186,9 +186,19 @@ Result<RunnerSpec> ParseRunner(const kube::Object& obj) {
     }
   } else {
     s.placement = RunnerSpec::Placement::kMarketplace;
-    if (StringField(*market, "gpuNodeClass").empty() && StringField(*market, "claimName").empty()) {
-      return Invalid("spec.marketplace: one of gpuNodeClass or claimName is required");
+    auto& m = s.market;
+    m.gpu_node_class = std::string(StringField(*market, "gpuNodeClass"));
+    if (m.gpu_node_class.empty()) return Invalid("spec.marketplace.gpuNodeClass is required");
+    m.gpu_type = std::string(StringField(*market, "gpuType"));
+    m.gpu_count = static_cast<int>(IntField(*market, "gpuCount").value_or(1));
+    if (m.gpu_count < 1) return Invalid("spec.marketplace.gpuCount: must be at least 1");
+    if (const json::array* regions = ArrayField(*market, "regions")) {
+      for (const auto& r : *regions) {
+        if (r.is_string()) m.regions.emplace_back(r.get_string());
+      }
     }
+    m.max_hourly_price = std::string(StringField(*market, "maxHourlyPrice"));
+    m.spot = BoolField(*market, "spot").value_or(false);
   }
   if (auto r = StringField(*spec, "region"); !r.empty()) s.region = std::string(r);
   if (auto z = StringField(*spec, "zone"); !z.empty()) s.zone = std::string(z);

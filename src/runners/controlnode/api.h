@@ -74,6 +74,14 @@ struct RunnerSpec {
     std::string project, zone, machine_type, accelerator_type;
     int64_t accelerator_count = 0;
   } gce;
+  struct Market {  // spec.marketplace: a container machine the operator rents (market_runner.h)
+    std::string gpu_node_class;  // the GPUNodeClass whose providers and credentials are used
+    std::string gpu_type;        // normalised (tgp.io/gpu-type, "RTX4090"); empty: any
+    int gpu_count = 1;
+    std::vector<std::string> regions;  // normalised (tgp.io/region); empty: any
+    std::string max_hourly_price;      // "0.80" per machine-hour; empty: no limit
+    bool spot = false;                 // interruptible machines allowed (when cheaper)
+  } market;
   std::string region, zone;
   std::string slice;
   int slice_index = 0;

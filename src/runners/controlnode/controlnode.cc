@@ -307,6 +307,7 @@ class System final : public ControlNodeSet,
         inputs_(client_),
         tokens_(std::make_shared<SecretJoinTokens>(client_, o_.ns, o_.join_token_ttl)),
         gce_(o_.gce, GceRunnerProvisioner::ApiStore(client_, tokens_)),
+        market_(o_.market, MarketRunnerProvisioner::ApiStore(client_, tokens_)),
         registry_(mgr.registry()) {
     kube::EventRecorderOptions eo;
     eo.component = "hyperslice-controlnode";
@@ -1222,11 +1223,27 @@ class System final : public ControlNodeSet,
         return write();
       }
     }
+    if (spec->placement == RunnerSpec::Placement::kMarketplace) {
+      // The rented machine first: until its container runs there is no agent to wait for.
+      auto machine = ReconcileMachine(*obj, *spec, st);
+      if (!machine.ok()) return machine.error();
+      requeue = machine->requeue_after;
+      set("MachineReady", machine->ready, machine->reason, machine->message);
+      if (!machine->ready && address.empty()) {
+        StopLink(name);
+        st["phase"] = "Pending";
+        set("Linked", false, machine->reason, machine->message);
+        set("Ready", false, machine->reason, machine->message);
+        return write();
+      }
+    }
     if (address.empty()) {
       StopLink(name);
       st["phase"] = "Pending";
       std::string msg = spec->placement == RunnerSpec::Placement::kGce
                             ? "the instance is running; waiting for its agent to link"
+                        : spec->placement == RunnerSpec::Placement::kMarketplace
+                            ? "the machine is running; waiting for its agent to link"
                             : "waiting for the agent to link with its join token";
       set("Linked", false, "WaitingForAgent", msg);
       set("Ready", false, "WaitingForAgent", msg);
@@ -1366,18 +1383,7 @@ class System final : public ControlNodeSet,
                             "Engine client and the link address instances dial "
                             "(--runners-link-advertise-address)"};
     }
-    if (!kube::HasFinalizer(obj, kInstanceFinalizer)) {
-      json::array fins;
-      if (const json::object* meta = ObjectField(obj, "metadata")) {
-        if (const json::array* f = ArrayField(*meta, "finalizers")) fins = *f;
-      }
-      fins.push_back(json::value(kInstanceFinalizer));
-      json::object patch{
-          {"metadata", json::object{{"finalizers", fins},
-                                    {"resourceVersion", S(kube::ResourceVersionOf(obj))}}}};
-      auto r = client_->Patch(Runners(), "", name, kube::PatchType::kMerge, json::serialize(patch));
-      if (!r.ok()) return r.error();
-    }
+    HS_RETURN_IF_ERROR(AddFinalizer(obj, kInstanceFinalizer));
     auto outcome = gce_.Reconcile(obj, spec, st);
     if (outcome.ok() && outcome->warning) {
       events_->Event(obj, kube::EventType::kWarning, "InstanceCreateFailed",
@@ -1386,9 +1392,73 @@ class System final : public ControlNodeSet,
     return outcome;
   }
 
+  // --- spec.marketplace: the Runner's rented machine (market_runner.h) ---------------------------
+  Status AddFinalizer(const kube::Object& obj, const char* finalizer) {
+    if (kube::HasFinalizer(obj, finalizer)) return OkStatus();
+    json::array fins;
+    if (const json::object* meta = ObjectField(obj, "metadata")) {
+      if (const json::array* f = ArrayField(*meta, "finalizers")) fins = *f;
+    }
+    fins.push_back(json::value(finalizer));
+    json::object patch{
+        {"metadata",
+         json::object{{"finalizers", fins}, {"resourceVersion", S(kube::ResourceVersionOf(obj))}}}};
+    auto r = client_->Patch(Runners(), "", S(kube::MetaString(obj, "name")),
+                            kube::PatchType::kMerge, json::serialize(patch));
+    if (!r.ok()) return r.error();
+    return OkStatus();
+  }
+
+  Result<MarketOutcome> ReconcileMachine(const kube::Object& obj, const RunnerSpec& spec,
+                                         json::object& st) {
+    if (!market_.configured()) {
+      return MarketOutcome{.reason = "MarketNotConfigured",
+                           .message =
+                               "the operator cannot rent machines: it needs the runner "
+                               "agent's container image (--runners-agent-image) and the "
+                               "link address machines dial "
+                               "(--runners-link-advertise-address)"};
+    }
+    HS_RETURN_IF_ERROR(AddFinalizer(obj, kMachineFinalizer));
+    auto outcome = market_.Reconcile(obj, spec, st);
+    if (outcome.ok() && outcome->warning) {
+      events_->Event(obj, kube::EventType::kWarning, "MachineLaunchFailed",
+                     outcome->reason + ": " + outcome->message);
+    }
+    return outcome;
+  }
+
+  // A Runner going away: its rented machine (spec.marketplace), then the finalizer.
+  Result<kube::ReconcileResult> FinalizeMachine(const kube::Object& obj, json::object& st) {
+    const std::string name = S(kube::MetaString(obj, "name"));
+    if (!market_.configured()) {
+      log::Warn("runners: cannot return the machine of a Runner without marketplace settings",
+                {{"runner", name}});
+      return kube::ReconcileResult{.requeue_after = Ms(30000)};
+    }
+    auto gone = market_.Finalize(obj, st);
+    if (!gone.ok()) {
+      events_->Event(obj, kube::EventType::kWarning, "MachineReturnFailed", gone.error().message);
+      return gone.error();
+    }
+    if (!*gone) {
+      (void)PatchStatus(Runners(), "", name, st);
+      return kube::ReconcileResult{.requeue_after = Ms(1000)};
+    }
+    std::string patch = kube::RemoveFinalizerPatch(obj, kMachineFinalizer);
+    if (!patch.empty()) {
+      auto r = client_->Patch(Runners(), "", name, kube::PatchType::kJson, patch);
+      if (!r.ok() && r.error().code != Error::Code::kNotFound) return r.error();
+    }
+    events_->Event(obj, kube::EventType::kNormal, "MachineReturned",
+                   "the Runner's machine was returned to its provider");
+    return kube::ReconcileResult{};
+  }
+
   // A Runner going away: its instance first (spec.gce), then the finalizer.
   Result<kube::ReconcileResult> FinalizeRunner(const kube::Object& obj, json::object& st) {
     const std::string name = S(kube::MetaString(obj, "name"));
+    if (kube::HasFinalizer(obj, kMachineFinalizer)) return FinalizeMachine(obj, st);
     if (!kube::HasFinalizer(obj, kInstanceFinalizer)) return kube::ReconcileResult{};
     if (!gce_.configured()) {
       log::Warn("runners: cannot delete the instance of a Runner without a GCE client",
@@ -1809,6 +1879,7 @@ class System final : public ControlNodeSet,
   ApiInputs inputs_;
   std::shared_ptr<SecretJoinTokens> tokens_;
   GceRunnerProvisioner gce_;
+  MarketRunnerProvisioner market_;
   kube::metrics::Registry& registry_;
   std::shared_ptr<kube::EventRecorder> events_;
   std::unique_ptr<policy::SignatureSource> signatures_;  // sealed control nodes' image checks

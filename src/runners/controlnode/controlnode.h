@@ -32,6 +32,7 @@
 #include "src/runners/controlnode/agent_link.h"
 #include "src/runners/controlnode/gce_runner.h"
 #include "src/runners/controlnode/join_tokens.h"
+#include "src/runners/controlnode/market_runner.h"
 #include "src/runners/registry/registry.h"
 
 namespace hyperslice::kube {
@@ -62,6 +63,9 @@ struct OperatorOptions {
   std::chrono::milliseconds rpc_timeout{30000};  // enrolment and quotes (at most 30 s)
   // Runners with spec.gce: their instances are created and deleted through this (gce_runner.h).
   GceProvisionerOptions gce;
+  // Runners with spec.marketplace: their machines are rented and returned through this
+  // (market_runner.h).
+  MarketProvisionerOptions market;
   std::string kubelet_version = "v1.36.3-hyperslice";
   // How a sealed control node reads images' cosign signatures (its WorkloadPolicy's check).
   registry::RegistryOptions registry;

@@ -1,0 +1,426 @@
+#include "src/runners/controlnode/market_runner.h"
+
+#include <algorithm>
+#include <mutex>
+#include <set>
+
+#include <boost/json.hpp>
+
+#include "src/base/json.h"
+#include "src/base/log.h"
+#include "src/gpu/api.h"
+#include "src/gpu/class_providers.h"
+#include "src/gpu/credentials.h"
+#include "src/kube/client.h"
+#include "src/kube/object_helpers.h"
+#include "src/kube/store.h"
+
+namespace hyperslice::runners::controlnode {
+namespace {
+
+namespace json = boost::json;
+using jsonfield::IntField;
+using jsonfield::ObjectField;
+using jsonfield::StringField;
+using Ms = std::chrono::milliseconds;
+using Code = Error::Code;
+
+std::string S(std::string_view v) { return std::string(v); }
+
+std::string Now() { return kube::FormatMicroTime(std::chrono::system_clock::now()); }
+
+const MarketClass::Provider* FindProvider(const MarketClass& cls, std::string_view name) {
+  for (const auto& p : cls.providers) {
+    if (p.client && p.client->name() == name) return &p;
+  }
+  return nullptr;
+}
+
+// The machine fields an observation (or a launch) writes.
+void Observe(const gpu::Instance& inst, json::object& machine) {
+  machine["provider"] = inst.provider;
+  machine["id"] = inst.id;
+  if (!inst.name.empty()) machine["name"] = inst.name;
+  machine["state"] = gpu::StateName(inst.state);
+}
+
+bool Gone(const gpu::Instance& inst) {
+  return inst.state == gpu::InstanceState::kTerminated ||
+         inst.state == gpu::InstanceState::kStopping;
+}
+
+}  // namespace
+
+std::string MarketMachineName(std::string_view runner) { return GceInstanceName(runner); }
+
+MarketClassSource GpuNodeClassSource(std::shared_ptr<kube::Client> client,
+                                     std::string credentials_namespace,
+                                     std::map<std::string, std::string> default_endpoints,
+                                     gpu::ProviderFactory factory) {
+  if (!factory) factory = [](const gpu::ProviderConfig& c) { return gpu::NewProvider(c); };
+  struct Cache {
+    std::mutex mu;
+    // (class, provider) -> (what it was built from, the client)
+    std::map<std::pair<std::string, std::string>,
+             std::pair<std::string, std::shared_ptr<gpu::Provider>>>
+        clients;
+  };
+  auto cache = std::make_shared<Cache>();
+  return [client = std::move(client), ns = std::move(credentials_namespace),
+          endpoints = std::move(default_endpoints), factory = std::move(factory),
+          cache](const std::string& name) -> Result<MarketClass> {
+    HS_ASSIGN_OR_RETURN(auto cls, client->Get(gpu::GPUNodeClasses(), "", name));
+    MarketClass out;
+    gpu::ApplyInstanceRequirements(cls, out.base);
+    const json::object* spec = ObjectField(cls, "spec");
+    if (spec == nullptr) return out;
+    for (const auto& p : gpu::ReadClassProviders(*spec)) {
+      if (!p.enabled) continue;
+      std::lock_guard lock(cache->mu);
+      auto& [built_from, provider] = cache->clients[{name, p.name}];
+      if (!provider || built_from != p.Fingerprint()) {
+        gpu::ProviderConfig config;
+        config.name = p.name;
+        config.endpoint = p.endpoint;
+        if (config.endpoint.empty()) {
+          if (auto it = endpoints.find(p.name); it != endpoints.end()) config.endpoint = it->second;
+        }
+        config.credentials = gpu::SecretCredential(client, p.credentials, ns);
+        auto made = factory(config);
+        if (!made.ok()) {
+          log::Warn("runners: cannot build a marketplace provider",
+                    {{"class", name}, {"provider", p.name}, {"error", made.error().message}});
+          continue;
+        }
+        provider = std::shared_ptr<gpu::Provider>(std::move(*made));
+        built_from = p.Fingerprint();
+      }
+      out.providers.push_back({provider, p.priority, p.regions});
+    }
+    return out;
+  };
+}
+
+MarketRunnerProvisioner::Store MarketRunnerProvisioner::ApiStore(
+    const std::shared_ptr<kube::Client>& client, const std::shared_ptr<SecretJoinTokens>& tokens) {
+  Store s;
+  s.record = [client](const std::string& runner, const json::object& patch) -> Status {
+    kube::PatchOptions po;
+    po.subresource = "status";
+    auto r = client->Patch(
+        Runners(), "", runner, kube::PatchType::kMerge,
+        json::serialize(json::object{{"status", json::object{{"machine", patch}}}}), po);
+    if (!r.ok() && r.error().code != Code::kNotFound) return r.error();
+    return OkStatus();
+  };
+  s.join_token = [tokens](const std::string& runner) { return tokens->Token(runner); };
+  return s;
+}
+
+MarketRunnerProvisioner::MarketRunnerProvisioner(MarketProvisionerOptions options, Store store)
+    : options_(std::move(options)), store_(std::move(store)) {}
+
+Ms MarketRunnerProvisioner::Backoff(int64_t failures) const {
+  Ms d = options_.retry_initial;
+  for (int64_t i = 1; i < failures && d < options_.retry_max; ++i) d *= 2;
+  return std::min(d, options_.retry_max);
+}
+
+Status MarketRunnerProvisioner::Record(const std::string& runner, const json::object& machine) {
+  json::object m = machine;
+  for (const char* k : {"id", "name", "state", "launchAttempt", "lastError", "offer", "gpuType",
+                        "region", "price", "spot", "provider"}) {
+    if (!m.contains(k)) m[k] = nullptr;
+  }
+  return store_.record(runner, m);
+}
+
+MarketOutcome MarketRunnerProvisioner::Failed(const std::string& runner, json::object& machine,
+                                              const std::string& reason,
+                                              const std::string& message) {
+  int64_t failures = 1;
+  if (const json::object* last = ObjectField(machine, "lastError")) {
+    failures = IntField(*last, "failures").value_or(0) + 1;
+  }
+  machine["lastError"] = json::object{
+      {"reason", reason}, {"message", message}, {"failures", failures}, {"time", Now()}};
+  if (Status st = Record(runner, machine); !st.ok()) {
+    log::Warn("runners: cannot record a failed launch", {{"runner", runner}});
+  }
+  return MarketOutcome{
+      .reason = reason, .message = message, .warning = true, .requeue_after = Backoff(failures)};
+}
+
+Result<MarketOutcome> MarketRunnerProvisioner::Reconcile(const kube::Object& runner,
+                                                         const RunnerSpec& spec,
+                                                         json::object& status) {
+  const std::string name = spec.name;
+  const std::string uid = S(kube::MetaString(runner, "uid"));
+  json::object machine;
+  if (const json::object* cur = ObjectField(status, "machine")) machine = *cur;
+  const json::object before = machine;
+  auto finish = [&](MarketOutcome o) -> Result<MarketOutcome> {
+    for (const auto& [k, _] : before) {
+      if (!machine.contains(k)) {
+        HS_RETURN_IF_ERROR(Record(name, machine));
+        break;
+      }
+    }
+    status["machine"] = machine;
+    return o;
+  };
+  auto cls = options_.classes(spec.market.gpu_node_class);
+  if (!cls.ok()) {
+    return finish(MarketOutcome{
+        .reason = cls.error().code == Code::kNotFound ? "GPUNodeClassNotFound"
+                                                      : "GPUNodeClassUnavailable",
+        .message = "GPUNodeClass " + spec.market.gpu_node_class + ": " + cls.error().message,
+        .requeue_after = Ms(5000)});
+  }
+
+  // A machine we know: observe it.
+  if (std::string id = S(StringField(machine, "id")); !id.empty()) {
+    const auto* p = FindProvider(*cls, StringField(machine, "provider"));
+    if (p == nullptr) {
+      return finish(MarketOutcome{.reason = "ProviderUnavailable",
+                                  .message = "provider " + S(StringField(machine, "provider")) +
+                                             " of machine " + id + " is not usable in class " +
+                                             spec.market.gpu_node_class,
+                                  .requeue_after = Ms(5000)});
+    }
+    auto got = p->client->Get(id);
+    if (got.ok() && !Gone(*got)) {
+      Observe(*got, machine);
+      if (got->state == gpu::InstanceState::kRunning) {
+        return finish(MarketOutcome{.ready = true,
+                                    .reason = "MachineRunning",
+                                    .message = "machine " + id + " runs on " + p->client->name()});
+      }
+      return finish(MarketOutcome{
+          .reason = "MachinePending",
+          .message = "machine " + id + " on " + p->client->name() + " is " + got->provider_state,
+          .requeue_after = Ms(1000)});
+    }
+    if (!got.ok() && gpu::KindOf(got.error()) != gpu::ErrorKind::kNotFound) {
+      return finish(MarketOutcome{
+          .reason = got.error().reason, .message = got.error().message, .requeue_after = Ms(5000)});
+    }
+    // Gone under us (reclaimed, terminated at the provider): forget it; a new one needs a token.
+    log::Warn("runners: the Runner's machine is gone at its provider",
+              {{"runner", name}, {"provider", p->client->name()}, {"machine", id}});
+    for (const char* k : {"id", "name", "state"}) machine.erase(k);
+  }
+
+  // A create that may have reached the provider: find it by the Runner's uid before another.
+  if (const json::object* attempt = ObjectField(machine, "launchAttempt")) {
+    const auto* p = FindProvider(*cls, StringField(*attempt, "provider"));
+    if (p != nullptr) {
+      auto listed = p->client->List({{kLabelRunnerUid, uid}});
+      if (!listed.ok()) {
+        return finish(MarketOutcome{.reason = listed.error().reason,
+                                    .message = listed.error().message,
+                                    .requeue_after = Ms(2000)});
+      }
+      for (const auto& inst : *listed) {
+        if (Gone(inst)) continue;
+        Observe(inst, machine);
+        machine.erase("launchAttempt");
+        HS_RETURN_IF_ERROR(Record(name, machine));
+        return finish(MarketOutcome{.reason = "MachinePending",
+                                    .message = "found machine " + inst.id + " of an earlier launch",
+                                    .requeue_after = Ms(200)});
+      }
+      auto sent = kube::ParseTime(StringField(*attempt, "sentAt"));
+      auto now = std::chrono::system_clock::now();
+      if (sent && now < *sent + options_.ambiguous_settle) {
+        return finish(MarketOutcome{
+            .reason = "MachinePending",
+            .message = "waiting for an earlier launch to show at the provider",
+            .requeue_after =
+                std::chrono::duration_cast<Ms>(*sent + options_.ambiguous_settle - now) + Ms(1)});
+      }
+    }
+    machine.erase("launchAttempt");
+  }
+
+  // A recent failure: wait out its backoff, whatever woke this reconcile.
+  if (const json::object* last = ObjectField(machine, "lastError")) {
+    auto when = kube::ParseTime(StringField(*last, "time"));
+    auto wait = Backoff(IntField(*last, "failures").value_or(1));
+    auto now = std::chrono::system_clock::now();
+    if (when && now < *when + wait) {
+      return finish(MarketOutcome{
+          .reason = S(StringField(*last, "reason")),
+          .message = S(StringField(*last, "message")),
+          .requeue_after = std::chrono::duration_cast<Ms>(*when + wait - now) + Ms(1)});
+    }
+  }
+  HS_ASSIGN_OR_RETURN(auto launched, Launch(runner, spec, *cls, machine));
+  return finish(launched);
+}
+
+Result<MarketOutcome> MarketRunnerProvisioner::Launch(const kube::Object& runner,
+                                                      const RunnerSpec& spec,
+                                                      const MarketClass& cls,
+                                                      json::object& machine) {
+  const std::string name = spec.name;
+  const std::string uid = S(kube::MetaString(runner, "uid"));
+  const auto& m = spec.market;
+  // Only container offers: the machine runs the agent's container, never a kubelet.
+  std::vector<gpu::Offer> offers;
+  std::vector<std::string> errors;
+  gpu::OfferRequirements req = cls.base;
+  for (const auto& p : cls.providers) {
+    auto listed = p.client->ListOffers();
+    if (!listed.ok()) {
+      errors.push_back(std::string(p.client->name()) + ": " + listed.error().message);
+      continue;
+    }
+    for (auto& o : *listed) {
+      if (o.boot != gpu::BootKind::kContainer) continue;
+      if (!p.regions.empty() &&
+          std::find(p.regions.begin(), p.regions.end(), o.provider_region) == p.regions.end() &&
+          std::find(p.regions.begin(), p.regions.end(), o.region) == p.regions.end()) {
+        continue;
+      }
+      offers.push_back(std::move(o));
+    }
+    req.providers.insert(p.client->name());
+    req.provider_priority[p.client->name()] = p.priority;
+  }
+  if (!m.gpu_type.empty()) req.gpu_types = {m.gpu_type};
+  req.min_gpu_count = std::max(req.min_gpu_count, m.gpu_count);
+  if (!m.regions.empty()) req.regions = {m.regions.begin(), m.regions.end()};
+  req.spot_allowed = req.spot_allowed || m.spot;
+  if (!m.max_hourly_price.empty()) {
+    auto price = gpu::ParseUsd(m.max_hourly_price);
+    if (!price.ok()) {
+      return MarketOutcome{.reason = "InvalidSpec",
+                           .message = "spec.marketplace.maxHourlyPrice: " + price.error().message};
+    }
+    req.max_price = *price;
+  }
+  if (req.providers.empty()) {
+    return Failed(name, machine, "NoProvider",
+                  "GPUNodeClass " + m.gpu_node_class + " has no enabled provider");
+  }
+  gpu::OfferCatalog catalog(std::move(offers));
+  auto choice = catalog.Select(req);
+  if (!choice) {
+    std::string why = catalog.size() == 0 ? "no container offer from the class's providers"
+                                          : catalog.Explain(req);
+    for (const auto& e : errors) why += "; " + e;
+    return Failed(name, machine, errors.empty() ? "NoOfferFits" : "ProviderError", why);
+  }
+  const gpu::Offer& offer = *choice->offer;
+  const auto* provider = FindProvider(cls, offer.provider);
+  HS_ASSIGN_OR_RETURN(auto token, store_.join_token(name));
+  if (!token) {
+    return MarketOutcome{.reason = "JoinTokenUnavailable",
+                         .message =
+                             "no unused join token for the machine (one is minted while the "
+                             "Runner has not linked; remove the " +
+                             std::string(kJoinTokenConsumedAnnotation) +
+                             " annotation to get a new one)",
+                         .requeue_after = Ms(5000)};
+  }
+  // Recorded before the create: a restart (or a lost answer) lists by tag instead of renting twice.
+  machine["launchAttempt"] =
+      json::object{{"provider", offer.provider}, {"offer", offer.id}, {"sentAt", Now()}};
+  HS_RETURN_IF_ERROR(Record(name, machine));
+
+  gpu::LaunchRequest lr;
+  lr.offer = &offer;
+  lr.name = MarketMachineName(name);
+  lr.claim_uid = uid;
+  lr.tags = {
+      {kLabelRunner, GceLabelValue(name)}, {kLabelRunnerUid, uid}, {kLabelManagedBy, "hyperslice"}};
+  lr.spot = choice->spot;
+  lr.payload.image = options_.agent_image;
+  lr.payload.args = options_.agent_args;
+  lr.payload.env = {{kEnvRunnerName, name},
+                    {kEnvLinkEndpoint, options_.link_endpoint},
+                    {kEnvRunnersCa, options_.ca_bundle_pem},
+                    {kEnvJoinToken, std::move(*token)}};
+  lr.payload.join_method = "LinkedRunner";
+  auto created = provider->client->Create(lr);
+  auto& secret = lr.payload.env[kEnvJoinToken];
+  secret.assign(secret.size(), '\0');
+  if (!created.ok()) {
+    if (gpu::KindOf(created.error()) == gpu::ErrorKind::kAmbiguous) {
+      // Maybe rented: the next reconcile lists by tag (launchAttempt stays).
+      return MarketOutcome{.reason = "MachinePending",
+                           .message = "no answer to the create; looking for the machine",
+                           .requeue_after = Ms(1000)};
+    }
+    machine.erase("launchAttempt");
+    return Failed(name, machine,
+                  created.error().reason.empty() ? "LaunchFailed" : created.error().reason,
+                  offer.provider + ": " + created.error().message);
+  }
+  log::Info("runners: rented a machine", {{"runner", name},
+                                          {"provider", offer.provider},
+                                          {"machine", created->id},
+                                          {"offer", offer.id},
+                                          {"price", gpu::FormatUsd(choice->price)}});
+  Observe(*created, machine);
+  machine["offer"] = offer.id;
+  machine["gpuType"] = offer.gpu_type;
+  machine["region"] = offer.region;
+  machine["price"] = gpu::FormatUsd(choice->price);
+  machine["spot"] = choice->spot;
+  machine.erase("launchAttempt");
+  machine.erase("lastError");
+  HS_RETURN_IF_ERROR(Record(name, machine));
+  return MarketOutcome{.reason = "MachinePending",
+                       .message = "rented " + offer.gpu_type + " on " + offer.provider + " " +
+                                  offer.region + " at $" + gpu::FormatUsd(choice->price) + "/h",
+                       .requeue_after = Ms(500)};
+}
+
+Result<bool> MarketRunnerProvisioner::Finalize(const kube::Object& runner, json::object& status) {
+  const std::string name = S(kube::MetaString(runner, "name"));
+  const std::string uid = S(kube::MetaString(runner, "uid"));
+  json::object machine;
+  if (const json::object* cur = ObjectField(status, "machine")) machine = *cur;
+  std::string provider_name = S(StringField(machine, "provider"));
+  if (provider_name.empty()) {
+    if (const json::object* a = ObjectField(machine, "launchAttempt")) {
+      provider_name = S(StringField(*a, "provider"));
+    }
+  }
+  if (provider_name.empty()) return true;  // never rented anything
+  auto spec = ParseRunner(runner);
+  if (!spec.ok()) return spec.error();
+  HS_ASSIGN_OR_RETURN(auto cls, options_.classes(spec->market.gpu_node_class));
+  const auto* p = FindProvider(cls, provider_name);
+  if (p == nullptr) {
+    return Error::Make(Code::kUnavailable,
+                       "provider " + provider_name + " is not usable in GPUNodeClass " +
+                           spec->market.gpu_node_class + "; cannot return the Runner's machine");
+  }
+  // Every machine of this Runner: the recorded one and any a lost create left.
+  HS_ASSIGN_OR_RETURN(auto listed, p->client->List({{kLabelRunnerUid, uid}}));
+  std::set<std::string> ids;
+  for (const auto& i : listed) {
+    if (i.state != gpu::InstanceState::kTerminated) ids.insert(i.id);
+  }
+  if (std::string id = S(StringField(machine, "id")); !id.empty()) {
+    auto got = p->client->Get(id);
+    if (got.ok() && got->state != gpu::InstanceState::kTerminated) ids.insert(id);
+    if (!got.ok() && gpu::KindOf(got.error()) != gpu::ErrorKind::kNotFound) return got.error();
+  }
+  for (const auto& id : ids) {
+    HS_RETURN_IF_ERROR(p->client->Delete(id));
+    log::Info("runners: returning the Runner's machine",
+              {{"runner", name}, {"provider", provider_name}, {"machine", id}});
+  }
+  if (!ids.empty()) {
+    machine["state"] = gpu::StateName(gpu::InstanceState::kStopping);
+    status["machine"] = machine;
+    return false;  // the next reconcile sees them terminated
+  }
+  return true;
+}
+
+}  // namespace hyperslice::runners::controlnode
