@@ -15,7 +15,6 @@ namespace hyperslice::runners::controlnode {
 namespace {
 
 namespace json = boost::json;
-using jsonfield::IntField;
 using jsonfield::ObjectField;
 using jsonfield::StringField;
 using Ms = std::chrono::milliseconds;
@@ -129,29 +128,11 @@ json::object GceInstanceBody(const RunnerSpec::Gce& spec, const GceBoot& boot,
   return body;
 }
 
-GceRunnerProvisioner::Store GceRunnerProvisioner::ApiStore(
-    const std::shared_ptr<kube::Client>& client, const std::shared_ptr<SecretJoinTokens>& tokens) {
-  Store s;
-  s.record = [client](const std::string& runner, const json::object& patch) -> Status {
-    kube::PatchOptions po;
-    po.subresource = "status";
-    auto r = client->Patch(
-        Runners(), "", runner, kube::PatchType::kMerge,
-        json::serialize(json::object{{"status", json::object{{"instance", patch}}}}), po);
-    if (!r.ok() && r.error().code != Code::kNotFound) return r.error();
-    return OkStatus();
-  };
-  s.join_token = [tokens](const std::string& runner) { return tokens->Token(runner); };
-  return s;
-}
-
 GceRunnerProvisioner::GceRunnerProvisioner(GceProvisionerOptions options, Store store)
     : options_(std::move(options)), store_(std::move(store)) {}
 
 Ms GceRunnerProvisioner::Backoff(int64_t failures) const {
-  Ms d = options_.retry_initial;
-  for (int64_t i = 1; i < failures && d < options_.retry_max; ++i) d *= 2;
-  return std::min(d, options_.retry_max);
+  return DoublingBackoff(options_.retry_initial, options_.retry_max, failures);
 }
 
 Status GceRunnerProvisioner::Record(const std::string& runner, const json::object& instance) {
@@ -186,16 +167,8 @@ Result<std::optional<GceOutcome>> GceRunnerProvisioner::WaitRecorded(const std::
   }
   // The operation failed: what GCE said is the condition, and the next insert backs off.
   const Error& e = done.error();
-  int64_t failures = 1;
-  if (const json::object* last = ObjectField(instance, "lastError")) {
-    failures = IntField(*last, "failures").value_or(0) + 1;
-  }
   std::string reason = e.reason.empty() ? "InstanceCreateFailed" : e.reason;
-  instance["lastError"] =
-      json::object{{"reason", reason},
-                   {"message", e.message},
-                   {"failures", failures},
-                   {"time", kube::FormatMicroTime(std::chrono::system_clock::now())}};
+  int64_t failures = NoteFailure(instance, reason, e.message);
   HS_RETURN_IF_ERROR(Record(runner, instance));
   return std::optional<GceOutcome>(GceOutcome{.ready = false,
                                               .reason = reason,
@@ -271,16 +244,11 @@ Result<GceOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
   instance.erase("id");
   instance.erase("status");
   instance.erase("networkIP");
-  if (const json::object* last = ObjectField(instance, "lastError")) {
-    auto when = kube::ParseTime(StringField(*last, "time"));
-    auto wait = Backoff(IntField(*last, "failures").value_or(1));
-    auto now = std::chrono::system_clock::now();
-    if (when && now < *when + wait) {
-      return finish(
-          GceOutcome{.reason = S(StringField(*last, "reason")),
-                     .message = S(StringField(*last, "message")),
-                     .requeue_after = std::chrono::duration_cast<Ms>(*when + wait - now) + Ms(1)});
-    }
+  if (auto left = BackoffLeft(instance, options_.retry_initial, options_.retry_max)) {
+    const json::object& last = *ObjectField(instance, "lastError");
+    return finish(GceOutcome{.reason = S(StringField(last, "reason")),
+                             .message = S(StringField(last, "message")),
+                             .requeue_after = *left});
   }
   HS_ASSIGN_OR_RETURN(auto token, store_.join_token(name));
   if (!token) {
@@ -305,16 +273,8 @@ Result<GceOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
                                .message = "instance exists; observing it",
                                .requeue_after = Ms(500)});
     }
-    int64_t failures = 1;
-    if (const json::object* last = ObjectField(instance, "lastError")) {
-      failures = IntField(*last, "failures").value_or(0) + 1;
-    }
     std::string reason = op.error().reason.empty() ? "InstanceCreateFailed" : op.error().reason;
-    instance["lastError"] =
-        json::object{{"reason", reason},
-                     {"message", op.error().message},
-                     {"failures", failures},
-                     {"time", kube::FormatMicroTime(std::chrono::system_clock::now())}};
+    int64_t failures = NoteFailure(instance, reason, op.error().message);
     HS_RETURN_IF_ERROR(Record(name, instance));
     return finish(GceOutcome{.reason = reason,
                              .message = op.error().message,

@@ -37,6 +37,7 @@
 #include "src/kube/resource.h"
 #include "src/runners/controlnode/api.h"
 #include "src/runners/controlnode/join_tokens.h"
+#include "src/runners/controlnode/provision_store.h"
 
 namespace hyperslice::kube {
 class Client;
@@ -100,15 +101,11 @@ struct GceOutcome {
 class GceRunnerProvisioner {
  public:
   // Where the provisioner keeps what it must not lose and finds the token (seams for tests).
-  struct Store {
-    // Merge-patches status.instance of the Runner (null drops a field).
-    std::function<Status(const std::string& runner, const boost::json::object& patch)> record;
-    // The Runner's unused join token, nullopt when there is none (SecretJoinTokens::Token).
-    std::function<Result<std::optional<std::string>>(const std::string& runner)> join_token;
-  };
-  // The Runners' status subresource and their token Secrets.
+  using Store = ProvisionStore;  // status.instance
   static Store ApiStore(const std::shared_ptr<kube::Client>& client,
-                        const std::shared_ptr<SecretJoinTokens>& tokens);
+                        const std::shared_ptr<SecretJoinTokens>& tokens) {
+    return ApiProvisionStore(client, tokens, "instance");
+  }
 
   GceRunnerProvisioner(GceProvisionerOptions options, Store store);
   // A client and a link endpoint to give instances.

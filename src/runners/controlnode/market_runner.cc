@@ -19,7 +19,6 @@ namespace hyperslice::runners::controlnode {
 namespace {
 
 namespace json = boost::json;
-using jsonfield::IntField;
 using jsonfield::ObjectField;
 using jsonfield::StringField;
 using Ms = std::chrono::milliseconds;
@@ -101,29 +100,11 @@ MarketClassSource GpuNodeClassSource(std::shared_ptr<kube::Client> client,
   };
 }
 
-MarketRunnerProvisioner::Store MarketRunnerProvisioner::ApiStore(
-    const std::shared_ptr<kube::Client>& client, const std::shared_ptr<SecretJoinTokens>& tokens) {
-  Store s;
-  s.record = [client](const std::string& runner, const json::object& patch) -> Status {
-    kube::PatchOptions po;
-    po.subresource = "status";
-    auto r = client->Patch(
-        Runners(), "", runner, kube::PatchType::kMerge,
-        json::serialize(json::object{{"status", json::object{{"machine", patch}}}}), po);
-    if (!r.ok() && r.error().code != Code::kNotFound) return r.error();
-    return OkStatus();
-  };
-  s.join_token = [tokens](const std::string& runner) { return tokens->Token(runner); };
-  return s;
-}
-
 MarketRunnerProvisioner::MarketRunnerProvisioner(MarketProvisionerOptions options, Store store)
     : options_(std::move(options)), store_(std::move(store)) {}
 
 Ms MarketRunnerProvisioner::Backoff(int64_t failures) const {
-  Ms d = options_.retry_initial;
-  for (int64_t i = 1; i < failures && d < options_.retry_max; ++i) d *= 2;
-  return std::min(d, options_.retry_max);
+  return DoublingBackoff(options_.retry_initial, options_.retry_max, failures);
 }
 
 Status MarketRunnerProvisioner::Record(const std::string& runner, const json::object& machine) {
@@ -138,12 +119,7 @@ Status MarketRunnerProvisioner::Record(const std::string& runner, const json::ob
 MarketOutcome MarketRunnerProvisioner::Failed(const std::string& runner, json::object& machine,
                                               const std::string& reason,
                                               const std::string& message) {
-  int64_t failures = 1;
-  if (const json::object* last = ObjectField(machine, "lastError")) {
-    failures = IntField(*last, "failures").value_or(0) + 1;
-  }
-  machine["lastError"] = json::object{
-      {"reason", reason}, {"message", message}, {"failures", failures}, {"time", Now()}};
+  int64_t failures = NoteFailure(machine, reason, message);
   if (Status st = Record(runner, machine); !st.ok()) {
     log::Warn("runners: cannot record a failed launch", {{"runner", runner}});
   }
@@ -244,16 +220,11 @@ Result<MarketOutcome> MarketRunnerProvisioner::Reconcile(const kube::Object& run
   }
 
   // A recent failure: wait out its backoff, whatever woke this reconcile.
-  if (const json::object* last = ObjectField(machine, "lastError")) {
-    auto when = kube::ParseTime(StringField(*last, "time"));
-    auto wait = Backoff(IntField(*last, "failures").value_or(1));
-    auto now = std::chrono::system_clock::now();
-    if (when && now < *when + wait) {
-      return finish(MarketOutcome{
-          .reason = S(StringField(*last, "reason")),
-          .message = S(StringField(*last, "message")),
-          .requeue_after = std::chrono::duration_cast<Ms>(*when + wait - now) + Ms(1)});
-    }
+  if (auto left = BackoffLeft(machine, options_.retry_initial, options_.retry_max)) {
+    const json::object& last = *ObjectField(machine, "lastError");
+    return finish(MarketOutcome{.reason = S(StringField(last, "reason")),
+                                .message = S(StringField(last, "message")),
+                                .requeue_after = *left});
   }
   HS_ASSIGN_OR_RETURN(auto launched, Launch(runner, spec, *cls, machine));
   return finish(launched);

@@ -39,6 +39,7 @@
 #include "src/kube/resource.h"
 #include "src/runners/controlnode/api.h"
 #include "src/runners/controlnode/gce_runner.h"
+#include "src/runners/controlnode/provision_store.h"
 
 namespace hyperslice::kube {
 class Client;
@@ -102,13 +103,11 @@ struct MarketOutcome {
 class MarketRunnerProvisioner {
  public:
   // Where the provisioner keeps what it must not lose and finds the token (seams for tests).
-  struct Store {
-    // Merge-patches status.machine of the Runner (null drops a field).
-    std::function<Status(const std::string& runner, const boost::json::object& patch)> record;
-    std::function<Result<std::optional<std::string>>(const std::string& runner)> join_token;
-  };
+  using Store = ProvisionStore;  // status.machine
   static Store ApiStore(const std::shared_ptr<kube::Client>& client,
-                        const std::shared_ptr<SecretJoinTokens>& tokens);
+                        const std::shared_ptr<SecretJoinTokens>& tokens) {
+    return ApiProvisionStore(client, tokens, "machine");
+  }
 
   MarketRunnerProvisioner(MarketProvisionerOptions options, Store store);
   bool configured() const {
