@@ -278,6 +278,68 @@ TEST_F(Lifecycle, AFailedInsertIsRecordedAndRetriedOnlyAfterItsBackoff) {
   EXPECT_FALSE(store_.instance.contains("lastError"));
 }
 
+TEST_F(Lifecycle, TheUsedJoinTokenLeavesTheMetadataAndOtherItemsStay) {
+  auto p = Provisioner();
+  Reconcile(p);
+  compute_.CompleteOperations();
+  Boot();
+  EXPECT_TRUE(Reconcile(p).ready);
+  EXPECT_EQ(compute_.Calls("instances.setMetadata"), 0u) << "not before the token is used";
+  auto items = [&] {
+    auto got = compute_.Find("instances", "p", "us-central2-b", "hs-runner-tpu-us");
+    return gce::MetadataItemsOf(*jsonfield::ObjectField(*got, "metadata"));
+  };
+  ASSERT_TRUE(items().contains(kMetadataJoinToken));
+
+  // The link consumed it, and someone else added an item since the instance was created: the
+  // removal is written against the current fingerprint and keeps that item.
+  runner_["metadata"].as_object()["annotations"] =
+      json::object{{kJoinTokenConsumedAnnotation, "2026-11-26T00:00:00Z"}};
+  ASSERT_TRUE(compute_
+                  .UpdateInstanceMetadata("p", "us-central2-b", "hs-runner-tpu-us",
+                                          [](gce::MetadataItems& m) {
+                                            m["ssh-keys"] = "admin:key";
+                                            return true;
+                                          })
+                  .ok());
+  compute_.CompleteOperations();
+  GceOutcome o = Reconcile(p);
+  EXPECT_TRUE(o.ready) << "the removal never makes a running instance not ready: " << o.reason;
+  compute_.CompleteOperations();
+  Reconcile(p);
+  auto after = items();
+  EXPECT_FALSE(after.contains(kMetadataJoinToken));
+  EXPECT_EQ(after["ssh-keys"], "admin:key");
+  EXPECT_EQ(after[kMetadataRunnerName], "tpu-us");
+  EXPECT_FALSE(store_.instance.contains("operation"));
+  // Gone: no further setMetadata however often it is reconciled.
+  const uint64_t sets = compute_.Calls("instances.setMetadata");
+  EXPECT_TRUE(Reconcile(p).ready);
+  EXPECT_EQ(compute_.Calls("instances.setMetadata"), sets);
+  EXPECT_EQ(sets, 2u) << "the test's own write and the removal";
+}
+
+TEST(ParseRunner, ReadsSpecMarketplace) {
+  auto r = ParseRunner(json::parse(R"({"metadata":{"name":"r"},"spec":{"controlNode":"cn",)"
+                                   R"("marketplace":{"gpuNodeClass":"c","gpuType":"RTX4090",)"
+                                   R"("gpuCount":2,"regions":["eu-ro"],"maxHourlyPrice":"1.50",)"
+                                   R"("spot":true}}})")
+                           .as_object());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->placement, RunnerSpec::Placement::kMarketplace);
+  EXPECT_EQ(r->market.gpu_node_class, "c");
+  EXPECT_EQ(r->market.gpu_type, "RTX4090");
+  EXPECT_EQ(r->market.gpu_count, 2);
+  EXPECT_EQ(r->market.regions, std::vector<std::string>{"eu-ro"});
+  EXPECT_EQ(r->market.max_hourly_price, "1.50");
+  EXPECT_TRUE(r->market.spot);
+  EXPECT_FALSE(ParseRunner(json::parse(R"({"metadata":{"name":"r"},"spec":{"controlNode":"cn",)"
+                                       R"("marketplace":{"claimName":"x"}}})")
+                               .as_object())
+                   .ok())
+      << "gpuNodeClass is required";
+}
+
 TEST_F(Lifecycle, AnotherRunnersInstanceIsNeitherAdoptedNorDeleted) {
   compute_.Put("instances", "p", "us-central2-b",
                json::object{{"name", "hs-runner-tpu-us"},
