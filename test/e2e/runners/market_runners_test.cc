@@ -1,9 +1,10 @@
 // Runners with spec.marketplace end to end (issue 20): the operator rents a container machine for
 // each Runner from the RunPod simulator (sim/runpod over sim/market) with the providers and
-// credentials of a GPUNodeClass, on a real kube-apiserver + kube-scheduler + kube-controller-manager. sim/gpumachine boots
-// each machine from the payload RunPod received; the test supplies its runner-agent seam, which
-// runs the real `hyperslice runner-agent --link-from-env` on a loopback address of its own with
-// the container's env (runner name, link endpoint, runners CA, join token) as its environment.
+// credentials of a GPUNodeClass, on a real kube-apiserver + kube-scheduler +
+// kube-controller-manager. sim/gpumachine boots each machine from the payload RunPod received; the
+// test supplies its runner-agent seam, which runs the real `hyperslice runner-agent
+// --link-from-env` on a loopback address of its own with the container's env (runner name, link
+// endpoint, runners CA, join token) as its environment.
 //
 // Checked: the cheapest container offer that fits (RTX4090 in EU-RO-1 at $0.59/h) is rented once,
 // with the agent image, `runner-agent --link-from-env` args and the link env; the provider and
@@ -51,10 +52,9 @@
 #include "src/runners/controlnode/controlnode.h"
 #include "src/runners/controlnode/market_runner.h"
 #include "src/runners/controlnode/servers.h"
-#include "test/e2e/runners/operator_part.h"
-#include "test/testenv/crds.h"
 #include "test/testenv/eventually.h"
-#include "test/testenv/registry.h"
+#include "test/testenv/files.h"
+#include "test/testenv/runners_env.h"
 #include "test/testenv/testenv.h"
 
 extern char** environ;
@@ -72,17 +72,7 @@ constexpr char kControlNode[] = "market-global";
 constexpr char kClass[] = "runner-gpus";
 constexpr char kAgentImage[] = "registry.example/hyperslice/hyperslice:test";
 
-std::string At(const json::object& o, std::string_view dotted, std::string_view key) {
-  const json::object* at = dotted.empty() ? &o : jsonfield::ObjectAt(o, dotted);
-  return at != nullptr ? std::string(jsonfield::StringField(*at, key)) : std::string();
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testenv::StringAt;
 
 // The rented containers' agents: `hyperslice runner-agent` with the container's env added to
 // this process's environment (never on a command line), each on its own loopback address
@@ -140,7 +130,7 @@ class Containers {
   std::string Logs() {
     std::lock_guard lock(mu_);
     std::string out;
-    for (const auto& f : logs_) out += Slurp(f);
+    for (const auto& f : logs_) out += testenv::ReadFile(f);
     return out;
   }
   size_t Running() {
@@ -211,37 +201,37 @@ class MarketRunnersTest : public ::testing::Test {
       std::fwrite(line.data(), 1, line.size(), stderr);
       std::fputc('\n', stderr);
     });
-    localcluster::Options o;
-    o.scheduler = true;
-    o.controller_manager = true;  // the node lifecycle controller lifts node.kubernetes.io/not-ready
-    testenv::ConfigureCluster(o);
-    client_ = testenv::AdminClient();
-    ASSERT_TRUE(client_);
-    Status crds =
-        testenv::InstallCrds({HS_DEPLOY_DIR "/crds/runners.hyperslice.dev_controlnodes.yaml",
-                              HS_DEPLOY_DIR "/crds/runners.hyperslice.dev_runners.yaml",
-                              HS_DEPLOY_DIR "/crds/tgp.io_gpunodeclasses.yaml"},
-                             {cn::ControlNodes(), cn::Runners(), gpu::GPUNodeClasses()});
-    ASSERT_TRUE(crds.ok()) << crds.error().message;
-    ns_ = testenv::TestNamespace();
-    char tmpl[] = "/tmp/hs-market-runners-e2e-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
 
-    auto reg = testenv::LocalRegistry::Start();
-    ASSERT_TRUE(reg.ok()) << reg.error().message;
-    registry_ = std::move(*reg);
-    auto image = registry_->PushTestImage("hs/hstest");
-    ASSERT_TRUE(image.ok()) << image.error().message;
-    image_ = *image;
-
-    // RunPod: its default market (container pods only), and machines that boot their payload.
+    // RunPod: its default market (container pods only).
     sim::market::ServerOptions ro;
     ro.market.api_keys = {{"runpod-test-key", "runners"}};
     auto runpod = sim::runpod::Start(ro);
     ASSERT_TRUE(runpod.ok()) << runpod.error().message;
     runpod_ = std::move(*runpod);
-    containers_ = std::make_unique<Containers>(dir_, registry_->host());
+
+    // The operator's runners part with spec.marketplace: the containers learn the link server's
+    // address from their env, so it is known before the servers start.
+    testenv::RunnersEnvOptions eo;
+    eo.name = "market-runners-e2e";
+    eo.extra_crds = {{"tgp.io_gpunodeclasses.yaml", gpu::GPUNodeClasses()}};
+    eo.configure = [](testenv::RunnersEnv& env, cn::OperatorOptions& oo,
+                      cn::ServersOptions& sv) -> Status {
+      HS_ASSIGN_OR_RETURN(int link_port, FreeLoopbackPort("127.0.0.1"));
+      sv.link_address = "127.0.0.1:" + std::to_string(link_port);
+      oo.market.classes = cn::GpuNodeClassSource(env.client(), env.ns(), {});
+      oo.market.agent_image = kAgentImage;
+      oo.market.link_endpoint = sv.link_address;
+      oo.market.ca_bundle_pem = env.ca().ca.cert_pem;
+      oo.market.retry_initial = 1s;
+      oo.market.retry_max = 2s;
+      return OkStatus();
+    };
+    auto env = testenv::RunnersEnv::Start(eo);
+    ASSERT_TRUE(env.ok()) << env.error().message;
+    env_ = std::move(*env);
+
+    // Machines that boot the payload RunPod received; the runner-agent seam starts the agent.
+    containers_ = std::make_unique<Containers>(env_->dir(), env_->registry().host());
     sim::gpumachine::Options fo;
     fo.market = &runpod_->market();
     fo.runner_agent = [](const sim::market::Instance& i,
@@ -253,7 +243,7 @@ class MarketRunnersTest : public ::testing::Test {
     fleet_ = std::move(*fleet);
 
     // The GPUNodeClass whose provider and credentials the Runners rent with.
-    Create(kube::resources::Secrets(), ns_,
+    Create(kube::resources::Secrets(), env_->ns(),
            R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":"runpod-key"},)"
            R"("stringData":{"api-key":"runpod-test-key"}})");
     Create(gpu::GPUNodeClasses(), "",
@@ -261,82 +251,34 @@ class MarketRunnersTest : public ::testing::Test {
                std::string(kClass) + R"("},"spec":{"providers":[{"name":"runpod","endpoint":")" +
                runpod_->api_endpoint() + R"(","credentialsRef":{"name":"runpod-key","key":)" +
                R"("api-key"}}]}})");
-
-    // The operator's runners part.
-    auto ca = cn::EnsureRunnersCa(*client_, ns_, "hyperslice-runners-ca");
-    ASSERT_TRUE(ca.ok()) << ca.error().message;
-    auto link_port = FreeLoopbackPort("127.0.0.1");
-    ASSERT_TRUE(link_port.ok());
-    const std::string link_address = "127.0.0.1:" + std::to_string(*link_port);
-    kube::ManagerOptions mo;
-    mo.client = client_;
-    auto mgr = kube::Manager::Create(mo);
-    ASSERT_TRUE(mgr.ok());
-    mgr_ = std::move(*mgr);
-    cn::OperatorOptions oo = runners_e2e::TestOperatorOptions(client_, ns_, *ca);
-    oo.market.classes = cn::GpuNodeClassSource(client_, ns_, {});
-    oo.market.agent_image = kAgentImage;
-    oo.market.link_endpoint = link_address;
-    oo.market.ca_bundle_pem = ca->ca.cert_pem;
-    oo.market.retry_initial = 1s;
-    oo.market.retry_max = 2s;
-    auto set = cn::RegisterOperator(*mgr_, oo);
-    ASSERT_TRUE(set.ok()) << set.error().message;
-    cn::ServersOptions sv;
-    sv.client = client_;
-    sv.link_address = link_address;
-    auto kubelet_port = FreeLoopbackPort("127.0.0.1");
-    ASSERT_TRUE(kubelet_port.ok());
-    sv.kubelet_address = "127.0.0.1:" + std::to_string(*kubelet_port);
-    sv.state_dir = dir_ + "/operator";
-    auto servers = cn::RunnerServers::Start(sv, *ca, *set);
-    ASSERT_TRUE(servers.ok()) << servers.error().message;
-    servers_ = std::move(*servers);
-    run_ = std::thread([] { (void)mgr_->Run(); });
     // Every token the operator mints, read as the admin could (Secrets in its namespace).
     token_watch_ = std::thread([] {
       while (!stop_tokens_.load()) {
         kube::ListOptions lo;
         lo.label_selector = "runners.hyperslice.dev/runner";
-        auto l = client_->List(kube::resources::Secrets(), ns_, lo);
+        auto l = env_->client()->List(kube::resources::Secrets(), env_->ns(), lo);
         if (l.ok()) {
           std::lock_guard lock(log_mu_);
           for (const auto& s : l->items) {
-            auto d = Base64Decode(At(s, "data", "token"));
+            auto d = Base64Decode(testenv::StringAt(s, "data", "token"));
             if (d.ok() && !d->empty()) tokens_.insert(*d);
           }
         }
         std::this_thread::sleep_for(50ms);
       }
     });
-    Create(cn::ControlNodes(), "",
-           R"({"apiVersion":"runners.hyperslice.dev/v1alpha1","kind":"ControlNode",)"
-           R"("metadata":{"name":")" +
-               std::string(kControlNode) + R"("},"spec":{"address":"127.0.0.1","kubeletPort":)" +
-               std::to_string(*kubelet_port) + "}}");
+    Status node = env_->CreateControlNode(kControlNode);
+    ASSERT_TRUE(node.ok()) << node.error().message;
   }
 
   static void TearDownTestSuite() {
     stop_tokens_ = true;
     if (token_watch_.joinable()) token_watch_.join();
-    if (servers_) servers_->Stop();
-    if (mgr_) mgr_->Stop();
-    if (run_.joinable()) run_.join();
-    mgr_.reset();
     if (fleet_) fleet_->Stop();
     containers_.reset();
+    env_.reset();
     if (runpod_) runpod_->Stop();
-    registry_.reset();
     log::SetSink(nullptr);
-    if (!dir_.empty()) {
-      std::ifstream mounts("/proc/mounts");
-      std::string dev, at, rest;
-      while (mounts >> dev >> at && std::getline(mounts, rest)) {
-        if (at.rfind(dir_ + "/", 0) == 0) ::umount2(at.c_str(), MNT_DETACH);
-      }
-      std::error_code ec;
-      fs::remove_all(dir_, ec);
-    }
   }
 
   void SetUp() override {
@@ -344,8 +286,8 @@ class MarketRunnersTest : public ::testing::Test {
   }
 
   static void Create(const kube::Resource& r, const std::string& ns, const std::string& body) {
-    auto created = client_->Create(r, ns, json::parse(body).as_object());
-    ASSERT_TRUE(created.ok()) << created.error().message << "\n" << body;
+    Status st = env_->Create(r, ns, body);
+    ASSERT_TRUE(st.ok()) << st.error().message << "\n" << body;
   }
   static void CreateRunner(const std::string& name, const std::string& marketplace) {
     Create(
@@ -356,14 +298,9 @@ class MarketRunnersTest : public ::testing::Test {
   }
   static std::optional<json::object> Get(const kube::Resource& r, const std::string& ns,
                                          const std::string& name) {
-    auto got = client_->Get(r, ns, name);
-    if (!got.ok()) return std::nullopt;
-    return *got;
+    return env_->Get(r, ns, name);
   }
-  static std::string RunnerPhase(const std::string& name) {
-    auto r = Get(cn::Runners(), "", name);
-    return r ? At(*r, "status", "phase") : "";
-  }
+  static std::string RunnerPhase(const std::string& name) { return env_->RunnerPhase(name); }
   static std::string Condition(const std::string& runner, const std::string& type,
                                std::string* message = nullptr) {
     auto r = Get(cn::Runners(), "", runner);
@@ -382,11 +319,11 @@ class MarketRunnersTest : public ::testing::Test {
                            const std::string& text) {
     kube::ListOptions lo;
     lo.field_selector = "involvedObject.name=" + runner;
-    auto l = client_->List(kube::resources::Events(), "default", lo);
+    auto l = env_->client()->List(kube::resources::Events(), "default", lo);
     if (!l.ok()) return false;
     for (const auto& e : l->items) {
-      if (At(e, "", "type") == "Warning" && At(e, "", "reason") == reason &&
-          At(e, "", "message").find(text) != std::string::npos) {
+      if (StringAt(e, "", "type") == "Warning" && StringAt(e, "", "reason") == reason &&
+          StringAt(e, "", "message").find(text) != std::string::npos) {
         return true;
       }
     }
@@ -406,27 +343,24 @@ class MarketRunnersTest : public ::testing::Test {
       auto o = Get(cn::Runners(), "", r);
       if (o) out += std::string(r) + ": " + json::serialize(*o) + "\n";
     }
-    if (auto p = Get(kube::resources::Pods(), ns_, "on-market")) out += json::serialize(*p) + "\n";
+    if (auto p = Get(kube::resources::Pods(), env_->ns(), "on-market"))
+      out += json::serialize(*p) + "\n";
     if (auto n = Get(kube::resources::Nodes(), "", kControlNode)) out += json::serialize(*n) + "\n";
-    if (auto e = client_->List(kube::resources::Events(), "default"); e.ok()) {
+    if (auto e = env_->client()->List(kube::resources::Events(), "default"); e.ok()) {
       for (const auto& ev : e->items) {
-        out += At(ev, "involvedObject", "name") + " " + At(ev, "", "reason") + " " +
-               At(ev, "", "message") + "\n";
+        out += StringAt(ev, "involvedObject", "name") + " " + StringAt(ev, "", "reason") + " " +
+               StringAt(ev, "", "message") + "\n";
       }
     }
     return out + json::serialize(runpod_->market().Dump()) + "\n" + containers_->Logs();
   }
 
   static inline std::string skip_;
-  static inline std::shared_ptr<kube::Client> client_;
-  static inline std::string ns_, dir_, image_;
-  static inline std::unique_ptr<testenv::LocalRegistry> registry_;
   static inline std::unique_ptr<sim::market::MarketSimulator> runpod_;
+  static inline std::unique_ptr<testenv::RunnersEnv> env_;
   static inline std::unique_ptr<Containers> containers_;
   static inline std::unique_ptr<sim::gpumachine::Fleet> fleet_;
-  static inline std::unique_ptr<kube::Manager> mgr_;
-  static inline std::unique_ptr<cn::RunnerServers> servers_;
-  static inline std::thread run_, token_watch_;
+  static inline std::thread token_watch_;
   static inline std::mutex log_mu_;
   static inline std::string operator_log_;
   static inline std::set<std::string> tokens_;
@@ -451,17 +385,17 @@ TEST_F(MarketRunnersTest, ARentedContainerLinksRunsAPodAndIsReturnedWithItsRunne
   EXPECT_EQ(m.listing.region, "EU-RO-1");
   EXPECT_EQ(m.listing.gpu_name, "NVIDIA GeForce RTX 4090");
   auto r = *Get(cn::Runners(), "", "market-a");
-  EXPECT_EQ(At(r, "status.machine", "provider"), "runpod");
-  EXPECT_EQ(At(r, "status.machine", "id"), m.id);
-  EXPECT_EQ(At(r, "status.machine", "gpuType"), "RTX4090");
-  EXPECT_EQ(At(r, "status.machine", "price"), "0.59");
-  EXPECT_EQ(At(r, "status.machine", "state"), "Running");
+  EXPECT_EQ(StringAt(r, "status.machine", "provider"), "runpod");
+  EXPECT_EQ(StringAt(r, "status.machine", "id"), m.id);
+  EXPECT_EQ(StringAt(r, "status.machine", "gpuType"), "RTX4090");
+  EXPECT_EQ(StringAt(r, "status.machine", "price"), "0.59");
+  EXPECT_EQ(StringAt(r, "status.machine", "state"), "Running");
   EXPECT_EQ(Condition("market-a", "MachineReady"), "True/MachineRunning");
   EXPECT_TRUE(kube::HasFinalizer(r, cn::kMachineFinalizer));
   // The agent linked on the address it reported (its loopback address, never the machine's).
   ASSERT_EQ(containers_->Addresses().size(), 1u);
-  EXPECT_EQ(At(r, "status", "address").rfind(containers_->Addresses()[0] + ":", 0), 0u)
-      << At(r, "status", "address");
+  EXPECT_EQ(StringAt(r, "status", "address").rfind(containers_->Addresses()[0] + ":", 0), 0u)
+      << StringAt(r, "status", "address");
   // The container: the agent image, its command, the link env (the token is the minted one).
   EXPECT_EQ(containers_->Images(), std::vector<std::string>{kAgentImage});
   const auto args = containers_->Args()[0];
@@ -471,36 +405,37 @@ TEST_F(MarketRunnersTest, ARentedContainerLinksRunsAPodAndIsReturnedWithItsRunne
   const json::object* env =
       m.payload.if_contains("env") ? &m.payload.at("env").as_object() : nullptr;
   ASSERT_NE(env, nullptr);
-  EXPECT_EQ(At(*env, "", cn::kEnvRunnerName), "market-a");
-  EXPECT_NE(At(*env, "", cn::kEnvRunnersCa).find("BEGIN CERTIFICATE"), std::string::npos);
-  EXPECT_EQ(At(*env, "", cn::kEnvJoinToken).size(), 64u);
+  EXPECT_EQ(StringAt(*env, "", cn::kEnvRunnerName), "market-a");
+  EXPECT_NE(StringAt(*env, "", cn::kEnvRunnersCa).find("BEGIN CERTIFICATE"), std::string::npos);
+  EXPECT_EQ(StringAt(*env, "", cn::kEnvJoinToken).size(), 64u);
   // Rented once however often the Runner was reconciled.
   EXPECT_EQ(runpod_->market().Counters()["podFindAndDeployOnDemand"], 1);
 
   // A pod runs on it as a real container.
-  Create(kube::resources::Pods(), ns_,
+  Create(kube::resources::Pods(), env_->ns(),
          R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"on-market"},"spec":)"
          R"({"restartPolicy":"Never","tolerations":)"
          R"([{"key":"runners.hyperslice.dev/control-node","operator":"Exists",)"
          R"("effect":"NoSchedule"}],"containers":[{"name":"main","image":")" +
-             image_ +
+             env_->image() +
              R"(","args":["print:hello from a rented runner"],)"
              R"("resources":{"requests":{"cpu":"1"}}}]}})");
   ASSERT_TRUE(Eventually(
       [] {
-        auto p = Get(kube::resources::Pods(), ns_, "on-market");
-        return p && At(*p, "status", "phase") == "Succeeded";
+        auto p = Get(kube::resources::Pods(), env_->ns(), "on-market");
+        return p && StringAt(*p, "status", "phase") == "Succeeded";
       },
       90s))
       << Diagnostics();
-  ASSERT_TRUE(client_
-                  ->Delete(kube::resources::Pods(), ns_, "on-market",
+  ASSERT_TRUE(env_->client()
+                  ->Delete(kube::resources::Pods(), env_->ns(), "on-market",
                            {"Background", 0, std::nullopt, std::nullopt})
                   .ok());
-  ASSERT_TRUE(Eventually([] { return !Get(kube::resources::Pods(), ns_, "on-market"); }, 60s));
+  ASSERT_TRUE(
+      Eventually([] { return !Get(kube::resources::Pods(), env_->ns(), "on-market"); }, 60s));
 
   // Deleting the Runner terminates its machine at the provider before the Runner goes.
-  ASSERT_TRUE(client_->Delete(cn::Runners(), "", "market-a").ok());
+  ASSERT_TRUE(env_->client()->Delete(cn::Runners(), "", "market-a").ok());
   ASSERT_TRUE(Eventually([] { return !Get(cn::Runners(), "", "market-a"); }, 60s)) << Diagnostics();
   auto after = runpod_->market().Get(m.id);
   ASSERT_TRUE(after.has_value());
@@ -546,7 +481,7 @@ TEST_F(MarketRunnersTest, ProviderFailuresAreConditionsAndEventsAndRentNothing) 
       << Diagnostics();
   EXPECT_EQ(Live().size(), 1u);
   for (const char* r : {"market-nocap", "market-nofit"}) {
-    ASSERT_TRUE(client_->Delete(cn::Runners(), "", r).ok());
+    ASSERT_TRUE(env_->client()->Delete(cn::Runners(), "", r).ok());
   }
   ASSERT_TRUE(Eventually(
       [] {
