@@ -159,7 +159,7 @@ Status FromEnv(RunnerAgentFlags& f, std::string* link_ca_pem,
         {"RUNPOD_PUBLIC_IP", "RUNPOD_TCP_PORT_"}, {"PUBLIC_IPADDR", "VAST_TCP_PORT_"}};
     for (const auto& [ip, mapped] : kPublic) {
       std::string host = env(ip), p = env((std::string(mapped) + port).c_str());
-      if (!host.empty() && !p.empty()) o.advertise_address = host + ":" + p;
+      if (!host.empty() && !p.empty()) o.advertise_address = host.append(":").append(p);
     }
     if (o.advertise_address.empty()) {
       return Error::Make(
