@@ -50,14 +50,14 @@
 #include <vector>
 
 #if defined(HS_HYPERSLICE_BIN) && defined(HS_DEPLOY_DIR)
-#include <yaml-cpp/yaml.h>
 
+#include "bench/figures.h"
 #include "sim/lambda/simulator.h"
 #include "sim/paperspace/simulator.h"
 #include "src/base/log.h"
 #include "src/kube/informer.h"
-#include "src/kube/yaml.h"
 #include "test/e2e/gpu_chaos/harness.h"
+#include "test/testenv/child_process.h"
 #include "test/testenv/crds.h"
 #include "test/testenv/testenv.h"
 #include "test/testenv/tgp.h"
@@ -75,151 +75,19 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 constexpr char kNs[] = "gpu-bench";
 constexpr char kClass[] = "bench-class";
 
-// `hyperslice operator` as a child process, its output in one file (gpu_chaos's OperatorProcess
-// does not give its pid, which the RSS and CPU figures need).
-class OperatorProcess {
- public:
-  OperatorProcess(std::vector<std::string> args, std::string log_path)
-      : args_(std::move(args)), log_path_(std::move(log_path)) {}
-  OperatorProcess(const OperatorProcess&) = delete;
-  OperatorProcess& operator=(const OperatorProcess&) = delete;
-  ~OperatorProcess() { Kill(); }
+using hyperslice::bench::ApiserverRequests;  // every client: this process creates pods, plays
+                                             // kubelet and lists; kube-scheduler binds; the rest is
+                                             // the operator's
+using hyperslice::bench::Counts;
+using hyperslice::bench::Delta;
+using hyperslice::bench::Mib;
+using hyperslice::bench::ProcStats;
+using hyperslice::bench::ReadProc;
+using hyperslice::bench::Seconds;
+using hyperslice::bench::Sum;
 
-  void Start() {
-    std::vector<std::string> argv_strings = args_;
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::vector<char*> argv;
-      argv.reserve(argv_strings.size() + 1);
-      for (auto& a : argv_strings) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-  void Kill() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  bool Alive() {
-    if (pid_ <= 0) return false;
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return false;
-    }
-    return true;
-  }
-  pid_t pid() const { return pid_; }
-  std::string Tail(size_t n = 40) const {
-    std::ifstream in(log_path_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string all = ss.str();
-    size_t pos = all.size();
-    for (size_t i = 0; i <= n && pos != std::string::npos && pos > 0; ++i) {
-      pos = all.rfind('\n', pos - 1);
-    }
-    return pos == std::string::npos ? all : all.substr(pos + 1);
-  }
-
- private:
-  std::vector<std::string> args_;
-  std::string log_path_;
-  pid_t pid_ = -1;
-};
-
-struct ProcStats {
-  int64_t hwm_kib = 0, rss_kib = 0, anon_kib = 0, file_kib = 0;
-  double cpu_s = 0;
-};
-
-ProcStats ReadProc(pid_t pid) {
-  ProcStats s;
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) s.hwm_kib = std::stoll(line.substr(6));
-    if (line.rfind("VmRSS:", 0) == 0) s.rss_kib = std::stoll(line.substr(6));
-    if (line.rfind("RssAnon:", 0) == 0) s.anon_kib = std::stoll(line.substr(8));
-    if (line.rfind("RssFile:", 0) == 0) s.file_kib = std::stoll(line.substr(8));
-  }
-  std::ifstream statf("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(statf)), std::istreambuf_iterator<char>());
-  // Fields after the command's closing parenthesis; utime and stime are fields 14 and 15.
-  size_t p = stat.rfind(')');
-  if (p != std::string::npos) {
-    std::istringstream in(stat.substr(p + 2));
-    std::string f;
-    std::vector<std::string> fields;
-    while (in >> f) fields.push_back(f);
-    if (fields.size() > 12) {
-      auto ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
-      s.cpu_s = (std::stod(fields[11]) + std::stod(fields[12])) / ticks;
-    }
-  }
-  return s;
-}
-
-double Mib(int64_t kib) { return static_cast<double>(kib) / 1024.0; }
-
-using Counts = std::map<std::string, int64_t>;
-
-Counts Delta(const Counts& a, const Counts& b) {
-  Counts d;
-  for (const auto& [k, n] : b) {
-    auto it = a.find(k);
-    int64_t v = n - (it == a.end() ? 0 : it->second);
-    if (v != 0) d[k] = v;
-  }
-  return d;
-}
-int64_t Sum(const Counts& m) {
-  int64_t s = 0;
-  for (const auto& [k, n] : m) s += n;
-  return s;
-}
 void PrintCalls(const char* title, const Counts& d, int n) {
-  std::printf("%s: %lld calls, %.2f per claim\n", title, static_cast<long long>(Sum(d)),
-              static_cast<double>(Sum(d)) / n);
-  for (const auto& [k, v] : d) {
-    std::printf("    %-60s %7lld  (%.2f/claim)\n", k.c_str(), static_cast<long long>(v),
-                static_cast<double>(v) / n);
-  }
-}
-
-// kube-apiserver's apiserver_request_total summed by "VERB resource[/sub]" (every client: this
-// process creates pods, plays kubelet and lists; kube-scheduler binds; the rest is the operator).
-Counts ApiserverRequests(kube::Client& c) {
-  Counts out;
-  auto r = c.Raw("GET", "/metrics");
-  if (!r.ok()) return out;
-  std::istringstream in(r->body);
-  std::string line;
-  auto label = [](const std::string& l, const std::string& name) {
-    size_t p = l.find("," + name + "=\"");
-    if (p == std::string::npos) p = l.find("{" + name + "=\"");
-    if (p == std::string::npos) return std::string();
-    p += name.size() + 3;
-    return l.substr(p, l.find('"', p) - p);
-  };
-  while (std::getline(in, line)) {
-    if (line.rfind("apiserver_request_total{", 0) != 0) continue;
-    std::string sub = label(line, "subresource");
-    std::string key =
-        label(line, "verb") + " " + label(line, "resource") + (sub.empty() ? "" : "/" + sub);
-    out[key] += std::llround(std::stod(line.substr(line.rfind(' ') + 1)));
-  }
-  return out;
-}
-
-double Seconds(SteadyTime since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+  hyperslice::bench::PrintCalls(title, d, n, "claim", 60);
 }
 
 // Nearest-rank percentile of `v` (sorted here), in ms.
@@ -230,28 +98,7 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
 }
 
-std::string Str(const bj::object& o, std::string_view dotted, std::string_view key) {
-  const bj::object* at = dotted.empty() ? &o : jsonfield::ObjectAt(o, dotted);
-  return at ? std::string(jsonfield::StringField(*at, key)) : std::string();
-}
-
-market::Listing Rtx4090(int capacity) {
-  market::Listing l;
-  l.id = "gpu_1x_rtx4090@us-west-1";
-  l.gpu_name = "RTX 4090 (24 GB PCIe)";
-  l.gpu_count = 1;
-  l.gpu_memory_gb = 24;
-  l.vcpus = 16;
-  l.memory_gb = 64;
-  l.disk_gb = 500;
-  l.region = "us-west-1";
-  l.price = 690000;
-  l.capacity = capacity;
-  l.attributes = {{"instance_type", "gpu_1x_rtx4090"},
-                  {"description", "1x RTX 4090 (24 GB PCIe)"},
-                  {"gpu_description", "RTX 4090 (24 GB PCIe)"}};
-  return l;
-}
+using testenv::Str;
 
 bool Live(const market::Instance& i) {
   return i.state != market::State::kTerminated && i.state != market::State::kStopping;
@@ -263,7 +110,7 @@ class Bench {
       : workers_(std::move(workers)), binary_(std::move(binary)) {}
 
   ~Bench() {
-    if (op_) op_->Kill();
+    if (op_) (void)op_->Stop(SIGTERM);
     if (pods_) pods_->Stop();
     if (claims_) claims_->Stop();
     if (nodes_) nodes_->Stop();
@@ -279,21 +126,11 @@ class Bench {
     if (!client_) return Error::Make(Error::Code::kInternal, "no control plane");
     HS_RETURN_IF_ERROR(testenv::InstallTgpCrds(HS_DEPLOY_DIR));
     // `hyperslice operator` runs the TPU controllers too: their informers need their CRDs.
-    std::vector<std::string> files;
-    std::vector<kube::Resource> served;
-    for (auto [plural, kind] : std::vector<std::pair<std::string, std::string>>{
-             {"tpunodegroups", "TPUNodeGroup"},
-             {"resourcepolicies", "ResourcePolicy"},
-             {"instancetemplates", "InstanceTemplate"},
-             {"managedinstancegroups", "ManagedInstanceGroup"}}) {
-      files.push_back(std::string(HS_DEPLOY_DIR) + "/crds/tpu.google.com_" + plural + ".yaml");
-      served.push_back(kube::Resource{"tpu.google.com", "v1alpha1", plural, kind, true});
-    }
-    HS_RETURN_IF_ERROR(testenv::InstallCrds(files, served));
+    HS_RETURN_IF_ERROR(testenv::InstallTpuCrds(HS_DEPLOY_DIR));
 
     // Room for every launch; short lifecycles (the operator, not the market, is measured).
     market::ServerOptions lo;
-    lo.market.listings = {Rtx4090(100000)};
+    lo.market.listings = {sim::lambda::Rtx4090Listing("us-west-1", 690000, 100000)};
     lo.market.seed = 11;
     lo.market.boot_delay = lo.market.running_delay = lo.market.terminate_delay = 50ms;
     HS_ASSIGN_OR_RETURN(lambda_, sim::lambda::Start(lo));
@@ -312,43 +149,9 @@ class Bench {
     (void)client_->Create(
         kube::resources::Namespaces(), "",
         bj::object{{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", kNs}}}});
-    auto created = client_->Create(GPUNodeClasses(), "",
-                                   kube::YamlToJson(YAML::Load(R"(
-apiVersion: tgp.io/v1
-kind: GPUNodeClass
-metadata:
-  name: bench-class
-spec:
-  providers:
-    - name: lambdalabs
-      priority: 1
-      credentialsRef: {name: bench-keys, key: key}
-      sshKeyNames: [sim-ssh-key]
-    - name: paperspace
-      priority: 2
-      credentialsRef: {name: bench-keys, key: key}
-)"))
-                                       .as_object());
+    auto created = client_->Create(GPUNodeClasses(), "", chaos::SimClass(kClass, "bench-keys"));
     if (!created.ok()) return created.error();
-    created = client_->Create(GPUNodePools(), kNs,
-                              kube::YamlToJson(YAML::Load(R"(
-apiVersion: tgp.io/v1
-kind: GPUNodePool
-metadata:
-  name: bench-pool
-  namespace: gpu-bench
-spec:
-  nodeClassRef:
-    kind: GPUNodeClass
-    name: bench-class
-  template:
-    spec:
-      requirements:
-        - key: tgp.io/provider
-          operator: In
-          values: ["lambdalabs", "paperspace"]
-)"))
-                                  .as_object());
+    created = client_->Create(GPUNodePools(), kNs, chaos::SimPool(kNs, "bench-pool", kClass));
     if (!created.ok()) return created.error();
 
     // This process's view of the pods: when the scheduler first marks each one Unschedulable.
@@ -382,36 +185,19 @@ spec:
 
     dir_ = std::filesystem::temp_directory_path() / ("hs-gpu-bench-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
-    // The TPU controllers want a GCE token source; nothing here calls GCE (no TPU groups, orphan
-    // sweep off) and the endpoint is a closed loopback port.
-    std::ofstream(dir_ / "gce-token") << "unused\n";
-    op_ = std::make_unique<OperatorProcess>(
-        std::vector<std::string>{
-            binary_, "operator", "--gpu", "--kubeconfig=" + testenv::Cluster().kubeconfig_path(),
-            "--leader-elect=false", "--health-probe-port=-1", "--cluster-id=gpu-bench",
-            "--gce-endpoint=http://127.0.0.1:9",
-            "--gce-access-token-file=" + (dir_ / "gce-token").string(), "--orphan-sweep-interval=0",
-            "--drift-check-interval=1h", "--device-plugin-namespace=tgp-system",
-            "--workers=" + workers_, "--gpu-endpoint=lambdalabs=" + lambda_->api_endpoint(),
-            "--gpu-endpoint=paperspace=" + paperspace_->api_endpoint(),
-            // Lambda's documented client limits (1 request/s, 1 launch per 12 s) would make this
-            // a benchmark of Lambda's rate limit; the simulators' own limits are off.
-            "--gpu-provider-qps=lambdalabs=200", "--gpu-provider-qps=paperspace=200",
-            // Boot payloads need the endpoint machines join at (stand-in Nodes here).
-            "--gpu-control-plane-endpoint=" + testenv::Cluster().server_url(),
-            // Defaults otherwise: offers every 60 s, batch 200 ms / 2 s, gc every 1 m.
-        },
+    op_ = std::make_unique<testenv::ChildProcess>(
+        chaos::GpuOperatorArgs(
+            binary_, dir_, lambda_->api_endpoint(), paperspace_->api_endpoint(),
+            {"--health-probe-port=-1", "--cluster-id=gpu-bench", "--workers=" + workers_,
+             // Lambda's documented client limits (1 request/s, 1 launch per 12 s) would make
+             // this a benchmark of Lambda's rate limit; the simulators' own limits are off.
+             "--gpu-provider-qps=lambdalabs=200", "--gpu-provider-qps=paperspace=200"}),
+        // Defaults otherwise: offers every 60 s, batch 200 ms / 2 s, gc every 1 m.
         (dir_ / "operator.log").string());
-    op_->Start();
-    bool ready = Eventually(
-        [&] {
-          if (!op_->Alive()) return true;
-          auto c = client_->Get(GPUNodeClasses(), "", kClass);
-          return c.ok() && Str(*c, "status", "providersReady") == "2/2";
-        },
-        120s);
-    if (!op_->Alive() || !ready) {
-      return Error::Make(Error::Code::kInternal, "operator not ready:\n" + op_->Tail());
+    Status started = chaos::StartGpuOperator(*op_, *client_, kClass, 120s);
+    if (!started.ok()) {
+      return Error::Make(Error::Code::kInternal,
+                         "operator not ready: " + started.error().ToString());
     }
     return OkStatus();
   }
@@ -758,7 +544,7 @@ spec:
   std::unique_ptr<StandInNodes> nodes_;
   std::unique_ptr<kube::SharedInformer> pods_, claims_;
   std::filesystem::path dir_;
-  std::unique_ptr<OperatorProcess> op_;
+  std::unique_ptr<testenv::ChildProcess> op_;
   std::mutex mu_;
   std::map<std::string, SteadyTime> created_at_, unschedulable_at_, claim_seen_at_;
 };

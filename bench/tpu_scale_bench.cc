@@ -2,7 +2,7 @@
 // at once on the real control plane (test/testenv: kube-apiserver + etcd), `hyperslice operator`
 // as a child process (as deployed), the GCE simulator in this process over HTTP, and a kubelet
 // stand-in registering a Node (providerID, Ready, google.com/tpu) for every VM that turns RUNNING
-// (test/e2e/tpu_chaos/harness.h, FakeKubelets).
+// (test/testenv/tpu_env.h, FakeKubelets).
 //
 // Figures (printed with how they were measured):
 //   time to all Ready      from the first create until every group's Ready condition is True for
@@ -41,92 +41,24 @@
 #include <string>
 
 #if defined(HS_HYPERSLICE_BIN) && defined(HS_DEPLOY_DIR)
+#include "bench/figures.h"
 #include "src/base/log.h"
 #include "test/e2e/tpu_chaos/harness.h"
 
 namespace hyperslice::tpu::chaos {
 namespace {
 
-struct ProcStats {
-  int64_t hwm_kib = 0, rss_kib = 0, anon_kib = 0, file_kib = 0;
-  double cpu_s = 0;
-};
+using bench::ApiserverRequests;  // every client: this process lists TPUNodeGroups every 250 ms and
+                                 // plays kubelet (POST nodes, PATCH nodes/status); the rest is the
+                                 // operator's
+using bench::Delta;
+using bench::ProcStats;
+using bench::ReadProc;
+using bench::Seconds;
+using bench::Sum;
 
-ProcStats ReadProc(pid_t pid) {
-  ProcStats s;
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) s.hwm_kib = std::stoll(line.substr(6));
-    if (line.rfind("VmRSS:", 0) == 0) s.rss_kib = std::stoll(line.substr(6));
-    if (line.rfind("RssAnon:", 0) == 0) s.anon_kib = std::stoll(line.substr(8));
-    if (line.rfind("RssFile:", 0) == 0) s.file_kib = std::stoll(line.substr(8));
-  }
-  std::ifstream statf("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(statf)), std::istreambuf_iterator<char>());
-  // Fields after the command's closing parenthesis; utime and stime are fields 14 and 15.
-  size_t p = stat.rfind(')');
-  if (p != std::string::npos) {
-    std::istringstream in(stat.substr(p + 2));
-    std::string f;
-    std::vector<std::string> fields;
-    while (in >> f) fields.push_back(f);
-    if (fields.size() > 12) {
-      double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
-      s.cpu_s = (std::stod(fields[11]) + std::stod(fields[12])) / ticks;
-    }
-  }
-  return s;
-}
-
-std::map<std::string, int64_t> Delta(const std::map<std::string, int64_t>& a,
-                                     const std::map<std::string, int64_t>& b) {
-  std::map<std::string, int64_t> d;
-  for (const auto& [k, n] : b) {
-    auto it = a.find(k);
-    int64_t v = n - (it == a.end() ? 0 : it->second);
-    if (v != 0) d[k] = v;
-  }
-  return d;
-}
-int64_t Sum(const std::map<std::string, int64_t>& m) {
-  int64_t s = 0;
-  for (const auto& [k, n] : m) s += n;
-  return s;
-}
-void PrintCalls(const char* title, const std::map<std::string, int64_t>& d, int n) {
-  std::printf("%s: %lld calls, %.2f per slice\n", title, static_cast<long long>(Sum(d)),
-              static_cast<double>(Sum(d)) / n);
-  for (const auto& [k, v] : d) {
-    std::printf("    %-52s %7lld  (%.2f/slice)\n", k.c_str(), static_cast<long long>(v),
-                static_cast<double>(v) / n);
-  }
-}
-
-// kube-apiserver's own request counter (apiserver_request_total), summed by "VERB resource[/sub]"
-// over codes. It counts every client: this process lists TPUNodeGroups every 250 ms and plays
-// kubelet (POST nodes, PATCH nodes/status); everything else is the operator.
-std::map<std::string, int64_t> ApiserverRequests(kube::Client& c) {
-  std::map<std::string, int64_t> out;
-  auto r = c.Raw("GET", "/metrics");
-  if (!r.ok()) return out;
-  std::istringstream in(r->body);
-  std::string line;
-  auto label = [](const std::string& l, const std::string& name) {
-    size_t p = l.find("," + name + "=\"");
-    if (p == std::string::npos) p = l.find("{" + name + "=\"");
-    if (p == std::string::npos) return std::string();
-    p += name.size() + 3;
-    return l.substr(p, l.find('"', p) - p);
-  };
-  while (std::getline(in, line)) {
-    if (line.rfind("apiserver_request_total{", 0) != 0) continue;
-    std::string sub = label(line, "subresource");
-    std::string key =
-        label(line, "verb") + " " + label(line, "resource") + (sub.empty() ? "" : "/" + sub);
-    out[key] += std::llround(std::stod(line.substr(line.rfind(' ') + 1)));
-  }
-  return out;
+void PrintCalls(const char* title, const bench::Counts& d, int n) {
+  bench::PrintCalls(title, d, n, "slice", 52);
 }
 
 // The Events in `ns` by "kind reason", each counted `count` times (repeats are aggregated).
@@ -142,10 +74,6 @@ std::map<std::string, int64_t> EventCounts(kube::Client& c, const std::string& n
     out[key] += count && count->is_int64() ? count->as_int64() : 1;
   }
   return out;
-}
-
-double Seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
 // Hosts of the i-th group. "124": 1, 2 and 4 hosts in turn (2.33 VMs per group). "4k": per 50
@@ -171,7 +99,7 @@ int HostsOf(int i, const std::string& mix) {
 
 int Run(int n, int window_s, const std::string& drift, const std::string& workers,
         const std::string& mix) {
-  Env& env = Env::Get();
+  Env& env = ChaosEnv();
   if (!env.error.empty()) {
     std::fprintf(stderr, "environment: %s\n", env.error.c_str());
     return 1;

@@ -1,5 +1,7 @@
 #include "test/testenv/crds.h"
 
+#include <utility>
+
 #include <yaml-cpp/yaml.h>
 
 #include "src/kube/client.h"
@@ -33,6 +35,20 @@ Status InstallCrds(const std::vector<std::string>& files,
     }
   }
   return OkStatus();
+}
+
+Status InstallTpuCrds(const std::string& deploy_dir) {
+  std::vector<std::string> files;
+  std::vector<kube::Resource> served;
+  for (auto [plural, kind] : std::vector<std::pair<std::string, std::string>>{
+           {"tpunodegroups", "TPUNodeGroup"},
+           {"resourcepolicies", "ResourcePolicy"},
+           {"instancetemplates", "InstanceTemplate"},
+           {"managedinstancegroups", "ManagedInstanceGroup"}}) {
+    files.push_back(deploy_dir + "/crds/tpu.google.com_" + plural + ".yaml");
+    served.push_back(kube::Resource{"tpu.google.com", "v1alpha1", plural, kind, true});
+  }
+  return InstallCrds(files, served);
 }
 
 }  // namespace hyperslice::testenv

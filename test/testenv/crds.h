@@ -14,4 +14,9 @@ namespace hyperslice::testenv {
 Status InstallCrds(const std::vector<std::string>& files,
                    const std::vector<kube::Resource>& served);
 
+// Installs <deploy_dir>/crds/tpu.google.com_{tpunodegroups,resourcepolicies,instancetemplates,
+// managedinstancegroups}.yaml: the TPU operator's, which `hyperslice operator` watches even when
+// a test runs it for the GPU controllers only.
+Status InstallTpuCrds(const std::string& deploy_dir);
+
 }  // namespace hyperslice::testenv

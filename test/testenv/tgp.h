@@ -139,6 +139,19 @@ inline std::string Str(const boost::json::object& o, std::string_view at, std::s
   return obj != nullptr ? std::string(jsonfield::StringField(*obj, key)) : std::string();
 }
 
+// Every Event of the cluster, one "event: <object> <reason>: <message>" line each, for a failed
+// wait's message.
+inline std::string DescribeEvents(kube::Client& client) {
+  std::string out;
+  auto events = client.List(kube::resources::Events(), "");
+  if (!events.ok()) return out;
+  for (const auto& e : events->items) {
+    out += "event: " + Str(e, "involvedObject", "name") + " " + Str(e, "", "reason") + ": " +
+           Str(e, "", "message") + "\n";
+  }
+  return out;
+}
+
 // Every GPUNodeClaim; none when the list fails.
 inline std::vector<boost::json::object> ListClaims(kube::Client& client) {
   auto l = client.List(gpu::GPUNodeClaims(), "");

@@ -25,7 +25,6 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <yaml-cpp/yaml.h>
 
 #include <boost/json.hpp>
 
@@ -38,8 +37,8 @@
 #include "src/gpu/provider.h"
 #include "src/kube/client.h"
 #include "src/kube/object_helpers.h"
-#include "src/kube/yaml.h"
 #include "test/e2e/gpu_chaos/harness.h"
+#include "test/testenv/child_process.h"
 #include "test/testenv/crds.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/testenv.h"
@@ -73,25 +72,6 @@ uint64_t Seed() {
 
 using testenv::Str;
 
-// Lambda's one-GPU RTX 4090 in one region, with room for every launch of the test.
-market::Listing Rtx4090() {
-  market::Listing l;
-  l.id = "gpu_1x_rtx4090@us-west-1";
-  l.gpu_name = "RTX 4090 (24 GB PCIe)";
-  l.gpu_count = 1;
-  l.gpu_memory_gb = 24;
-  l.vcpus = 16;
-  l.memory_gb = 64;
-  l.disk_gb = 500;
-  l.region = "us-west-1";
-  l.price = 690000;
-  l.capacity = 1000;
-  l.attributes = {{"instance_type", "gpu_1x_rtx4090"},
-                  {"description", "1x RTX 4090 (24 GB PCIe)"},
-                  {"gpu_description", "RTX 4090 (24 GB PCIe)"}};
-  return l;
-}
-
 class GpuChaos : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -110,21 +90,11 @@ class GpuChaos : public ::testing::Test {
     Status st = testenv::InstallTgpCrds(HS_DEPLOY_DIR);
     ASSERT_TRUE(st.ok()) << st.error().ToString();
     // `hyperslice operator` always runs the TPU controllers too: their informers need their CRDs.
-    std::vector<std::string> files;
-    std::vector<kube::Resource> served;
-    for (auto [plural, kind] : std::vector<std::pair<std::string, std::string>>{
-             {"tpunodegroups", "TPUNodeGroup"},
-             {"resourcepolicies", "ResourcePolicy"},
-             {"instancetemplates", "InstanceTemplate"},
-             {"managedinstancegroups", "ManagedInstanceGroup"}}) {
-      files.push_back(std::string(HS_DEPLOY_DIR) + "/crds/tpu.google.com_" + plural + ".yaml");
-      served.push_back(kube::Resource{"tpu.google.com", "v1alpha1", plural, kind, true});
-    }
-    st = testenv::InstallCrds(files, served);
+    st = testenv::InstallTpuCrds(HS_DEPLOY_DIR);
     ASSERT_TRUE(st.ok()) << st.error().ToString();
 
     market::ServerOptions lo;
-    lo.market.listings = {Rtx4090()};
+    lo.market.listings = {sim::lambda::Rtx4090Listing("us-west-1", 690000, 1000)};
     lo.market.seed = Seed() | 1;
     lo.market.boot_delay = lo.market.running_delay = lo.market.terminate_delay = 50ms;
     auto lambda = sim::lambda::Start(lo);
@@ -146,90 +116,25 @@ class GpuChaos : public ::testing::Test {
 
     ASSERT_TRUE(
         testenv::PutSecret(*client_, "tgp-system", "chaos-keys", {{"key", "sim-key"}}).ok());
-    bj::object cls = kube::YamlToJson(YAML::Load(R"(
-apiVersion: tgp.io/v1
-kind: GPUNodeClass
-metadata:
-  name: chaos-class
-spec:
-  providers:
-    - name: lambdalabs
-      priority: 1
-      credentialsRef: {name: chaos-keys, key: key}
-      sshKeyNames: [sim-ssh-key]
-    - name: paperspace
-      priority: 2
-      credentialsRef: {name: chaos-keys, key: key}
-)"))
-                         .as_object();
-    auto created = client_->Create(GPUNodeClasses(), "", cls);
+    auto created = client_->Create(GPUNodeClasses(), "", SimClass(kClass, "chaos-keys"));
     ASSERT_TRUE(created.ok()) << created.error().ToString();
-    bj::object pool = kube::YamlToJson(YAML::Load(R"(
-apiVersion: tgp.io/v1
-kind: GPUNodePool
-metadata:
-  name: chaos-pool
-  namespace: default
-spec:
-  nodeClassRef:
-    kind: GPUNodeClass
-    name: chaos-class
-  template:
-    spec:
-      requirements:
-        - key: tgp.io/provider
-          operator: In
-          values: ["lambdalabs", "paperspace"]
-)"))
-                          .as_object();
-    created = client_->Create(GPUNodePools(), "default", pool);
+    created = client_->Create(GPUNodePools(), "default", SimPool("default", kPool, kClass));
     ASSERT_TRUE(created.ok()) << created.error().ToString();
 
     dir_ = std::filesystem::temp_directory_path() / ("hs-gpu-chaos-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
-    // The TPU controllers want a GCE token source; nothing here calls GCE (no TPU groups, orphan
-    // sweep off) and the endpoint is a closed loopback port.
-    std::ofstream(dir_ / "gce-token") << "unused\n";
-    op_ = std::make_unique<OperatorProcess>(
-        std::vector<std::string>{
-            HS_HYPERSLICE_BIN,
-            "operator",
-            "--gpu",
-            "--kubeconfig=" + testenv::Cluster().kubeconfig_path(),
-            "--leader-elect=false",
-            "--health-probe-port=-1",
-            "--cluster-id=" + std::string(kClusterId),
-            "--gce-endpoint=http://127.0.0.1:9",
-            "--gce-access-token-file=" + (dir_ / "gce-token").string(),
-            "--orphan-sweep-interval=0",
-            "--drift-check-interval=1h",
-            "--device-plugin-namespace=tgp-system",
-            "--workers=4",
-            "--gpu-endpoint=lambdalabs=" + lambda_->api_endpoint(),
-            "--gpu-endpoint=paperspace=" + paperspace_->api_endpoint(),
-            // Lambda's client allows one launch per 12 s; the simulators' own limits are off.
-            "--gpu-provider-qps=lambdalabs=50",
-            "--gpu-provider-qps=paperspace=50",
-            "--gpu-offer-refresh-interval=2s",
-            "--gpu-gc-interval=1s",
-            "--gpu-gc-grace=3s",
-            "--gpu-batch-idle=200ms",
-            "--gpu-batch-max=1s",
-            // Where rented machines would join (the boot payloads carry it); the stand-in
-            // machines here register Nodes themselves.
-            "--gpu-control-plane-endpoint=" + testenv::Cluster().server_url(),
-        },
+    op_ = std::make_unique<testenv::ChildProcess>(
+        GpuOperatorArgs(
+            HS_HYPERSLICE_BIN, dir_, lambda_->api_endpoint(), paperspace_->api_endpoint(),
+            {"--health-probe-port=-1", "--cluster-id=" + std::string(kClusterId), "--workers=4",
+             // Lambda's client allows one launch per 12 s; the simulators' own limits
+             // are off.
+             "--gpu-provider-qps=lambdalabs=50", "--gpu-provider-qps=paperspace=50",
+             "--gpu-offer-refresh-interval=2s", "--gpu-gc-interval=1s", "--gpu-gc-grace=3s",
+             "--gpu-batch-idle=200ms", "--gpu-batch-max=1s"}),
         (dir_ / "operator.log").string());
-    op_->Start();
-    ASSERT_TRUE(Eventually(
-        [&] {
-          if (!op_->Alive()) return true;  // fails below, at once
-          auto c = client_->Get(GPUNodeClasses(), "", kClass);
-          return c.ok() && Str(*c, "status", "providersReady") == "2/2";
-        },
-        60s))
-        << op_->Tail();
-    ASSERT_TRUE(op_->Alive()) << "the operator exited:\n" << op_->Tail();
+    Status started = StartGpuOperator(*op_, *client_, kClass, 60s);
+    ASSERT_TRUE(started.ok()) << started.error().ToString();
   }
 
   void TearDown() override {
@@ -245,31 +150,13 @@ spec:
            paperspace_->market().Counters()[kPaperspaceCreate];
   }
 
-  Status Fault(market::MarketSimulator& sim, const std::string& method, const std::string& kind,
-               double rate) {
-    SimHttp control(sim.control_endpoint());
-    bj::object body{{"method", method}, {"kind", kind}, {"rate", rate}};
-    auto r = control.Call("POST", "/control/faults", &body);
-    return r.ok() ? OkStatus() : Status(r.error());
-  }
-  Status ClearFaults(market::MarketSimulator& sim) {
-    SimHttp control(sim.control_endpoint());
-    auto r = control.Call("DELETE", "/control/faults");
-    return r.ok() ? OkStatus() : Status(r.error());
-  }
-
-  // Seed 002's GPU pod, pinned to one provider's machines instead of the pool's GPU type.
   void CreatePod(const std::string& name, const std::string& provider) {
-    bj::object pod = testenv::SeedGpuPod(HS_DEPLOY_DIR, name);
-    pod["spec"].as_object()["nodeSelector"] = bj::object{{kLabelProvider, provider}};
-    auto created = client_->Create(kube::resources::Pods(), "default", pod);
+    auto created =
+        client_->Create(kube::resources::Pods(), "default", PinnedGpuPod(name, provider));
     ASSERT_TRUE(created.ok()) << created.error().ToString();
   }
 
-  std::vector<bj::object> Claims() {
-    auto l = client_->List(GPUNodeClaims(), "");
-    return l.ok() ? l->items : std::vector<bj::object>{};
-  }
+  std::vector<bj::object> Claims() { return testenv::ListClaims(*client_); }
 
   // Pods not bound to a Node yet, of those named.
   std::vector<std::string> Unbound(const std::vector<std::string>& names) {
@@ -381,7 +268,7 @@ spec:
   std::vector<std::unique_ptr<SimView>> views_;
   std::unique_ptr<StandInNodes> nodes_;
   std::filesystem::path dir_;
-  std::unique_ptr<OperatorProcess> op_;
+  std::unique_ptr<testenv::ChildProcess> op_;
 };
 
 TEST_F(GpuChaos, KillNineDuringLaunchesNeverDoublesAMachine) {

@@ -1,23 +1,19 @@
-// Pieces of the GPU chaos test (chaos_test.cc): `hyperslice operator --gpu` as a child process
-// that can be killed with SIGKILL, a marketplace simulator's control endpoint, stand-in machines
-// that register a Node for every running instance, and the simulators' own view of which claim
-// each instance belongs to (read from the simulators, never from the operator's clients).
+// Pieces of the GPU chaos test (chaos_test.cc), also used by the cost e2e test and the
+// provisioning benchmark: stand-in machines that register a Node for every running instance, and
+// the simulators' own view of which claim each instance belongs to (read from the simulators,
+// never from the operator's clients). `hyperslice operator --gpu` runs as a
+// testenv::ChildProcess, the simulators' endpoints are reached with testenv::SimHttp.
 // Header-only; errors are returned as values or strings (no gtest dependency).
 #pragma once
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cctype>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,116 +29,18 @@
 #include "src/gpu/provider.h"
 #include "src/kube/client.h"
 #include "src/kube/object_helpers.h"
-#include "src/net/http.h"
+#include "test/testenv/child_process.h"
 #include "test/testenv/eventually.h"
+#include "test/testenv/sim_http.h"
+#include "test/testenv/stand_in_node.h"
+#include "test/testenv/testenv.h"
+#include "test/testenv/tgp.h"
 
 namespace hyperslice::gpu::chaos {
 
 namespace bj = boost::json;
 namespace market = sim::market;
 using namespace std::chrono_literals;
-
-// `hyperslice operator --gpu` as a child process, its output appended to one file over restarts.
-class OperatorProcess {
- public:
-  OperatorProcess(std::vector<std::string> args, std::string log_path)
-      : args_(std::move(args)), log_path_(std::move(log_path)) {}
-  OperatorProcess(const OperatorProcess&) = delete;
-  OperatorProcess& operator=(const OperatorProcess&) = delete;
-  ~OperatorProcess() { Kill(); }
-
-  void Start() {
-    if (pid_ > 0) return;
-    std::vector<std::string> argv_strings = args_;
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::vector<char*> argv;
-      argv.reserve(argv_strings.size() + 1);
-      for (auto& a : argv_strings) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    ++starts_;
-  }
-  // SIGKILL: no shutdown path runs (no status written, no connection closed politely).
-  void Kill() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  // True while the child has not exited by itself.
-  bool Alive() {
-    if (pid_ <= 0) return false;
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return false;
-    }
-    return true;
-  }
-  int starts() const { return starts_; }
-  std::string Log() const {
-    std::ifstream in(log_path_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-  std::string Tail(size_t n = 40) const {
-    std::string all = Log();
-    size_t pos = all.size();
-    for (size_t i = 0; i <= n && pos != std::string::npos && pos > 0; ++i) {
-      pos = all.rfind('\n', pos - 1);
-    }
-    return pos == std::string::npos ? all : all.substr(pos + 1);
-  }
-
- private:
-  std::vector<std::string> args_;
-  std::string log_path_;
-  pid_t pid_ = -1;
-  int starts_ = 0;
-};
-
-// A plain HTTP JSON client for a simulator endpoint (its /control API, or its provider API with
-// the simulator's key).
-class SimHttp {
- public:
-  explicit SimHttp(const std::string& base_url, std::string bearer = "")
-      : bearer_(std::move(bearer)) {
-    net::HttpClient::Options o;
-    o.base_url = base_url;
-    http_ = net::HttpClient::Create(o).value();
-  }
-  Result<bj::value> Call(const std::string& method, const std::string& target,
-                         const bj::object* body = nullptr) {
-    net::Request req;
-    req.method = method;
-    req.target = target;
-    if (!bearer_.empty()) req.headers.emplace_back("Authorization", "Bearer " + bearer_);
-    if (body != nullptr) {
-      req.body = bj::serialize(*body);
-      req.headers.emplace_back("Content-Type", "application/json");
-    }
-    HS_ASSIGN_OR_RETURN(auto resp, http_->Do(req));
-    if (resp.status != 200) {
-      return Error::Make(Error::Code::kInternal, method + " " + target + ": " +
-                                                     std::to_string(resp.status) + " " + resp.body);
-    }
-    boost::system::error_code ec;
-    bj::value v = bj::parse(resp.body, ec);
-    if (ec) return Error::Make(Error::Code::kInternal, target + ": answer is not JSON");
-    return v;
-  }
-
- private:
-  std::string bearer_;
-  std::shared_ptr<net::HttpClient> http_;
-};
 
 // "%2F" and ":2f" style escapes back to bytes (`escape` is '%' or ':'); an invalid escape is
 // kept as it is.
@@ -251,7 +149,7 @@ class SimView {
  private:
   std::string provider_;
   market::MarketSimulator* sim_;
-  SimHttp api_;
+  testenv::SimHttp api_;
   std::mutex mu_;
   std::map<std::string, std::map<std::string, std::string>> tags_;  // instance id -> last tags
 };
@@ -293,14 +191,7 @@ class StandInNodes {
       auto u = static_cast<unsigned char>(c);
       c = std::isalnum(u) != 0 ? static_cast<char>(std::tolower(u)) : '-';
     }
-    bj::object node{
-        {"apiVersion", "v1"},
-        {"kind", "Node"},
-        {"metadata", bj::object{{"name", name}}},
-        {"spec", bj::object{{"providerID", provider + "://" + i.id},
-                            {"taints", bj::array{bj::object{{"key", kTaintUnregistered},
-                                                            {"value", "true"},
-                                                            {"effect", "NoExecute"}}}}}}};
+    bj::object node = testenv::StandInNode(name, provider + "://" + i.id);
     if (!testenv::Eventually(
             [&] {
               auto c = client_->Create(kube::resources::Nodes(), "", node);
@@ -309,55 +200,11 @@ class StandInNodes {
             30s, 200ms)) {
       return;
     }
-    bj::object resources{{kResourceGpu, std::to_string(i.listing.gpu_count)},
-                         {"cpu", "16"},
-                         {"memory", "64Gi"},
-                         {"pods", "110"}};
-    auto now = kube::FormatTime(std::chrono::system_clock::now());
-    bj::object status{
-        {"capacity", resources},
-        {"allocatable", resources},
-        {"addresses", bj::array{bj::object{{"type", "InternalIP"}, {"address", "127.0.0.1"}}}},
-        {"conditions", bj::array{bj::object{{"type", "Ready"},
-                                            {"status", "True"},
-                                            {"reason", "KubeletReady"},
-                                            {"message", "stand-in machine"},
-                                            {"lastHeartbeatTime", now},
-                                            {"lastTransitionTime", now}}}}};
-    kube::PatchOptions po;
-    po.subresource = "status";
     (void)testenv::Eventually(
-        [&] {
-          return client_
-              ->Patch(kube::resources::Nodes(), "", name, kube::PatchType::kMerge,
-                      bj::serialize(bj::object{{"status", status}}), po)
-              .ok();
-        },
+        [&] { return testenv::PostStandInNodeStatus(*client_, name, i.listing.gpu_count).ok(); },
         30s, 200ms);
-    // The not-ready taint goes against the version read (the claim controller edits taints too).
-    (void)testenv::Eventually(
-        [&] {
-          auto n = client_->Get(kube::resources::Nodes(), "", name);
-          if (!n.ok()) return n.error().code == Error::Code::kNotFound;
-          bj::array kept;
-          bool had = false;
-          if (const bj::object* spec = jsonfield::ObjectField(*n, "spec")) {
-            if (const bj::array* t = jsonfield::ArrayField(*spec, "taints")) {
-              for (const auto& taint : *t) {
-                if (taint.is_object() && jsonfield::StringField(taint.get_object(), "key") ==
-                                             "node.kubernetes.io/not-ready") {
-                  had = true;
-                } else {
-                  kept.push_back(taint);
-                }
-              }
-            }
-          }
-          if (!had) return true;
-          (*n)["spec"].as_object()["taints"] = std::move(kept);
-          return client_->Update(kube::resources::Nodes(), "", *n).ok();
-        },
-        30s, 100ms);
+    (void)testenv::Eventually([&] { return testenv::DropNotReadyTaint(*client_, name); }, 30s,
+                              100ms);
   }
 
   std::shared_ptr<kube::Client> client_;
@@ -367,5 +214,107 @@ class StandInNodes {
   std::set<std::string> registered_;
   std::vector<std::thread> threads_;
 };
+
+// The flags every `hyperslice operator --gpu` of these tests runs with: the shared cluster, no
+// leader election, the Lambda and Paperspace simulators as the providers' endpoints, and the
+// endpoint machines would join at (boot payloads need one; the stand-in machines register Nodes
+// themselves). The TPU controllers always run too: they get a GCE token file in `dir` and a closed
+// loopback port as their endpoint (nothing here calls GCE: no TPU groups, orphan sweep off).
+// `extra` flags follow.
+inline std::vector<std::string> GpuOperatorArgs(const std::string& binary,
+                                                const std::filesystem::path& dir,
+                                                const std::string& lambda_endpoint,
+                                                const std::string& paperspace_endpoint,
+                                                const std::vector<std::string>& extra) {
+  std::ofstream(dir / "gce-token") << "unused\n";
+  std::vector<std::string> args = {
+      binary,
+      "operator",
+      "--gpu",
+      "--kubeconfig=" + testenv::Cluster().kubeconfig_path(),
+      "--leader-elect=false",
+      "--gce-endpoint=http://127.0.0.1:9",
+      "--gce-access-token-file=" + (dir / "gce-token").string(),
+      "--orphan-sweep-interval=0",
+      "--drift-check-interval=1h",
+      "--device-plugin-namespace=tgp-system",
+      "--gpu-endpoint=lambdalabs=" + lambda_endpoint,
+      "--gpu-endpoint=paperspace=" + paperspace_endpoint,
+      "--gpu-control-plane-endpoint=" + testenv::Cluster().server_url()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// Starts `op` and waits until GPUNodeClass `class_name` has both providers ready; an error with
+// the log's tail when the operator exits or `timeout` passes first.
+inline Status StartGpuOperator(testenv::ChildProcess& op, kube::Client& client,
+                               const std::string& class_name, std::chrono::milliseconds timeout) {
+  op.Start();
+  bool ready = testenv::Eventually(
+      [&] {
+        if (!op.Alive()) return true;  // fails below, at once
+        auto c = client.Get(GPUNodeClasses(), "", class_name);
+        return c.ok() && testenv::Str(*c, "status", "providersReady") == "2/2";
+      },
+      timeout);
+  if (!op.Alive()) return Error::Make(Error::Code::kInternal, "the operator exited:\n" + op.Tail());
+  if (!ready) return Error::Make(Error::Code::kTimeout, "providers not ready:\n" + op.Tail());
+  return OkStatus();
+}
+
+// A market simulator's control endpoint: inject faults into `method` ("launch", "*"), clear them.
+inline Status Fault(market::MarketSimulator& sim, const std::string& method,
+                    const std::string& kind, double rate) {
+  testenv::SimHttp control(sim.control_endpoint());
+  bj::object body{{"method", method}, {"kind", kind}, {"rate", rate}};
+  auto r = control.Call("POST", "/control/faults", &body);
+  return r.ok() ? OkStatus() : Status(r.error());
+}
+inline Status ClearFaults(market::MarketSimulator& sim) {
+  testenv::SimHttp control(sim.control_endpoint());
+  auto r = control.Call("DELETE", "/control/faults");
+  return r.ok() ? OkStatus() : Status(r.error());
+}
+
+// Seed 002's GPU pod (deploy/examples), pinned to one provider's machines instead of the pool's
+// GPU type.
+inline bj::object PinnedGpuPod(const std::string& name, const std::string& provider) {
+  bj::object pod = testenv::SeedGpuPod(HS_DEPLOY_DIR, name);
+  pod["spec"].as_object()["nodeSelector"] = bj::object{{kLabelProvider, provider}};
+  return pod;
+}
+
+// A GPUNodeClass renting from the Lambda simulator first and Paperspace second, both with the
+// simulators' key in Secret tgp-system/<secret> (key "key"), and Lambda's one SSH key.
+inline bj::object SimClass(const std::string& name, const std::string& secret) {
+  bj::object creds{{"name", secret}, {"key", "key"}};
+  return bj::object{
+      {"apiVersion", "tgp.io/v1"},
+      {"kind", "GPUNodeClass"},
+      {"metadata", bj::object{{"name", name}}},
+      {"spec",
+       bj::object{{"providers", bj::array{bj::object{{"name", kLambda},
+                                                     {"priority", 1},
+                                                     {"credentialsRef", creds},
+                                                     {"sshKeyNames", bj::array{"sim-ssh-key"}}},
+                                          bj::object{{"name", kPaperspace},
+                                                     {"priority", 2},
+                                                     {"credentialsRef", creds}}}}}}};
+}
+
+// A GPUNodePool of class `class_name` for machines of either simulator.
+inline bj::object SimPool(const std::string& ns, const std::string& name,
+                          const std::string& class_name) {
+  bj::object requirement{
+      {"key", kLabelProvider}, {"operator", "In"}, {"values", bj::array{kLambda, kPaperspace}}};
+  return bj::object{
+      {"apiVersion", "tgp.io/v1"},
+      {"kind", "GPUNodePool"},
+      {"metadata", bj::object{{"name", name}, {"namespace", ns}}},
+      {"spec",
+       bj::object{{"nodeClassRef", bj::object{{"kind", "GPUNodeClass"}, {"name", class_name}}},
+                  {"template",
+                   bj::object{{"spec", bj::object{{"requirements", bj::array{requirement}}}}}}}}};
+}
 
 }  // namespace hyperslice::gpu::chaos

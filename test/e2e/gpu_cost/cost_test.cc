@@ -30,7 +30,6 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <yaml-cpp/yaml.h>
 
 #include <boost/json.hpp>
 
@@ -43,9 +42,9 @@
 #include "src/gpu/provider.h"
 #include "src/kube/client.h"
 #include "src/kube/object_helpers.h"
-#include "src/kube/yaml.h"
 #include "src/net/http.h"
 #include "test/e2e/gpu_chaos/harness.h"
+#include "test/testenv/child_process.h"
 #include "test/testenv/crds.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/testenv.h"
@@ -65,24 +64,6 @@ using testenv::Str;
 int RunSeconds() {
   const char* v = std::getenv("HS_GPU_COST_RUN_SECONDS");
   return v != nullptr && *v != '\0' ? std::atoi(v) : 100;
-}
-
-market::Listing Rtx4090() {
-  market::Listing l;
-  l.id = "gpu_1x_rtx4090@us-west-1";
-  l.gpu_name = "RTX 4090 (24 GB PCIe)";
-  l.gpu_count = 1;
-  l.gpu_memory_gb = 24;
-  l.vcpus = 16;
-  l.memory_gb = 64;
-  l.disk_gb = 500;
-  l.region = "us-west-1";
-  l.price = 690000;
-  l.capacity = 100;
-  l.attributes = {{"instance_type", "gpu_1x_rtx4090"},
-                  {"description", "1x RTX 4090 (24 GB PCIe)"},
-                  {"gpu_description", "RTX 4090 (24 GB PCIe)"}};
-  return l;
 }
 
 // A loopback port nothing listens on now (the operator binds it right after).
@@ -240,23 +221,13 @@ class GpuCost : public ::testing::Test {
     Status st = testenv::InstallTgpCrds(HS_DEPLOY_DIR);
     ASSERT_TRUE(st.ok()) << st.error().ToString();
     // `hyperslice operator` always runs the TPU controllers too: their informers need their CRDs.
-    std::vector<std::string> files;
-    std::vector<kube::Resource> served;
-    for (auto [plural, kind] : std::vector<std::pair<std::string, std::string>>{
-             {"tpunodegroups", "TPUNodeGroup"},
-             {"resourcepolicies", "ResourcePolicy"},
-             {"instancetemplates", "InstanceTemplate"},
-             {"managedinstancegroups", "ManagedInstanceGroup"}}) {
-      files.push_back(std::string(HS_DEPLOY_DIR) + "/crds/tpu.google.com_" + plural + ".yaml");
-      served.push_back(kube::Resource{"tpu.google.com", "v1alpha1", plural, kind, true});
-    }
-    st = testenv::InstallCrds(files, served);
+    st = testenv::InstallTpuCrds(HS_DEPLOY_DIR);
     ASSERT_TRUE(st.ok()) << st.error().ToString();
 
     // The simulators' default lifecycle delays (boot, running 300 ms, terminate 200 ms): billing
     // starts at the accepted create and ends 200 ms after the accepted delete.
     market::ServerOptions lo;
-    lo.market.listings = {Rtx4090()};
+    lo.market.listings = {sim::lambda::Rtx4090Listing("us-west-1", 690000, 100)};
     lo.market.seed = 11;
     auto lambda = sim::lambda::Start(lo);
     ASSERT_TRUE(lambda.ok()) << lambda.error().ToString();
@@ -273,93 +244,31 @@ class GpuCost : public ::testing::Test {
     nodes_->Watch(kPaperspace, paperspace_->market());
 
     ASSERT_TRUE(testenv::PutSecret(*client_, "tgp-system", "cost-keys", {{"key", "sim-key"}}).ok());
-    auto created = client_->Create(GPUNodeClasses(), "",
-                                   kube::YamlToJson(YAML::Load(R"(
-apiVersion: tgp.io/v1
-kind: GPUNodeClass
-metadata:
-  name: cost-class
-spec:
-  providers:
-    - name: lambdalabs
-      priority: 1
-      credentialsRef: {name: cost-keys, key: key}
-      sshKeyNames: [sim-ssh-key]
-    - name: paperspace
-      priority: 2
-      credentialsRef: {name: cost-keys, key: key}
-)"))
-                                       .as_object());
+    auto created = client_->Create(GPUNodeClasses(), "", SimClass(kClass, "cost-keys"));
     ASSERT_TRUE(created.ok()) << created.error().ToString();
     // Empty machines go back 1 s after their pods end, all at once (no budget holds them).
-    created = client_->Create(GPUNodePools(), "default",
-                              kube::YamlToJson(YAML::Load(R"(
-apiVersion: tgp.io/v1
-kind: GPUNodePool
-metadata:
-  name: cost-pool
-  namespace: default
-spec:
-  nodeClassRef:
-    kind: GPUNodeClass
-    name: cost-class
-  template:
-    spec:
-      requirements:
-        - key: tgp.io/provider
-          operator: In
-          values: ["lambdalabs", "paperspace"]
-  disruption:
-    consolidationPolicy: WhenEmpty
-    consolidateAfter: 1s
-    budgets:
-      - nodes: "100%"
-)"))
-                                  .as_object());
+    bj::object pool = SimPool("default", kPool, kClass);
+    pool["spec"].as_object()["disruption"] =
+        bj::object{{"consolidationPolicy", "WhenEmpty"},
+                   {"consolidateAfter", "1s"},
+                   {"budgets", bj::array{bj::object{{"nodes", "100%"}}}}};
+    created = client_->Create(GPUNodePools(), "default", pool);
     ASSERT_TRUE(created.ok()) << created.error().ToString();
 
     dir_ = std::filesystem::temp_directory_path() / ("hs-gpu-cost-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
-    std::ofstream(dir_ / "gce-token") << "unused\n";
     port_ = FreePort();
     ASSERT_GT(port_, 0);
-    op_ = std::make_unique<OperatorProcess>(
-        std::vector<std::string>{
-            HS_HYPERSLICE_BIN,
-            "operator",
-            "--gpu",
-            "--kubeconfig=" + testenv::Cluster().kubeconfig_path(),
-            "--leader-elect=false",
-            "--health-probe-address=127.0.0.1",
-            "--health-probe-port=" + std::to_string(port_),
-            "--cluster-id=gpu-cost-e2e",
-            "--gce-endpoint=http://127.0.0.1:9",
-            "--gce-access-token-file=" + (dir_ / "gce-token").string(),
-            "--orphan-sweep-interval=0",
-            "--drift-check-interval=1h",
-            "--device-plugin-namespace=tgp-system",
-            "--gpu-endpoint=lambdalabs=" + lambda_->api_endpoint(),
-            "--gpu-endpoint=paperspace=" + paperspace_->api_endpoint(),
-            "--gpu-provider-qps=lambdalabs=50",
-            "--gpu-provider-qps=paperspace=50",
-            "--gpu-offer-refresh-interval=2s",
-            "--gpu-gc-interval=1s",
-            "--gpu-gc-grace=3s",
-            // Boot payloads name the apiserver the machines dial (the stand-in machines do not
-            // read them, but without an endpoint nothing is launched).
-            "--gpu-control-plane-endpoint=" + testenv::Cluster().server_url(),
-        },
+    op_ = std::make_unique<testenv::ChildProcess>(
+        GpuOperatorArgs(
+            HS_HYPERSLICE_BIN, dir_, lambda_->api_endpoint(), paperspace_->api_endpoint(),
+            {"--health-probe-address=127.0.0.1", "--health-probe-port=" + std::to_string(port_),
+             "--cluster-id=gpu-cost-e2e", "--gpu-provider-qps=lambdalabs=50",
+             "--gpu-provider-qps=paperspace=50", "--gpu-offer-refresh-interval=2s",
+             "--gpu-gc-interval=1s", "--gpu-gc-grace=3s"}),
         (dir_ / "operator.log").string());
-    op_->Start();
-    ASSERT_TRUE(Eventually(
-        [&] {
-          if (!op_->Alive()) return true;
-          auto c = client_->Get(GPUNodeClasses(), "", kClass);
-          return c.ok() && Str(*c, "status", "providersReady") == "2/2";
-        },
-        60s))
-        << op_->Tail();
-    ASSERT_TRUE(op_->Alive()) << "the operator exited:\n" << op_->Tail();
+    Status started = StartGpuOperator(*op_, *client_, kClass, 60s);
+    ASSERT_TRUE(started.ok()) << started.error().ToString();
   }
 
   void TearDown() override {
@@ -380,11 +289,9 @@ spec:
     if (!HasFailure()) std::filesystem::remove_all(dir_);
   }
 
-  // Seed 002's GPU pod, pinned to one provider's machines instead of the pool's GPU type.
   void CreatePod(const std::string& name, const std::string& provider) {
-    bj::object pod = testenv::SeedGpuPod(HS_DEPLOY_DIR, name);
-    pod["spec"].as_object()["nodeSelector"] = bj::object{{kLabelProvider, provider}};
-    auto created = client_->Create(kube::resources::Pods(), "default", pod);
+    auto created =
+        client_->Create(kube::resources::Pods(), "default", PinnedGpuPod(name, provider));
     ASSERT_TRUE(created.ok()) << created.error().ToString();
   }
 
@@ -396,10 +303,7 @@ spec:
     ASSERT_TRUE(client_->Delete(kube::resources::Pods(), "default", name, d).ok());
   }
 
-  std::vector<bj::object> Claims() {
-    auto l = client_->List(GPUNodeClaims(), "");
-    return l.ok() ? l->items : std::vector<bj::object>{};
-  }
+  std::vector<bj::object> Claims() { return testenv::ListClaims(*client_); }
 
   bool AllBound(const std::vector<std::string>& names) {
     auto l = client_->List(kube::resources::Pods(), "default");
@@ -440,7 +344,7 @@ spec:
 
   // The simulator's own bill: {"entries":[...],"totalUsd":x}.
   double LedgerUsd(market::MarketSimulator& sim, int* machines = nullptr) {
-    SimHttp control(sim.control_endpoint());
+    testenv::SimHttp control(sim.control_endpoint());
     auto r = control.Call("GET", "/control/ledger");
     EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().ToString());
     if (!r.ok()) return -1;
@@ -463,7 +367,7 @@ spec:
   std::shared_ptr<kube::Client> client_;
   std::unique_ptr<market::MarketSimulator> lambda_, paperspace_;
   std::unique_ptr<StandInNodes> nodes_;
-  std::unique_ptr<OperatorProcess> op_;
+  std::unique_ptr<testenv::ChildProcess> op_;
   std::filesystem::path dir_;
   int port_ = -1;
   std::string last_text_;
@@ -474,7 +378,7 @@ TEST_F(GpuCost, ExportedSpendMatchesTheSimulatorsLedgersAcrossARestart) {
   // One offer list of Lambda fails on every attempt: the provider error series exists (the
   // dashboard shows it); the class keeps its cached offers.
   {
-    SimHttp control(lambda_->control_endpoint());
+    testenv::SimHttp control(lambda_->control_endpoint());
     bj::object fault{
         {"method", "GET /api/v1/instance-types"}, {"kind", "server_error"}, {"count", 5}};
     ASSERT_TRUE(control.Call("POST", "/control/faults", &fault).ok());

@@ -61,6 +61,8 @@
 #include "src/kube/yaml.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/files.h"
+#include "test/testenv/gpu_join.h"
+#include "test/testenv/log_capture.h"
 #include "test/testenv/testenv.h"
 #include "test/testenv/tgp.h"
 
@@ -72,54 +74,26 @@ using namespace std::chrono_literals;
 using testenv::Eventually;
 namespace market = sim::market;
 
-market::Listing Rtx4090(const std::string& region) { return sim::lambda::Rtx4090Listing(region); }
-
 using testenv::Str;
 
 using testenv::ReadFile;
 
 class GpuJoin : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    localcluster::Options o;
-    o.scheduler = true;
-    o.controller_manager = true;
-    o.kubeadm_bootstrap = true;
-    testenv::ConfigureCluster(o);
-  }
+  static void SetUpTestSuite() { testenv::ConfigureCluster(testenv::JoiningClusterOptions()); }
 
   void SetUp() override {
     // Every log line of this process (operator, simulators, machines), at debug level, is kept
     // to be scanned for tokens.
-    log::SetLevel(log::Level::kDebug);
-    log::SetSink([this](std::string_view line) {
-      std::lock_guard lock(log_mu_);
-      log_lines_.emplace_back(line);
-    });
+    log_ = std::make_unique<testenv::LogCapture>();
     client_ = testenv::AdminClient();
     ASSERT_TRUE(client_);
-    // kube-controller-manager creates namespace default's ServiceAccount shortly after it
-    // starts; the ServiceAccount admission plugin refuses pods until then.
-    ASSERT_TRUE(Eventually(
-        [&] {
-          auto sa = client_->Raw("GET", "/api/v1/namespaces/default/serviceaccounts/default");
-          return sa.ok() && sa->status == 200;
-        },
-        60s));
+    ASSERT_TRUE(testenv::WaitDefaultServiceAccount(*client_));
     Status st = testenv::InstallTgpCrds(HS_DEPLOY_DIR);
     ASSERT_TRUE(st.ok()) << st.error().ToString();
 
-    market::ServerOptions so;
-    so.market.provider = kLambda;
-    so.market.listings = {Rtx4090("us-west-1"), Rtx4090("us-east-1")};
-    static int seed = 0;
-    so.market.seed = static_cast<uint64_t>(++seed) * 104729;
-    so.market.boot_delay = 100ms;
-    so.market.running_delay = 100ms;
-    so.market.terminate_delay = 100ms;
-    auto sim = sim::lambda::Start(so);
-    ASSERT_TRUE(sim.ok()) << sim.error().ToString();
-    sim_ = std::move(*sim);
+    static int round = 0;
+    const uint64_t seed = static_cast<uint64_t>(++round) * 104729;
     if (tailscale_) {
       // The machines' tailnet seam: `tailscale up` with the payload's key against the
       // simulator's coordination stand-in (the device gets a 100.64/10 address never dialed).
@@ -142,14 +116,10 @@ class GpuJoin : public ::testing::Test {
         return OkStatus();
       };
     }
-    auto fleet = sim::gpumachine::Fleet::Start({.market = &sim_->market(),
-                                                .run_pods = true,
-                                                .lease_renew_interval = 2s,
-                                                .node_status_update_interval = 2s,
-                                                .retry_interval = 500ms,
-                                                .tailnet = seam});
-    ASSERT_TRUE(fleet.ok()) << fleet.error().ToString();
-    fleet_ = std::move(*fleet);
+    auto lambda = testenv::StartLambdaFleet(seed, seam);
+    ASSERT_TRUE(lambda.ok()) << lambda.error().ToString();
+    sim_ = std::move(lambda->sim);
+    fleet_ = std::move(lambda->fleet);
     // Seed 002's class names RunPod too; its offers run containers only and are skipped.
     market::ServerOptions ro;
     ro.market.listings = sim::runpod::DefaultListings();
@@ -161,7 +131,7 @@ class GpuJoin : public ::testing::Test {
     market::ServerOptions vo;
     vo.market.listings = {sim::vast::Rtx4090Listing("18425001", /*vm=*/true, 420000),
                           sim::vast::Rtx4090Listing("18425002", /*vm=*/false, 300000)};
-    vo.market.seed = so.market.seed + 1;
+    vo.market.seed = seed + 1;
     vo.market.boot_delay = vo.market.running_delay = vo.market.terminate_delay = 100ms;
     auto vast = sim::vast::Start(vo);
     ASSERT_TRUE(vast.ok()) << vast.error().ToString();
@@ -199,40 +169,19 @@ class GpuJoin : public ::testing::Test {
     cl.registration_timeout = 25s;
     cl.gc_interval = 1s;
     cl.gc_grace = 3s;
-    // As src/cmd/roles_operator.cc wires it: the machine dials the loopback apiserver and trusts
-    // the cluster CA the operator's client trusts.
-    PayloadBuilderOptions pb;
-    pb.client = client_;
-    pb.control_plane_endpoint = testenv::Cluster().server_url();
-    pb.token_ttl = std::chrono::duration_cast<std::chrono::seconds>(cl.launch_timeout +
-                                                                    cl.registration_timeout);
-    PayloadBuilder build = NewPayloadBuilder(std::move(pb));
-    cl.payload = [this, build](const BootContext& ctx) -> Result<BootPayload> {
-      auto p = build(ctx);
-      if (!p.ok()) return p;
-      // Lambda launches need exactly one SSH key and seed 002's class names none; the
-      // simulator's accounts have "sim-ssh-key".
-      if (p->ssh_key_names.empty()) p->ssh_key_names = {"sim-ssh-key"};
+    testenv::SetJoinPayloads(cl, client_, [this](const BootContext&, BootPayload& p) {
       if (break_payloads_) {
         // A payload a machine cannot use: the kubeconfig's user lost its token.
-        auto at = p->user_data.find("    token: ");
-        if (at != std::string::npos) p->user_data.replace(at, 11, "    tokn: ");
+        auto at = p.user_data.find("    token: ");
+        if (at != std::string::npos) p.user_data.replace(at, 11, "    tokn: ");
       }
-      return p;
-    };
+    });
     if (ts_) {
       cl.tailnet = std::make_shared<TailnetCredentials>(
           TailnetCredentialsOptions{.client = client_,
                                     .credentials_namespace = "tgp-system",
                                     .tailscale_api_endpoint = ts_->api_endpoint()});
     }
-    auto release_client = client_;
-    cl.release_credentials = [release_client](const kube::Object& claim) -> Status {
-      auto deleted =
-          DeleteBootstrapTokens(*release_client, std::string(kube::MetaString(claim, "uid")));
-      if (!deleted.ok()) return deleted.error();
-      return OkStatus();
-    };
     ASSERT_TRUE(RegisterClaimController(*manager_, cl).ok());
     ProvisionerOptions po = kit->ProvisionerOptions();
     ASSERT_TRUE(RegisterProvisioner(*manager_, po).ok());
@@ -273,18 +222,25 @@ class GpuJoin : public ::testing::Test {
       vast_->Stop();
     }
     testenv::DeleteNodes(*client_);
-    log::SetSink(nullptr);
-    log::SetLevel(log::Level::kInfo);
+    log_.reset();
   }
 
   std::vector<bj::object> ListClaims() { return testenv::ListClaims(*client_); }
 
-  std::vector<bj::object> TokenSecrets() {
-    kube::ListOptions lo;
-    lo.label_selector = kLabelTokenClaimUid;  // every claim's
-    auto l = client_->List(kube::resources::Secrets(), kBootstrapTokenNamespace, lo);
-    return l.ok() ? l->items : std::vector<bj::object>{};
+  // The machine went back to its market (terminated or stopping), its Node and every bootstrap
+  // token are gone.
+  void ExpectReturned(market::MarketSimulator& sim, const std::string& instance,
+                      const std::string& node_name) {
+    auto after = sim.market().Get(instance);
+    ASSERT_TRUE(after.has_value());
+    EXPECT_TRUE(after->state == market::State::kTerminated ||
+                after->state == market::State::kStopping)
+        << market::StateName(after->state);
+    EXPECT_FALSE(client_->Get(kube::resources::Nodes(), "", node_name).ok());
+    EXPECT_TRUE(TokenSecrets().empty());
   }
+
+  std::vector<bj::object> TokenSecrets() { return testenv::BootstrapTokenSecrets(*client_); }
 
   // Seed 002's GPU pod (deploy/examples/gpu-job.yaml's template), running until deleted.
   void CreateGpuPod(const std::string& name) {
@@ -307,13 +263,7 @@ class GpuJoin : public ::testing::Test {
              " agent=" + sim::kubelet::PhaseName(m.agent.phase) + " " + m.agent.reason + " " +
              m.agent.message + "\n";
     }
-    auto events = client_->List(kube::resources::Events(), "");
-    if (events.ok()) {
-      for (const auto& e : events->items) {
-        out += "event: " + Str(e, "involvedObject", "name") + " " + Str(e, "", "reason") + ": " +
-               Str(e, "", "message") + "\n";
-      }
-    }
+    out += testenv::DescribeEvents(*client_);
     return out;
   }
 
@@ -329,22 +279,13 @@ class GpuJoin : public ::testing::Test {
   std::unique_ptr<kube::Manager> manager_;
   std::thread runner_;
   std::atomic<bool> break_payloads_{false};
-  std::mutex log_mu_;
-  std::vector<std::string> log_lines_;
+  std::unique_ptr<testenv::LogCapture> log_;
 };
 
 TEST_F(GpuJoin, ALambdaMachineBootsFromItsCloudInitJoinsAndRunsThePodThenLeavesNothing) {
   CreateGpuPod("trainer");
-  std::string node_name;
-  ASSERT_TRUE(Eventually(
-      [&] {
-        auto p = client_->Get(kube::resources::Pods(), "default", "trainer");
-        if (!p.ok() || Str(*p, "status", "phase") != "Running") return false;
-        node_name = Str(*p, "spec", "nodeName");
-        return true;
-      },
-      120s))
-      << Diagnose();
+  std::string node_name = testenv::WaitPodRunning(*client_, "default", "trainer", 120s);
+  ASSERT_FALSE(node_name.empty()) << Diagnose();
   auto claims = ListClaims();
   ASSERT_EQ(claims.size(), 1u);
   bj::object claim = claims[0];
@@ -423,13 +364,7 @@ TEST_F(GpuJoin, ALambdaMachineBootsFromItsCloudInitJoinsAndRunsThePodThenLeavesN
       [&] { return !client_->Get(kube::resources::Pods(), "default", "trainer").ok(); }, 30s));
   ASSERT_TRUE(client_->Delete(GPUNodeClaims(), "", node_name).ok());
   EXPECT_TRUE(Eventually([&] { return ListClaims().empty(); }, 60s)) << Diagnose();
-  auto after = sim_->market().Get(instance);
-  ASSERT_TRUE(after.has_value());
-  EXPECT_TRUE(after->state == market::State::kTerminated ||
-              after->state == market::State::kStopping)
-      << market::StateName(after->state);
-  EXPECT_FALSE(client_->Get(kube::resources::Nodes(), "", node_name).ok());
-  EXPECT_TRUE(TokenSecrets().empty());
+  ExpectReturned(*sim_, instance, node_name);
   EXPECT_TRUE(Eventually(
       [&] {
         auto m = fleet_->Get(instance);
@@ -440,11 +375,7 @@ TEST_F(GpuJoin, ALambdaMachineBootsFromItsCloudInitJoinsAndRunsThePodThenLeavesN
 
   // No token in any log line (this process at debug level; kube-apiserver's and
   // kube-controller-manager's logs), Event or the claim's status.
-  std::vector<std::string> lines;
-  {
-    std::lock_guard lock(log_mu_);
-    lines = log_lines_;
-  }
+  std::vector<std::string> lines = log_->Lines();
   // The scan saw the lines written where the token was handled: minted, used, deleted.
   for (const char* msg : {"gpu bootstrap token created", "sim kubelet: CSR submitted",
                           "gpu bootstrap token deleted", "sim gpumachine: machine booted"}) {
@@ -503,16 +434,8 @@ TEST_F(GpuJoin, AVastVmBootsFromItsOnstartStubJoinsAndRunsThePodThenLeavesNothin
 
   auto started = std::chrono::steady_clock::now();
   CreateGpuPod("trainer");
-  std::string node_name;
-  ASSERT_TRUE(Eventually(
-      [&] {
-        auto p = client_->Get(kube::resources::Pods(), "default", "trainer");
-        if (!p.ok() || Str(*p, "status", "phase") != "Running") return false;
-        node_name = Str(*p, "spec", "nodeName");
-        return true;
-      },
-      120s))
-      << Diagnose();
+  std::string node_name = testenv::WaitPodRunning(*client_, "default", "trainer", 120s);
+  ASSERT_FALSE(node_name.empty()) << Diagnose();
   std::printf("pod Running on a Vast VM %.1f s after it was created\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   auto claims = ListClaims();
@@ -559,15 +482,9 @@ TEST_F(GpuJoin, AVastVmBootsFromItsOnstartStubJoinsAndRunsThePodThenLeavesNothin
   ASSERT_TRUE(client_->Delete(kube::resources::Pods(), "default", "trainer", d).ok());
   ASSERT_TRUE(client_->Delete(GPUNodeClaims(), "", node_name).ok());
   EXPECT_TRUE(Eventually([&] { return ListClaims().empty(); }, 60s)) << Diagnose();
-  auto after = vast_->market().Get(instance);
-  ASSERT_TRUE(after.has_value());
-  EXPECT_TRUE(after->state == market::State::kTerminated ||
-              after->state == market::State::kStopping)
-      << market::StateName(after->state);
-  EXPECT_FALSE(client_->Get(kube::resources::Nodes(), "", node_name).ok());
-  EXPECT_TRUE(TokenSecrets().empty());
-  std::lock_guard lock(log_mu_);
-  for (const auto& line : log_lines_) EXPECT_EQ(line.find(token_secret), std::string::npos) << line;
+  ExpectReturned(*vast_, instance, node_name);
+  for (const auto& line : log_->Lines())
+    EXPECT_EQ(line.find(token_secret), std::string::npos) << line;
 }
 
 class GpuJoinTailscale : public GpuJoin {
@@ -577,16 +494,8 @@ class GpuJoinTailscale : public GpuJoin {
 
 TEST_F(GpuJoinTailscale, AKeyPerClaimFromTheTailscaleApiAndTheDeviceDeletedAtTeardown) {
   CreateGpuPod("trainer");
-  std::string node_name;
-  ASSERT_TRUE(Eventually(
-      [&] {
-        auto p = client_->Get(kube::resources::Pods(), "default", "trainer");
-        if (!p.ok() || Str(*p, "status", "phase") != "Running") return false;
-        node_name = Str(*p, "spec", "nodeName");
-        return true;
-      },
-      120s))
-      << Diagnose();
+  std::string node_name = testenv::WaitPodRunning(*client_, "default", "trainer", 120s);
+  ASSERT_FALSE(node_name.empty()) << Diagnose();
   // The claim records the key it was given and, once the Node registered, its device.
   bj::object claim;
   ASSERT_TRUE(Eventually(
@@ -630,8 +539,7 @@ TEST_F(GpuJoinTailscale, AKeyPerClaimFromTheTailscaleApiAndTheDeviceDeletedAtTea
   EXPECT_TRUE(ts_->Devices().empty());
   EXPECT_GE(ts_->Requests("DELETE /api/v2/device/{deviceId}"), 1);
   // The OAuth secret and the key stay out of the logs.
-  std::lock_guard lock(log_mu_);
-  for (const auto& line : log_lines_) {
+  for (const auto& line : log_->Lines()) {
     EXPECT_EQ(line.find("s3cr3tOAuthSecret"), std::string::npos) << line;
     EXPECT_EQ(line.find("tskey-auth-"), std::string::npos) << line;
   }

@@ -71,6 +71,8 @@
 #include "src/localmesh/localmesh.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/files.h"
+#include "test/testenv/gpu_join.h"
+#include "test/testenv/log_capture.h"
 #include "test/testenv/testenv.h"
 #include "test/testenv/tgp.h"
 
@@ -81,8 +83,6 @@ namespace bj = boost::json;
 using namespace std::chrono_literals;
 using testenv::Eventually;
 namespace market = sim::market;
-
-market::Listing Rtx4090(const std::string& region) { return sim::lambda::Rtx4090Listing(region); }
 
 using testenv::Str;
 
@@ -100,11 +100,7 @@ class GpuMesh : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!localmesh::MeshUnavailableReason().empty()) return;
-    localcluster::Options o;
-    o.scheduler = true;
-    o.controller_manager = true;
-    o.kubeadm_bootstrap = true;
-    testenv::ConfigureCluster(o);
+    testenv::ConfigureCluster(testenv::JoiningClusterOptions());
   }
 
   void SetUp() override {
@@ -113,19 +109,10 @@ class GpuMesh : public ::testing::Test {
       skipped_ = true;
       GTEST_SKIP() << "the tailnet e2e needs the mesh: " << why;
     }
-    log::SetLevel(log::Level::kDebug);
-    log::SetSink([this](std::string_view line) {
-      std::lock_guard lock(log_mu_);
-      log_lines_.emplace_back(line);
-    });
+    log_ = std::make_unique<testenv::LogCapture>();
     client_ = testenv::AdminClient();
     ASSERT_TRUE(client_);
-    ASSERT_TRUE(Eventually(
-        [&] {
-          auto sa = client_->Raw("GET", "/api/v1/namespaces/default/serviceaccounts/default");
-          return sa.ok() && sa->status == 200;
-        },
-        60s));
+    ASSERT_TRUE(testenv::WaitDefaultServiceAccount(*client_));
     Status st = testenv::InstallTgpCrds(HS_DEPLOY_DIR);
     ASSERT_TRUE(st.ok()) << st.error().ToString();
 
@@ -149,25 +136,11 @@ class GpuMesh : public ::testing::Test {
     ASSERT_TRUE(admin.ok()) << admin.error().message;
     admin_ = std::move(*admin);
 
-    market::ServerOptions so;
-    so.market.provider = kLambda;
-    so.market.listings = {Rtx4090("us-west-1"), Rtx4090("us-east-1")};
-    static int seed = 0;
-    so.market.seed = static_cast<uint64_t>(++seed) * 7919;
-    so.market.boot_delay = 100ms;
-    so.market.running_delay = 100ms;
-    so.market.terminate_delay = 100ms;
-    auto sim = sim::lambda::Start(so);
-    ASSERT_TRUE(sim.ok()) << sim.error().ToString();
-    sim_ = std::move(*sim);
-    auto fleet = sim::gpumachine::Fleet::Start({.market = &sim_->market(),
-                                                .run_pods = true,
-                                                .lease_renew_interval = 2s,
-                                                .node_status_update_interval = 2s,
-                                                .retry_interval = 500ms,
-                                                .tailnet = mesh_->Seam()});
-    ASSERT_TRUE(fleet.ok()) << fleet.error().ToString();
-    fleet_ = std::move(*fleet);
+    static int round = 0;
+    auto lambda = testenv::StartLambdaFleet(static_cast<uint64_t>(++round) * 7919, mesh_->Seam());
+    ASSERT_TRUE(lambda.ok()) << lambda.error().ToString();
+    sim_ = std::move(lambda->sim);
+    fleet_ = std::move(lambda->fleet);
     market::ServerOptions ro;
     ro.market.listings = sim::runpod::DefaultListings();
     auto runpod = sim::runpod::Start(ro);
@@ -200,32 +173,15 @@ class GpuMesh : public ::testing::Test {
     // its API key from the Secret the class names), the key into the payload through BootContext.
     cl.tailnet = std::make_shared<TailnetCredentials>(
         TailnetCredentialsOptions{.client = client_, .credentials_namespace = "tgp-system"});
-    PayloadBuilderOptions pb;
-    pb.client = client_;
-    pb.control_plane_endpoint = testenv::Cluster().server_url();
-    pb.token_ttl = std::chrono::duration_cast<std::chrono::seconds>(cl.launch_timeout +
-                                                                    cl.registration_timeout);
-    PayloadBuilder build = NewPayloadBuilder(std::move(pb));
-    cl.payload = [this, build](const BootContext& ctx) -> Result<BootPayload> {
-      auto p = build(ctx);
-      // Lambda needs one SSH key and seed 002's class names none (the simulator has this one).
-      if (p.ok() && p->ssh_key_names.empty()) p->ssh_key_names = {"sim-ssh-key"};
-      if (p.ok() && corrupt_keys_ && !ctx.tailnet_auth_key.empty()) {
+    testenv::SetJoinPayloads(cl, client_, [this](const BootContext& ctx, BootPayload& p) {
+      if (corrupt_keys_ && !ctx.tailnet_auth_key.empty()) {
         // A key headscale never issued: the last character of the minted one changed.
         std::string bad = ctx.tailnet_auth_key;
         bad.back() = bad.back() == 'a' ? 'b' : 'a';
-        auto at = p->user_data.find(ctx.tailnet_auth_key);
-        if (at != std::string::npos) p->user_data.replace(at, bad.size(), bad);
+        auto at = p.user_data.find(ctx.tailnet_auth_key);
+        if (at != std::string::npos) p.user_data.replace(at, bad.size(), bad);
       }
-      return p;
-    };
-    auto release_client = client_;
-    cl.release_credentials = [release_client](const kube::Object& claim) -> Status {
-      auto deleted =
-          DeleteBootstrapTokens(*release_client, std::string(kube::MetaString(claim, "uid")));
-      if (!deleted.ok()) return deleted.error();
-      return OkStatus();
-    };
+    });
     ASSERT_TRUE(RegisterClaimController(*manager_, cl).ok());
     ProvisionerOptions po = kit->ProvisionerOptions();
     ASSERT_TRUE(RegisterProvisioner(*manager_, po).ok());
@@ -256,18 +212,12 @@ class GpuMesh : public ::testing::Test {
     lan_.reset();
     headscale_.reset();
     testenv::DeleteNodes(*client_);
-    log::SetSink(nullptr);
-    log::SetLevel(log::Level::kInfo);
+    log_.reset();
   }
 
   std::vector<bj::object> ListClaims() { return testenv::ListClaims(*client_); }
 
-  std::vector<bj::object> TokenSecrets() {
-    kube::ListOptions lo;
-    lo.label_selector = kLabelTokenClaimUid;
-    auto l = client_->List(kube::resources::Secrets(), kBootstrapTokenNamespace, lo);
-    return l.ok() ? l->items : std::vector<bj::object>{};
-  }
+  std::vector<bj::object> TokenSecrets() { return testenv::BootstrapTokenSecrets(*client_); }
 
   std::vector<Device> HeadscaleNodes() {
     auto d = admin_->ListDevices();
@@ -295,13 +245,7 @@ class GpuMesh : public ::testing::Test {
              " joined=" + std::to_string(m.joined) + " reason=" + m.reason + " " + m.message +
              " agent=" + sim::kubelet::PhaseName(m.agent.phase) + " " + m.agent.reason + "\n";
     }
-    auto events = client_->List(kube::resources::Events(), "");
-    if (events.ok()) {
-      for (const auto& e : events->items) {
-        out += "event: " + Str(e, "involvedObject", "name") + " " + Str(e, "", "reason") + ": " +
-               Str(e, "", "message") + "\n";
-      }
-    }
+    out += testenv::DescribeEvents(*client_);
     return out;
   }
 
@@ -319,22 +263,13 @@ class GpuMesh : public ::testing::Test {
   std::unique_ptr<sim::gpumachine::Fleet> fleet_;
   std::unique_ptr<kube::Manager> manager_;
   std::thread runner_;
-  std::mutex log_mu_;
-  std::vector<std::string> log_lines_;
+  std::unique_ptr<testenv::LogCapture> log_;
 };
 
 TEST_F(GpuMesh, ALambdaMachineJoinsTheHeadscaleTailnetRegistersRunsThePodThenLeavesNothing) {
   CreateGpuPod("trainer");
-  std::string node_name;
-  ASSERT_TRUE(Eventually(
-      [&] {
-        auto p = client_->Get(kube::resources::Pods(), "default", "trainer");
-        if (!p.ok() || Str(*p, "status", "phase") != "Running") return false;
-        node_name = Str(*p, "spec", "nodeName");
-        return true;
-      },
-      180s))
-      << Diagnose();
+  std::string node_name = testenv::WaitPodRunning(*client_, "default", "trainer", 180s);
+  ASSERT_FALSE(node_name.empty()) << Diagnose();
   auto claims = ListClaims();
   ASSERT_EQ(claims.size(), 1u);
   EXPECT_EQ(node_name, std::string(kube::MetaString(claims[0], "name")));
@@ -430,11 +365,7 @@ TEST_F(GpuMesh, ALambdaMachineJoinsTheHeadscaleTailnetRegistersRunsThePodThenLea
   EXPECT_TRUE(TokenSecrets().empty());
 
   // No bootstrap token or auth key in a log line, an Event or any status read.
-  std::vector<std::string> lines;
-  {
-    std::lock_guard lock(log_mu_);
-    lines = log_lines_;
-  }
+  std::vector<std::string> lines = log_->Lines();
   for (const char* msg : {"gpu tailnet key created", "mesh: machine joined the tailnet",
                           "gpu tailnet device deleted", "gpu bootstrap token created"}) {
     EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [&](const std::string& l) {

@@ -39,6 +39,7 @@
 #include "src/kube/yaml.h"
 #include "src/net/http.h"
 #include "test/testenv/eventually.h"
+#include "test/testenv/stand_in_node.h"
 #include "test/testenv/testenv.h"
 #include "test/testenv/tgp.h"
 
@@ -342,55 +343,14 @@ class GpuHarness : public ::testing::Test {
   // taint the apiserver's admission put on the new Node).
   void RegisterNode(const market::Instance& i) {
     std::string name = NodeName(i);
-    std::string gpus = std::to_string(i.listing.gpu_count);
-    bj::object node{
-        {"apiVersion", "v1"},
-        {"kind", "Node"},
-        {"metadata", bj::object{{"name", name}}},
-        {"spec", bj::object{{"providerID", ProviderOf(i) + "://" + i.id},
-                            {"taints", bj::array{bj::object{{"key", kTaintUnregistered},
-                                                            {"value", "true"},
-                                                            {"effect", "NoExecute"}}}}}}};
-    if (!client_->Create(kube::resources::Nodes(), "", node).ok()) return;
-    bj::object resources{{kResourceGpu, gpus}, {"cpu", "16"}, {"memory", "64Gi"}, {"pods", "110"}};
-    auto now = kube::FormatTime(std::chrono::system_clock::now());
-    bj::object status{
-        {"capacity", resources},
-        {"allocatable", resources},
-        {"addresses", bj::array{bj::object{{"type", "InternalIP"}, {"address", "127.0.0.1"}}}},
-        {"conditions", bj::array{bj::object{{"type", "Ready"},
-                                            {"status", "True"},
-                                            {"reason", "KubeletReady"},
-                                            {"message", "stand-in machine"},
-                                            {"lastHeartbeatTime", now},
-                                            {"lastTransitionTime", now}}}}};
-    kube::PatchOptions po;
-    po.subresource = "status";
-    (void)client_->Patch(kube::resources::Nodes(), "", name, kube::PatchType::kMerge,
-                         bj::serialize(bj::object{{"status", status}}), po);
-    // Remove node.kubernetes.io/not-ready against the version read (the claim controller edits
-    // the taints too).
-    (void)Eventually([&] {
-      auto n = client_->Get(kube::resources::Nodes(), "", name);
-      if (!n.ok()) return true;  // deleted meanwhile
-      bj::array kept;
-      bool had = false;
-      if (const bj::object* spec = jsonfield::ObjectField(*n, "spec")) {
-        if (const bj::array* t = jsonfield::ArrayField(*spec, "taints")) {
-          for (const auto& taint : *t) {
-            if (jsonfield::StringField(taint.as_object(), "key") ==
-                "node.kubernetes.io/not-ready") {
-              had = true;
-            } else {
-              kept.push_back(taint);
-            }
-          }
-        }
-      }
-      if (!had) return true;
-      (*n)["spec"].as_object()["taints"] = std::move(kept);
-      return client_->Update(kube::resources::Nodes(), "", *n).ok();
-    });
+    if (!client_
+             ->Create(kube::resources::Nodes(), "",
+                      testenv::StandInNode(name, ProviderOf(i) + "://" + i.id))
+             .ok()) {
+      return;
+    }
+    (void)testenv::PostStandInNodeStatus(*client_, name, i.listing.gpu_count);
+    (void)Eventually([&] { return testenv::DropNotReadyTaint(*client_, name); });
   }
 
   // How many claims are being deleted now.
@@ -425,13 +385,7 @@ spec:)") + GpuPodSpec(2));
       c["metadata"].as_object().erase("managedFields");
       out += "claim: " + bj::serialize(c) + "\n";
     }
-    auto events = client_->List(kube::resources::Events(), "");
-    if (events.ok()) {
-      for (const auto& e : events->items) {
-        out += "event: " + Str(e, "involvedObject", "name") + " " + Str(e, "", "reason") + ": " +
-               Str(e, "", "message") + "\n";
-      }
-    }
+    out += testenv::DescribeEvents(*client_);
     auto nodes = client_->List(kube::resources::Nodes(), "");
     if (nodes.ok()) {
       for (const auto& n : nodes->items) out += "node: " + bj::serialize(n) + "\n";

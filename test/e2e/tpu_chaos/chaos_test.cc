@@ -65,7 +65,7 @@ std::string Where(kube::Client& c, const std::string& ns, const std::string& nam
 class TpuChaosTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    Env& env = Env::Get();
+    Env& env = ChaosEnv();
     ASSERT_TRUE(env.error.empty()) << env.error;
     env_ = &env;
     client_ = env.client;
@@ -286,7 +286,7 @@ TEST_F(TpuChaosTest, CloudFaults) {
 }
 
 // GCE's mutating calls on the three resource kinds, from the simulator's counters.
-std::map<std::string, int64_t> Mutations(Control& control) {
+std::map<std::string, int64_t> Mutations(GceControl& control) {
   std::map<std::string, int64_t> out;
   for (const auto& [m, n] : control.Counters()) {
     bool ours = m.find("instanceGroupManagers.") != std::string::npos ||

@@ -1,106 +1,45 @@
 // Shared by the chaos e2e test (test/e2e/tpu_chaos) and the scale benchmark
-// (bench/tpu_scale_bench.cc): the real control plane (test/testenv) with the TPU CRDs, the GCE
-// simulator (sim/gce) and its control endpoint, `hyperslice operator` as a child process, and
-// kubelet stand-ins that register a Node (spec.providerID, Ready) for every RUNNING simulator VM,
-// as a kubelet joining would. Header-only; no gtest dependency (errors are returned as strings).
+// (bench/tpu_scale_bench.cc), on the TPU operator's test environment (test/testenv/tpu_env.h):
+// the owner of each GCE resource as the simulator shows it, the invariants that must hold at every
+// instant and a watch that checks them, slice shapes, and what survives of a deleted group.
+// Header-only; no gtest dependency (errors are returned as strings).
 #pragma once
-
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <filesystem>
-#include <fstream>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <yaml-cpp/yaml.h>
-
 #include <boost/json.hpp>
 
-#include "sim/gce/simulator.h"
 #include "src/kube/client.h"
 #include "src/kube/object_helpers.h"
-#include "src/kube/yaml.h"
-#include "src/net/http.h"
 #include "src/tpu/api.h"
 #include "test/testenv/eventually.h"
-#include "test/testenv/testenv.h"
+#include "test/testenv/tpu_env.h"
 
 namespace hyperslice::tpu::chaos {
 
 namespace json = boost::json;
 using namespace std::chrono_literals;
 
-inline constexpr char kProject[] = "my-gcp-project";
-inline constexpr char kRegion[] = "us-central1";
-inline constexpr char kV6eZone[] = "us-central1-a";
-inline constexpr char kStockoutZone[] = "us-central1-b";
-inline constexpr char kZone[] = "us-central1-c";
-inline constexpr char kOperatorNs[] = "tpu-node-group";
+// The environment's pieces (Env, GceControl, OperatorProcess, FakeKubelets, zones, group
+// helpers) are the chaos test's and the benchmark's vocabulary.
+using namespace testenv::tpuenv;  // NOLINT(google-build-using-namespace)
+using testenv::Eventually;        // polls a condition until it holds or the timeout passes
+using testenv::GceControl;
 
-using testenv::Eventually;  // polls a condition until it holds or the timeout passes
-
-using kube::YamlToJson;
-
-// The simulator's control endpoint. Never subject to injected faults.
-class Control {
- public:
-  explicit Control(const std::string& endpoint) {
-    net::HttpClient::Options o;
-    o.base_url = endpoint;
-    http_ = net::HttpClient::Create(o).value();
-  }
-  // The parsed answer, or an error string.
-  Result<json::value> Call(const std::string& method, const std::string& path,
-                           const json::object& body = {}) {
-    net::Request req;
-    req.method = method;
-    req.target = path;
-    if (method != "GET") {
-      req.body = json::serialize(body);
-      req.headers = {{"Content-Type", "application/json"}};
-    }
-    HS_ASSIGN_OR_RETURN(auto resp, http_->Do(req));
-    if (resp.status != 200) {
-      return Error::Make(Error::Code::kInternal,
-                         method + " " + path + ": " + std::to_string(resp.status) + resp.body);
-    }
-    boost::system::error_code ec;
-    auto v = json::parse(resp.body, ec);
-    if (ec) return Error::Make(Error::Code::kInternal, "control answer is not JSON");
-    return v;
-  }
-  json::object State() {
-    auto v = Call("GET", "/control/state");
-    return v.ok() && v->is_object() ? v->as_object() : json::object{};
-  }
-  std::map<std::string, int64_t> Counters() {
-    std::map<std::string, int64_t> out;
-    auto v = Call("GET", "/control/counters");
-    if (!v.ok() || !v->is_object()) return out;
-    const json::object* o = &v->as_object();
-    if (const auto* c = o->if_contains("counters"); c && c->is_object()) o = &c->as_object();
-    for (const auto& [k, n] : *o) {
-      if (n.is_int64()) out[std::string(k)] = n.as_int64();
-    }
-    return out;
-  }
-
- private:
-  std::shared_ptr<net::HttpClient> http_;
-};
+// The chaos test's and the benchmark's environment: the shared one, its simulator serving with 4
+// API threads (many groups and kubelet stand-ins at once).
+inline Env& ChaosEnv() {
+  sim::gce::Options o = SimOptions();
+  o.api_threads = 4;
+  return SharedEnv("tpu-chaos", o);
+}
 
 // The group uid a GCE resource of ours names: the "uid=<uid>" of the description's owner marker,
 // or the hyperslice-group-uid label. "" when none.
@@ -218,7 +157,7 @@ inline std::vector<std::string> CheckInvariants(const json::object& state) {
 // Polls the simulator's state every `every` and records every invariant violation (deduplicated).
 class InvariantWatch {
  public:
-  InvariantWatch(Control& control, std::chrono::milliseconds every = 50ms) : control_(control) {
+  InvariantWatch(GceControl& control, std::chrono::milliseconds every = 50ms) : control_(control) {
     thread_ = std::thread([this, every] {
       while (!stop_) {
         json::object st = control_.State();
@@ -243,261 +182,12 @@ class InvariantWatch {
   int64_t polls() const { return polls_; }
 
  private:
-  Control& control_;
+  GceControl& control_;
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> polls_{0};
   std::mutex mu_;
   std::set<std::string> violations_;
   std::thread thread_;
-};
-
-// The control plane with the TPU CRDs, the simulator, a GCE token file.
-class Env {
- public:
-  static Env& Get() {
-    static Env* env = new Env();  // lives until exit, like the cluster
-    return *env;
-  }
-  std::shared_ptr<kube::Client> client;
-  std::unique_ptr<sim::gce::Simulator> sim;
-  std::unique_ptr<Control> control;
-  std::string token, token_file, kubeconfig;
-  std::filesystem::path dir;
-  std::string error;
-
- private:
-  Env() {
-    client = testenv::AdminClient();
-    if (!client) {
-      error = "no admin client";
-      return;
-    }
-    kubeconfig = testenv::Cluster().kubeconfig_path();
-    dir = std::filesystem::temp_directory_path() / ("hs-tpu-chaos-" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir);
-    sim::gce::Options o;
-    o.projects = {kProject};
-    o.regions = {kRegion};
-    o.operation_latency = 100ms;
-    o.instance_boot_latency = 100ms;
-    o.mig_retry_interval = 200ms;
-    o.api_threads = 4;
-    auto s = sim::gce::Simulator::Start(o);
-    if (!s.ok()) {
-      error = "simulator: " + s.error().ToString();
-      return;
-    }
-    sim = std::move(s).value();
-    control = std::make_unique<Control>(sim->control_endpoint());
-    auto t = control->Call("POST", "/control/tokens", {{"ttlSeconds", 86400}});
-    if (!t.ok()) {
-      error = "token: " + t.error().ToString();
-      return;
-    }
-    token = std::string(t->at("access_token").as_string());
-    token_file = (dir / "gce-token").string();
-    std::ofstream(token_file) << token << "\n";
-    for (const char* crd :
-         {"tpunodegroups", "resourcepolicies", "instancetemplates", "managedinstancegroups"}) {
-      if (Status st = InstallCrd(crd); !st.ok()) {
-        error = std::string("CRD ") + crd + ": " + st.error().ToString();
-        return;
-      }
-    }
-    kube::Object ns{{"apiVersion", "v1"},
-                    {"kind", "Namespace"},
-                    {"metadata", json::object{{"name", kOperatorNs}}}};
-    (void)client->Create(kube::resources::Namespaces(), "", ns);
-  }
-
-  Status InstallCrd(const std::string& plural) {
-    json::object crd;
-    try {
-      crd = YamlToJson(YAML::LoadFile(std::string(HS_DEPLOY_DIR) + "/crds/tpu.google.com_" +
-                                      plural + ".yaml"))
-                .as_object();
-    } catch (const std::exception& e) {
-      return Error::Make(Error::Code::kInvalidArgument, e.what());
-    }
-    auto created = client->Create(kube::resources::CustomResourceDefinitions(), "", crd);
-    if (!created.ok() && created.error().code != Error::Code::kAlreadyExists) {
-      return created.error();
-    }
-    kube::Resource r{kGroup, kVersion, plural, "", true};
-    if (Eventually([&] { return client->List(r, "default").ok(); }, 60s)) return OkStatus();
-    return Error::Make(Error::Code::kTimeout, "CRD " + plural + " not served");
-  }
-};
-
-// `hyperslice operator` as a child process, its output appended to a file.
-class OperatorProcess {
- public:
-  OperatorProcess() = default;
-  OperatorProcess(const OperatorProcess&) = delete;
-  OperatorProcess& operator=(const OperatorProcess&) = delete;
-  ~OperatorProcess() { Kill(); }
-
-  // `extra` flags ("--name=value" or "--name", "value") are appended and replace the defaults
-  // of the same name (leader election is off unless `extra` turns it on).
-  void Start(const Env& env, const std::string& log_path, std::vector<std::string> extra = {},
-             const std::string& workers = "2") {
-    log_path_ = log_path;
-    const std::vector<std::pair<std::string, std::string>> defaults = {
-        {"--kubeconfig", env.kubeconfig},
-        {"--gce-endpoint", env.sim->api_endpoint()},
-        {"--gce-access-token-file", env.token_file},
-        {"--health-probe-port", "-1"},
-        {"--orphan-sweep-interval", "0"},
-        {"--drift-check-interval", "1h"},
-        {"--device-plugin-namespace", kOperatorNs},
-        {"--workers", workers},
-        {"--leader-elect", "false"}};
-    std::vector<std::string> args = {HS_HYPERSLICE_BIN, "operator"};
-    for (const auto& [flag, value] : defaults) {
-      bool overridden = false;
-      for (const auto& e : extra) {
-        overridden |= e == flag || e.rfind(flag + "=", 0) == 0;
-      }
-      if (!overridden) args.push_back(flag + "=" + value);
-    }
-    args.insert(args.end(), extra.begin(), extra.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(HS_HYPERSLICE_BIN, argv.data());
-      _exit(127);
-    }
-  }
-  bool running() const { return pid_ > 0; }
-  pid_t pid() const { return pid_; }
-  void Kill() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  int Terminate() {
-    if (pid_ <= 0) return -1;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  std::string Log() const {
-    std::ifstream in(log_path_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-  // The last `n` lines of the log.
-  std::string Tail(size_t n = 30) const {
-    std::string all = Log();
-    size_t pos = all.size();
-    for (size_t i = 0; i <= n && pos != std::string::npos && pos > 0; ++i) {
-      pos = all.rfind('\n', pos - 1);
-    }
-    return pos == std::string::npos ? all : all.substr(pos + 1);
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_path_;
-};
-
-// Plays kubelet for every simulator VM that becomes RUNNING (the simulator's instance events, so
-// injected API faults do not hide VMs): creates its Node named like the VM with spec.providerID,
-// a Ready condition and google.com/tpu capacity (status subresource), as a kubelet registering
-// would. Each VM is registered once.
-class FakeKubelets {
- public:
-  explicit FakeKubelets(Env& env) : env_(env) {
-    worker_ = std::thread([this] { Work(); });
-    sub_ = env_.sim->SubscribeInstances([this](const sim::gce::InstanceEvent& e) {
-      if (e.status != "RUNNING") return;
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back({e.zone, e.name});
-      cv_.notify_one();
-    });
-  }
-  ~FakeKubelets() {
-    env_.sim->UnsubscribeInstances(sub_);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-      cv_.notify_all();
-    }
-    worker_.join();
-  }
-  std::set<std::string> registered() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return registered_;
-  }
-
-  static Status SetNodeReady(const std::shared_ptr<kube::Client>& client, const std::string& name) {
-    std::string now = kube::FormatTime(std::chrono::system_clock::now());
-    json::object patch{
-        {"status", json::object{{"conditions", json::array{json::object{
-                                                   {"type", "Ready"},
-                                                   {"status", "True"},
-                                                   {"reason", "KubeletReady"},
-                                                   {"message", "kubelet is posting ready status"},
-                                                   {"lastHeartbeatTime", now},
-                                                   {"lastTransitionTime", now}}}},
-                                {"capacity", json::object{{kTpuResourceName, "4"}}}}}};
-    auto r = client->Patch(kube::resources::Nodes(), "", name, kube::PatchType::kStrategicMerge,
-                           json::serialize(patch), {.subresource = "status"});
-    return r.ok() ? OkStatus() : Status(r.error());
-  }
-
- private:
-  void Work() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (true) {
-      cv_.wait_for(lock, 200ms, [&] { return stop_ || !queue_.empty(); });
-      if (stop_) return;
-      if (queue_.empty()) continue;
-      auto [zone, name] = queue_.front();
-      queue_.pop_front();
-      if (registered_.count(name)) continue;
-      lock.unlock();
-      bool ok = Register(zone, name);
-      lock.lock();
-      if (ok) {
-        registered_.insert(name);
-      } else if (!stop_) {
-        queue_.push_back({zone, name});  // the apiserver may be restarting: try again
-        lock.unlock();
-        std::this_thread::sleep_for(100ms);
-        lock.lock();
-      }
-    }
-  }
-  bool Register(const std::string& zone, const std::string& name) {
-    kube::Object node{
-        {"apiVersion", "v1"},
-        {"kind", "Node"},
-        {"metadata",
-         json::object{{"name", name}, {"labels", json::object{{"kubernetes.io/hostname", name}}}}},
-        {"spec", json::object{{"providerID", ProviderId(kProject, zone, name)}}}};
-    auto created = env_.client->Create(kube::resources::Nodes(), "", node);
-    if (!created.ok() && created.error().code != Error::Code::kAlreadyExists) return false;
-    return SetNodeReady(env_.client, name).ok();
-  }
-
-  Env& env_;
-  uint64_t sub_ = 0;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::deque<std::pair<std::string, std::string>> queue_;
-  std::set<std::string> registered_;
-  std::thread worker_;
 };
 
 // Slice shapes: 1 host (v6e 2x2, SPOT), 2, 4 and 8 hosts (tpu7x 2x2x2 / 2x2x4 / 2x4x4, BULK).
@@ -528,31 +218,12 @@ inline json::object Group(const std::string& ns, const std::string& name, int ho
                       {"spec", std::move(spec)}};
 }
 
-inline std::optional<kube::Condition> Cond(kube::Client& c, const std::string& ns,
-                                           const std::string& name, const std::string& type) {
-  auto g = c.Get(TPUNodeGroups(), ns, name);
-  if (!g.ok()) return std::nullopt;
-  return kube::FindCondition(*g, type);
-}
 inline bool IsReady(kube::Client& c, const std::string& ns, const std::string& name) {
   auto g = c.Get(TPUNodeGroups(), ns, name);
   if (!g.ok()) return false;
   auto cond = kube::FindCondition(*g, kCondReady);
   return cond && cond->status == "True" && cond->observed_generation == kube::Generation(*g);
 }
-inline bool IsGone(kube::Client& c, const kube::Resource& r, const std::string& ns,
-                   const std::string& name) {
-  auto g = c.Get(r, ns, name);
-  return !g.ok() && g.error().code == Error::Code::kNotFound;
-}
-inline std::string DescribeGroup(kube::Client& c, const std::string& ns, const std::string& name) {
-  auto g = c.Get(TPUNodeGroups(), ns, name);
-  if (!g.ok()) return g.error().ToString();
-  const auto* st = g->if_contains("status");
-  return (g->at("metadata").as_object().contains("deletionTimestamp") ? "(deleting) " : "") +
-         (st ? json::serialize(*st) : std::string("no status"));
-}
-
 // What survives of everything a group owned: the given Nodes, Nodes labelled for the group,
 // bootstrap Secrets of its uid, the child CRs, GCE resources carrying its uid. Empty when nothing.
 inline std::string Leftovers(Env& env, const std::string& ns, const std::string& name,

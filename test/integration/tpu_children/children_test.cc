@@ -11,7 +11,6 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <yaml-cpp/yaml.h>
 
 #include <boost/json.hpp>
 
@@ -20,11 +19,11 @@
 #include "src/gce/compute.h"
 #include "src/kube/manager.h"
 #include "src/kube/object_helpers.h"
-#include "src/kube/yaml.h"
-#include "src/net/http.h"
 #include "src/tpu/api.h"
 #include "src/tpu/internal/children.h"
+#include "test/testenv/crds.h"
 #include "test/testenv/eventually.h"
+#include "test/testenv/gce_control.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::tpu {
@@ -40,9 +39,7 @@ constexpr char kMachineType[] = "tpu7x-standard-4t";
 constexpr char kClusterId[] = "test-cluster";
 constexpr char kToken[] = "children-test-token";
 
-// --- YAML → JSON (the CRD files) ---------------------------------------------------------------
-
-using kube::YamlToJson;
+// --- JSON fields ------------------------------------------------------------------------------
 
 std::string Str(const json::value& v) { return v.is_string() ? std::string(v.as_string()) : ""; }
 std::string StrAt(const json::object& o, std::string_view k) {
@@ -80,63 +77,18 @@ int64_t IntPath(const json::object& o, const std::string& path) {
 
 using testenv::Eventually;  // polls a condition until it holds or the timeout passes
 
-// The simulator's control endpoint.
-class Control {
- public:
-  explicit Control(const std::string& endpoint) {
-    net::HttpClient::Options o;
-    o.base_url = endpoint;
-    http_ = net::HttpClient::Create(o).value();
-  }
-  json::value Call(const std::string& method, const std::string& path,
-                   const json::object& body = {}) {
-    net::Request req;
-    req.method = method;
-    req.target = path;
-    if (method != "GET") {
-      req.body = json::serialize(body);
-      req.headers = {{"Content-Type", "application/json"}};
-    }
-    auto resp = http_->Do(req);
-    EXPECT_TRUE(resp.ok()) << resp.error().ToString();
-    if (!resp.ok()) return nullptr;
-    EXPECT_EQ(resp->status, 200) << method << " " << path << ": " << resp->body;
-    boost::system::error_code ec;
-    auto v = json::parse(resp->body, ec);
-    return ec ? json::value(nullptr) : v;
-  }
-  int64_t Counter(const std::string& method) {
-    auto c = Call("GET", "/control/counters");
-    if (!c.is_object()) return -1;
-    const auto* v = c.as_object().if_contains(method);
-    return v == nullptr ? 0 : v->to_number<int64_t>();
-  }
-
- private:
-  std::shared_ptr<net::HttpClient> http_;
-};
-
 // --- the CRDs, once per binary ---------------------------------------------------------------
 
 class CrdEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
-    auto client = testenv::AdminClient();
-    ASSERT_NE(client, nullptr);
-    for (const char* file :
-         {"tpu.google.com_resourcepolicies.yaml", "tpu.google.com_instancetemplates.yaml",
-          "tpu.google.com_managedinstancegroups.yaml"}) {
-      auto docs = YAML::LoadAllFromFile(std::string(HS_DEPLOY_DIR "/crds/") + file);
-      ASSERT_EQ(docs.size(), 1u) << file;
-      json::object crd = YamlToJson(docs[0]).as_object();
-      auto created = client->Create(kube::resources::CustomResourceDefinitions(), "", crd);
-      ASSERT_TRUE(created.ok() || created.error().code == Error::Code::kAlreadyExists)
-          << file << ": " << created.error().ToString();
+    std::vector<std::string> files;
+    for (const char* plural : {"resourcepolicies", "instancetemplates", "managedinstancegroups"}) {
+      files.push_back(std::string(HS_DEPLOY_DIR "/crds/tpu.google.com_") + plural + ".yaml");
     }
-    for (const auto* r : {&ResourcePolicies(), &InstanceTemplates(), &ManagedInstanceGroups()}) {
-      ASSERT_TRUE(Eventually([&] { return client->List(*r, "default").ok(); }, 60s))
-          << r->resource << " is not served";
-    }
+    Status st = testenv::InstallCrds(
+        files, {ResourcePolicies(), InstanceTemplates(), ManagedInstanceGroups()});
+    ASSERT_TRUE(st.ok()) << st.error().ToString();
   }
 };
 const auto* const kCrds = ::testing::AddGlobalTestEnvironment(new CrdEnvironment);
@@ -160,7 +112,7 @@ class ChildrenTest : public ::testing::Test {
     auto sim = sim::gce::Simulator::Start(so);
     ASSERT_TRUE(sim.ok()) << sim.error().ToString();
     sim_ = std::move(sim).value();
-    control_ = std::make_unique<Control>(sim_->control_endpoint());
+    control_ = std::make_unique<testenv::GceControl>(sim_->control_endpoint());
 
     gce::ComputeOptions co;
     co.endpoint = sim_->api_endpoint();
@@ -382,7 +334,7 @@ class ChildrenTest : public ::testing::Test {
   std::string ns_;
   std::string group_uid_ = "0a1b2c3d-1111-2222-3333-444455556666";
   std::unique_ptr<sim::gce::Simulator> sim_;
-  std::unique_ptr<Control> control_;
+  std::unique_ptr<testenv::GceControl> control_;
   std::shared_ptr<gce::Compute> compute_;
   std::unique_ptr<gce::Compute> hand_;
   std::unique_ptr<kube::Manager> mgr_;
@@ -616,13 +568,17 @@ TEST_F(StockoutTest, BulkStockoutCreatesNoInstanceAndRecoversWhenCapacityArrives
   EXPECT_TRUE(Eventually(
       [&] { return CountEvents("slice", "ZONE_RESOURCE_POOL_EXHAUSTED", "Warning") >= 1; }));
   // One VM's worth of capacity: BULK still creates none, and the group is still not Ready.
-  control_->Call("POST", "/control/capacity",
-                 {{"zone", kZone}, {"machineType", kMachineType}, {"instances", 1}});
+  EXPECT_TRUE(control_
+                  ->Call("POST", "/control/capacity",
+                         {{"zone", kZone}, {"machineType", kMachineType}, {"instances", 1}})
+                  .ok());
   cr = WaitReady(ManagedInstanceGroups(), "slice", "False", "ZONE_RESOURCE_POOL_EXHAUSTED");
   EXPECT_EQ(InstancesInZone(), 0u);
 
-  control_->Call("POST", "/control/capacity",
-                 {{"zone", kZone}, {"machineType", kMachineType}, {"instances", 2}});
+  EXPECT_TRUE(control_
+                  ->Call("POST", "/control/capacity",
+                         {{"zone", kZone}, {"machineType", kMachineType}, {"instances", 2}})
+                  .ok());
   cr = WaitReady(ManagedInstanceGroups(), "slice", "True", "", 90s);
   EXPECT_EQ(InstancesInZone(), 2u);
   EXPECT_EQ(At(cr, "status.instances")->as_array().size(), 2u);
@@ -655,7 +611,9 @@ TEST_F(ChildrenTest, TargetSizeChangedBehindOurBackIsCorrected) {
 // --- all three under injected faults and across an operator restart ------------------------
 
 TEST_F(ChildrenTest, ConvergesUnderInjected503s) {
-  control_->Call("POST", "/control/faults", {{"method", "*"}, {"rate", 0.3}, {"code", 503}});
+  EXPECT_TRUE(
+      control_->Call("POST", "/control/faults", {{"method", "*"}, {"rate", 0.3}, {"code", 503}})
+          .ok());
   Create(ResourcePolicies(),
          NewChild(ResourcePolicies(), "slice", PolicySpec("slice-wp-7", "2x2x2")));
   Create(InstanceTemplates(), NewChild(InstanceTemplates(), "slice", TemplateSpec("slice-it-7")));
@@ -682,7 +640,7 @@ TEST_F(ChildrenTest, ConvergesUnderInjected503s) {
   ASSERT_TRUE(client_->Delete(ResourcePolicies(), ns_, "slice").ok());
   ASSERT_TRUE(WaitGone(InstanceTemplates(), "slice", 60s));
   ASSERT_TRUE(WaitGone(ResourcePolicies(), "slice", 60s));
-  control_->Call("DELETE", "/control/faults");
+  EXPECT_TRUE(control_->Call("DELETE", "/control/faults").ok());
   // One logical insert each: a 503'd attempt is retried with the same requestId, and exactly one
   // attempt was accepted.
   EXPECT_EQ(compute_->counters().Get("instanceGroupManagers.insert", "200"), 1u);
@@ -696,7 +654,7 @@ TEST_F(ChildrenTest, ConvergesUnderInjected503s) {
 TEST_F(ChildrenTest, RestartedOperatorResumesTheRecordedOperationInsteadOfInsertingAgain) {
   // Slow operations: the first operator records the insert's operation and is stopped while it
   // is still running.
-  control_->Call("POST", "/control/latency", {{"operationMs", 4000}});
+  EXPECT_TRUE(control_->Call("POST", "/control/latency", {{"operationMs", 4000}}).ok());
   Create(ResourcePolicies(),
          NewChild(ResourcePolicies(), "slice", PolicySpec("slice-wp-8", "2x2x2")));
   ASSERT_TRUE(Eventually([&] {
@@ -704,7 +662,7 @@ TEST_F(ChildrenTest, RestartedOperatorResumesTheRecordedOperationInsteadOfInsert
     return got && !StrPath(*got, "status.operation").empty();
   }));
   StopOperator();
-  control_->Call("POST", "/control/latency", {{"operationMs", 150}});
+  EXPECT_TRUE(control_->Call("POST", "/control/latency", {{"operationMs", 150}}).ok());
   StartOperator();
   auto cr = WaitReady(ResourcePolicies(), "slice", "True", "Created", 60s);
   EXPECT_FALSE(At(cr, "status.operation"));
@@ -715,7 +673,7 @@ TEST_F(ChildrenTest, RestartDuringDeletionResumesTheDeleteOperation) {
   Create(ResourcePolicies(),
          NewChild(ResourcePolicies(), "slice", PolicySpec("slice-wp-9", "2x2x2")));
   WaitReady(ResourcePolicies(), "slice");
-  control_->Call("POST", "/control/latency", {{"operationMs", 4000}});
+  EXPECT_TRUE(control_->Call("POST", "/control/latency", {{"operationMs", 4000}}).ok());
   ASSERT_TRUE(client_->Delete(ResourcePolicies(), ns_, "slice").ok());
   ASSERT_TRUE(Eventually([&] {
     auto got = Get(ResourcePolicies(), "slice");
@@ -725,7 +683,7 @@ TEST_F(ChildrenTest, RestartDuringDeletionResumesTheDeleteOperation) {
   StopOperator();
   // The delete is still running in GCE: the CR must still be there.
   ASSERT_TRUE(Get(ResourcePolicies(), "slice").has_value());
-  control_->Call("POST", "/control/latency", {{"operationMs", 150}});
+  EXPECT_TRUE(control_->Call("POST", "/control/latency", {{"operationMs", 150}}).ok());
   StartOperator();
   ASSERT_TRUE(WaitGone(ResourcePolicies(), "slice", 60s));
   EXPECT_EQ(control_->Counter("compute.resourcePolicies.delete"), 1);
@@ -754,11 +712,13 @@ TEST_F(ChildrenTest, TargetSizeChangedInTheSpecResizesWithoutReportingDrift) {
 }
 
 TEST_F(ChildrenTest, FailedInsertOperationIsReportedAndRetried) {
-  control_->Call("POST", "/control/operation-failures",
-                 {{"method", "compute.resourcePolicies.insert"},
-                  {"code", "QUOTA_EXCEEDED"},
-                  {"message", "Quota 'RESOURCE_POLICIES' exceeded."},
-                  {"count", 1}});
+  EXPECT_TRUE(control_
+                  ->Call("POST", "/control/operation-failures",
+                         {{"method", "compute.resourcePolicies.insert"},
+                          {"code", "QUOTA_EXCEEDED"},
+                          {"message", "Quota 'RESOURCE_POLICIES' exceeded."},
+                          {"count", 1}})
+                  .ok());
   Create(ResourcePolicies(),
          NewChild(ResourcePolicies(), "slice", PolicySpec("slice-wp-11", "2x2x2")));
   auto cr = WaitReady(ResourcePolicies(), "slice", "False", "QUOTA_EXCEEDED");

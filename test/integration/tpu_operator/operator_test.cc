@@ -6,18 +6,11 @@
 // slice's VMs — for every RUNNING instance in the simulator it creates a Node named like the VM
 // with spec.providerID gce://project/zone/name and a Ready condition (status subresource), as a
 // kubelet registering would.
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <functional>
+#include <map>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -27,13 +20,13 @@
 #include <boost/json.hpp>
 
 #include "sim/gce/simulator.h"
+#include "src/base/base64.h"
 #include "src/gce/auth.h"
 #include "src/gce/compute.h"
 #include "src/kube/client.h"
 #include "src/kube/manager.h"
 #include "src/kube/object_helpers.h"
 #include "src/kube/yaml.h"
-#include "src/net/http.h"
 #include "src/net/pki.h"
 #include "src/tpu/api.h"
 #include "src/tpu/internal/device_plugin.h"
@@ -44,6 +37,8 @@
 #include "test/testenv/examples.h"
 #include "test/testenv/shell.h"
 #include "test/testenv/testenv.h"
+#include "test/testenv/tpu_env.h"
+#include "test/testenv/yaml_file.h"
 
 namespace hyperslice::tpu {
 namespace {
@@ -52,197 +47,72 @@ namespace json = boost::json;
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
-constexpr char kProject[] = "my-gcp-project";
-constexpr char kRegion[] = "us-central1";
-constexpr char kZone[] = "us-central1-c";          // the seed's zone, with the reservation
-constexpr char kStockoutZone[] = "us-central1-b";  // capacity limited by the test
-constexpr char kV6eZone[] = "us-central1-a";
+// The shared environment (test/testenv/tpu_env.h): Env, GceControl, OperatorProcess,
+// FakeKubelets, the zones (kZone is the seed's, with the reservation).
+using namespace testenv::tpuenv;  // NOLINT(google-build-using-namespace)
+
 constexpr char kReservation[] = "my-tpu-reservation";
-constexpr char kDevicePluginNs[] = "tpu-node-group";
 
 // Seed 000's example TPUNodeGroup as deploy/examples ships it, with tpu7x-2x2x2.env's values.
 std::string SeedExample() { return testenv::Example("tpunodegroup.yaml", "tpu7x-2x2x2.env"); }
 
 using kube::YamlToJson;
 
-std::vector<json::object> LoadYamlDocs(const std::string& path) {
-  std::vector<json::object> out;
-  for (const YAML::Node& doc : YAML::LoadAllFromFile(path)) {
-    if (doc.IsMap()) out.push_back(YamlToJson(doc).as_object());
-  }
-  return out;
-}
-
-std::string Base64(const std::string& in) {
-  static constexpr char kA[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 3 <= in.size(); i += 3) {
-    uint32_t n = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) |
-                 static_cast<uint8_t>(in[i + 2]);
-    out += {kA[(n >> 18) & 63], kA[(n >> 12) & 63], kA[(n >> 6) & 63], kA[n & 63]};
-  }
-  if (size_t rest = in.size() - i; rest > 0) {
-    uint32_t n = static_cast<uint8_t>(in[i]) << 16;
-    if (rest == 2) n |= static_cast<uint8_t>(in[i + 1]) << 8;
-    out += {kA[(n >> 18) & 63], kA[(n >> 12) & 63], rest == 2 ? kA[(n >> 6) & 63] : '=', '='};
-  }
-  return out;
-}
-
 using testenv::Eventually;
 
 using testenv::Shell;  // {exit code, stdout+stderr}
 
-// The simulator's control endpoint.
-class Control {
- public:
-  explicit Control(const std::string& endpoint) {
-    net::HttpClient::Options o;
-    o.base_url = endpoint;
-    http_ = net::HttpClient::Create(o).value();
-  }
-  json::value Call(const std::string& method, const std::string& path,
-                   const json::object& body = {}) {
-    net::Request req;
-    req.method = method;
-    req.target = path;
-    if (method != "GET") {
-      req.body = json::serialize(body);
-      req.headers = {{"Content-Type", "application/json"}};
+// The validating webhook in-process, registered with the apiserver as deploy/webhook registers it
+// (a URL on loopback instead of the Service). It serves until exit, like the environment.
+Status StartWebhook(const Env& env) {
+  static std::unique_ptr<webhook::Server> server;
+  auto ca = net::pki::MakeCa("tpu-operator-it-ca");
+  if (!ca.ok()) return ca.error();
+  net::pki::CertRequest req;
+  req.common_name = "webhook";
+  req.ip_addresses = {"127.0.0.1"};
+  req.server = true;
+  HS_ASSIGN_OR_RETURN(auto kp, net::pki::Issue(*ca, req));
+  std::ofstream(env.dir / "tls.crt") << kp.cert_pem;
+  std::ofstream(env.dir / "tls.key") << kp.key_pem;
+  webhook::ServerOptions o;
+  o.tls_cert_file = (env.dir / "tls.crt").string();
+  o.tls_key_file = (env.dir / "tls.key").string();
+  o.source = webhook::NewApiObjectSource(env.client);
+  HS_ASSIGN_OR_RETURN(server, webhook::Server::Start(std::move(o)));
+  std::string base = "https://127.0.0.1:" + std::to_string(server->port());
+  static const kube::Resource validating{"admissionregistration.k8s.io", "v1",
+                                         "validatingwebhookconfigurations",
+                                         "ValidatingWebhookConfiguration", false};
+  for (json::object cfg : testenv::YamlFileDocs(HS_DEPLOY_DIR "/webhook/base/webhooks.yaml")) {
+    if (cfg["kind"].as_string() != "ValidatingWebhookConfiguration") continue;
+    for (json::value& hook : cfg["webhooks"].as_array()) {
+      json::object& h = hook.as_object();
+      std::string path(h["clientConfig"].as_object()["service"].as_object()["path"].as_string());
+      h["clientConfig"] =
+          json::object{{"url", base + path}, {"caBundle", Base64Encode(ca->cert_pem)}};
     }
-    auto resp = http_->Do(req);
-    EXPECT_TRUE(resp.ok()) << resp.error().ToString();
-    if (!resp.ok()) return nullptr;
-    EXPECT_EQ(resp->status, 200) << method << " " << path << ": " << resp->body;
-    boost::system::error_code ec;
-    auto v = json::parse(resp->body, ec);
-    return ec ? json::value(nullptr) : v;
-  }
-
- private:
-  std::shared_ptr<net::HttpClient> http_;
-};
-
-// Everything a test binary shares: the control plane, CRDs, the simulator, the webhook.
-class Env {
- public:
-  static Env& Get() {
-    static Env* env = new Env();  // lives until exit, like the cluster
-    return *env;
-  }
-  std::shared_ptr<kube::Client> client;
-  std::unique_ptr<sim::gce::Simulator> sim;
-  std::unique_ptr<Control> control;
-  std::shared_ptr<gce::Compute> compute;
-  std::unique_ptr<webhook::Server> webhook;
-  std::string token, token_file, kubeconfig;
-  std::filesystem::path dir;
-  std::string error;
-
- private:
-  Env() {
-    client = testenv::AdminClient();
-    if (!client) {
-      error = "no admin client";
-      return;
-    }
-    kubeconfig = testenv::Cluster().kubeconfig_path();
-    dir = std::filesystem::temp_directory_path() / ("hs-tpu-op-it-" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir);
-
-    sim::gce::Options o;
-    o.projects = {kProject};
-    o.regions = {kRegion};
-    o.operation_latency = 100ms;
-    o.instance_boot_latency = 100ms;
-    o.mig_retry_interval = 200ms;
-    o.reservations.push_back({kProject, kZone, kReservation, "tpu7x-standard-4t", 2});
-    auto s = sim::gce::Simulator::Start(o);
-    if (!s.ok()) {
-      error = "simulator: " + s.error().ToString();
-      return;
-    }
-    sim = std::move(s).value();
-    control = std::make_unique<Control>(sim->control_endpoint());
-    token = std::string(control->Call("POST", "/control/tokens", {{"ttlSeconds", 7200}})
-                            .at("access_token")
-                            .as_string());
-    token_file = (dir / "gce-token").string();
-    std::ofstream(token_file) << token << "\n";
-    gce::ComputeOptions co;
-    co.endpoint = sim->api_endpoint();
-    co.tokens = gce::StaticTokenSource(token);
-    auto c = gce::Compute::Create(co);
-    if (!c.ok()) {
-      error = "compute: " + c.error().ToString();
-      return;
-    }
-    compute = std::move(*c);
-
-    for (const char* crd :
-         {"tpunodegroups", "resourcepolicies", "instancetemplates", "managedinstancegroups"}) {
-      if (Status st = InstallCrd(crd); !st.ok()) {
-        error = std::string("CRD ") + crd + ": " + st.error().ToString();
-        return;
-      }
-    }
-    kube::Object ns{{"apiVersion", "v1"},
-                    {"kind", "Namespace"},
-                    {"metadata", json::object{{"name", kDevicePluginNs}}}};
-    (void)client->Create(kube::resources::Namespaces(), "", ns);
-    if (Status st = StartWebhook(); !st.ok()) {
-      error = "webhook: " + st.error().ToString();
-      return;
-    }
-  }
-
-  Status InstallCrd(const std::string& plural) {
-    json::object crd =
-        LoadYamlDocs(std::string(HS_DEPLOY_DIR) + "/crds/tpu.google.com_" + plural + ".yaml")[0];
-    auto created = client->Create(kube::resources::CustomResourceDefinitions(), "", crd);
+    auto created = env.client->Create(validating, "", cfg);
     if (!created.ok() && created.error().code != Error::Code::kAlreadyExists) {
       return created.error();
     }
-    kube::Resource r{kGroup, kVersion, plural, "", true};
-    if (Eventually([&] { return client->List(r, "default").ok(); }, 60s)) return OkStatus();
-    return Error::Make(Error::Code::kTimeout, "CRD " + plural + " not served");
   }
+  return OkStatus();
+}
 
-  Status StartWebhook() {
-    auto ca = net::pki::MakeCa("tpu-operator-it-ca");
-    if (!ca.ok()) return ca.error();
-    net::pki::CertRequest req;
-    req.common_name = "webhook";
-    req.ip_addresses = {"127.0.0.1"};
-    req.server = true;
-    HS_ASSIGN_OR_RETURN(auto kp, net::pki::Issue(*ca, req));
-    std::ofstream(dir / "tls.crt") << kp.cert_pem;
-    std::ofstream(dir / "tls.key") << kp.key_pem;
-    webhook::ServerOptions o;
-    o.tls_cert_file = (dir / "tls.crt").string();
-    o.tls_key_file = (dir / "tls.key").string();
-    o.source = webhook::NewApiObjectSource(client);
-    HS_ASSIGN_OR_RETURN(webhook, webhook::Server::Start(std::move(o)));
-    std::string base = "https://127.0.0.1:" + std::to_string(webhook->port());
-    static const kube::Resource validating{"admissionregistration.k8s.io", "v1",
-                                           "validatingwebhookconfigurations",
-                                           "ValidatingWebhookConfiguration", false};
-    for (json::object cfg : LoadYamlDocs(HS_DEPLOY_DIR "/webhook/base/webhooks.yaml")) {
-      if (cfg["kind"].as_string() != "ValidatingWebhookConfiguration") continue;
-      for (json::value& hook : cfg["webhooks"].as_array()) {
-        json::object& h = hook.as_object();
-        std::string path(h["clientConfig"].as_object()["service"].as_object()["path"].as_string());
-        h["clientConfig"] = json::object{{"url", base + path}, {"caBundle", Base64(ca->cert_pem)}};
-      }
-      auto created = client->Create(validating, "", cfg);
-      if (!created.ok() && created.error().code != Error::Code::kAlreadyExists) {
-        return created.error();
-      }
-    }
-    return OkStatus();
-  }
-};
+// The shared environment with seed 000's reservation in kZone, and the webhook (started once).
+Env& OperatorEnv(std::string* error) {
+  sim::gce::Options o = SimOptions();
+  o.reservations.push_back({kProject, kZone, kReservation, "tpu7x-standard-4t", 2});
+  Env& env = SharedEnv("tpu-op-it", o);
+  static const std::string webhook_error = [&]() -> std::string {
+    if (!env.error.empty()) return "";
+    Status st = StartWebhook(env);
+    return st.ok() ? "" : "webhook: " + st.error().ToString();
+  }();
+  *error = env.error.empty() ? webhook_error : env.error;
+  return env;
+}
 
 // The operator in this process, on its own Manager (no leader election).
 class InProcessOperator {
@@ -256,7 +126,7 @@ class InProcessOperator {
     OperatorOptions o;
     o.client = env.client;
     o.compute = env.compute;
-    o.device_plugin_namespace = kDevicePluginNs;
+    o.device_plugin_namespace = kOperatorNs;
     o.drift_check_interval = 1h;
     o.orphan_sweep_interval = Clock::Duration::zero();
     o.workers = 2;
@@ -277,128 +147,6 @@ class InProcessOperator {
   Status run_status_;
 };
 
-// `hyperslice operator` as a child process, its output in a file.
-class OperatorProcess {
- public:
-  ~OperatorProcess() { Kill(); }
-  void Start(const Env& env, const std::string& log_path) {
-    log_path_ = log_path;
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      execl(HS_HYPERSLICE_BIN, HS_HYPERSLICE_BIN, "operator", "--kubeconfig",
-            env.kubeconfig.c_str(), "--gce-endpoint", env.sim->api_endpoint().c_str(),
-            "--gce-access-token-file", env.token_file.c_str(), "--leader-elect=false",
-            "--health-probe-port", "-1", "--orphan-sweep-interval", "0", "--drift-check-interval",
-            "1h", "--device-plugin-namespace", kDevicePluginNs, "--workers", "2",
-            static_cast<char*>(nullptr));
-      _exit(127);
-    }
-  }
-  void Kill() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  int Terminate() {
-    if (pid_ <= 0) return -1;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  std::string Log() const {
-    std::ifstream in(log_path_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_path_;
-};
-
-// Plays kubelet for every RUNNING simulator VM of `zones`: registers its Node (providerID, Ready).
-class FakeKubelets {
- public:
-  FakeKubelets(Env& env, std::vector<std::string> zones) : env_(env), zones_(std::move(zones)) {
-    thread_ = std::thread([this] {
-      while (!stop_) {
-        Scan();
-        std::this_thread::sleep_for(100ms);
-      }
-    });
-  }
-  ~FakeKubelets() {
-    stop_ = true;
-    thread_.join();
-  }
-  std::set<std::string> registered() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return registered_;
-  }
-
- private:
-  void Scan() {
-    for (const auto& zone : zones_) {
-      auto vms = env_.compute->ListInstances(kProject, zone, {});
-      if (!vms.ok()) continue;
-      for (const auto& vm : *vms) {
-        std::string name(vm.at("name").as_string());
-        if (vm.at("status").as_string() != "RUNNING") continue;
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          if (registered_.count(name)) continue;
-        }
-        kube::Object node{
-            {"apiVersion", "v1"},
-            {"kind", "Node"},
-            {"metadata", json::object{{"name", name},
-                                      {"labels", json::object{{"kubernetes.io/hostname", name}}}}},
-            {"spec", json::object{{"providerID", ProviderId(kProject, zone, name)}}}};
-        auto created = env_.client->Create(kube::resources::Nodes(), "", node);
-        if (!created.ok() && created.error().code != Error::Code::kAlreadyExists) continue;
-        if (!SetNodeReady(env_.client, name, true).ok()) continue;
-        std::lock_guard<std::mutex> lock(mu_);
-        registered_.insert(name);
-      }
-    }
-  }
-
- public:
-  static Status SetNodeReady(const std::shared_ptr<kube::Client>& client, const std::string& name,
-                             bool ready) {
-    std::string now = kube::FormatTime(std::chrono::system_clock::now());
-    json::object patch{
-        {"status", json::object{{"conditions",
-                                 json::array{json::object{
-                                     {"type", "Ready"},
-                                     {"status", ready ? "True" : "False"},
-                                     {"reason", ready ? "KubeletReady" : "NodeStatusUnknown"},
-                                     {"message", ready ? "kubelet is posting ready status"
-                                                       : "Kubelet stopped posting node status."},
-                                     {"lastHeartbeatTime", now},
-                                     {"lastTransitionTime", now}}}},
-                                {"capacity", json::object{{kTpuResourceName, "4"}}}}}};
-    auto r = client->Patch(kube::resources::Nodes(), "", name, kube::PatchType::kStrategicMerge,
-                           json::serialize(patch), {.subresource = "status"});
-    return r.ok() ? OkStatus() : Status(r.error());
-  }
-
- private:
-  Env& env_;
-  std::vector<std::string> zones_;
-  std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  std::set<std::string> registered_;
-  std::thread thread_;
-};
-
 // What the simulator holds in the project, by kind.
 struct Inventory {
   std::vector<json::object> policies, templates, migs, instances;
@@ -417,12 +165,19 @@ struct Inventory {
 class TpuOperatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    Env& env = Env::Get();
-    ASSERT_TRUE(env.error.empty()) << env.error;
+    std::string error;
+    Env& env = OperatorEnv(&error);
+    ASSERT_TRUE(error.empty()) << error;
     env_ = &env;
     client_ = env.client;
   }
   void TearDown() override { op_.Stop(); }
+
+  // A call to the simulator's control endpoint that must succeed.
+  void ControlCall(const std::string& method, const std::string& path, const json::object& body) {
+    auto r = env_->control->Call(method, path, body);
+    EXPECT_TRUE(r.ok()) << r.error().ToString();
+  }
 
   void StartInProcessOperator() {
     Status s = op_.Start(*env_);
@@ -447,9 +202,7 @@ class TpuOperatorTest : public ::testing::Test {
 
   std::optional<kube::Condition> Cond(const std::string& ns, const std::string& name,
                                       const std::string& type) {
-    auto g = client_->Get(TPUNodeGroups(), ns, name);
-    if (!g.ok()) return std::nullopt;
-    return kube::FindCondition(*g, type);
+    return testenv::tpuenv::Cond(*client_, ns, name, type);
   }
   bool WaitCondition(const std::string& ns, const std::string& name, const std::string& type,
                      const std::string& status, std::chrono::milliseconds timeout = 60s,
@@ -462,8 +215,7 @@ class TpuOperatorTest : public ::testing::Test {
         timeout);
   }
   std::string DescribeGroup(const std::string& ns, const std::string& name) {
-    auto g = client_->Get(TPUNodeGroups(), ns, name);
-    return g.ok() ? json::serialize(g->at("status")) : g.error().ToString();
+    return testenv::tpuenv::DescribeGroup(*client_, ns, name);
   }
 
   // Deletes the group and waits until it, its Nodes, token Secrets and GCE resources are gone.
@@ -503,8 +255,8 @@ class TpuOperatorTest : public ::testing::Test {
 // leaves nothing behind.
 TEST_F(TpuOperatorTest, SeedExampleBecomesAReadySliceAndIsTornDownCompletely) {
   StartInProcessOperator();
-  const json::value calls_before = env_->control->Call("GET", "/control/counters");
-  FakeKubelets kubelets(*env_, {kZone});
+  const std::map<std::string, int64_t> calls_before = env_->control->Counters();
+  FakeKubelets kubelets(*env_);
   std::string file = (env_->dir / "seed.yaml").string();
   std::ofstream(file) << SeedExample();
   std::string kc = "KUBECONFIG=" + env_->kubeconfig + " kubectl ";
@@ -608,7 +360,7 @@ TEST_F(TpuOperatorTest, SeedExampleBecomesAReadySliceAndIsTornDownCompletely) {
   }
   // The device plugin is wanted while a group exists.
   EXPECT_TRUE(client_
-                  ->Get(kube::resources::DaemonSets(), kDevicePluginNs,
+                  ->Get(kube::resources::DaemonSets(), kOperatorNs,
                         tpu::internal::kDevicePluginDaemonSetName)
                   .ok());
 
@@ -641,25 +393,23 @@ TEST_F(TpuOperatorTest, SeedExampleBecomesAReadySliceAndIsTornDownCompletely) {
 
   DeleteAndExpectNothingLeft("default", "my-tpu-node-group", nodes);
   // The figure: GCE calls of one 2-host slice's life (create → Ready → delete), by method.
-  const json::value calls_after = env_->control->Call("GET", "/control/counters");
+  const std::map<std::string, int64_t> calls_after = env_->control->Counters();
   int64_t total = 0;
   std::string by_method;
-  if (calls_after.is_object() && calls_before.is_object()) {
-    for (const auto& [method, n] : calls_after.as_object()) {
-      const auto* b = calls_before.as_object().if_contains(method);
-      int64_t d = n.to_number<int64_t>() - (b ? b->to_number<int64_t>() : 0);
-      // *.list calls are this test's (fake kubelets, inventory), not the operator's.
-      if (d <= 0 || method.ends_with(".list")) continue;
-      total += d;
-      by_method += " " + std::string(method) + "=" + std::to_string(d);
-    }
+  for (const auto& [method, n] : calls_after) {
+    auto b = calls_before.find(method);
+    int64_t d = n - (b != calls_before.end() ? b->second : 0);
+    // *.list calls are this test's (inventory), not the operator's.
+    if (d <= 0 || method.ends_with(".list")) continue;
+    total += d;
+    by_method += " " + method + "=" + std::to_string(d);
   }
   std::printf(
       "[ figure ] GCE calls for one 2-host slice lifecycle (lists excluded, instances.get includes "
       "the test checks): %lld:%s\n",
       static_cast<long long>(total), by_method.c_str());
   EXPECT_TRUE(Eventually([&] {
-    auto ds = client_->Get(kube::resources::DaemonSets(), kDevicePluginNs,
+    auto ds = client_->Get(kube::resources::DaemonSets(), kOperatorNs,
                            tpu::internal::kDevicePluginDaemonSetName);
     return !ds.ok() && ds.error().code == Error::Code::kNotFound;
   })) << "the device-plugin DaemonSet outlived the last group";
@@ -683,7 +433,7 @@ json::object V6eGroup(const std::string& ns, const std::string& name) {
 // resources were deleted by hand completes.
 TEST_F(TpuOperatorTest, SingleHostV6eWorksWithoutPolicyAndReportsALostNode) {
   StartInProcessOperator();
-  FakeKubelets kubelets(*env_, {kV6eZone});
+  FakeKubelets kubelets(*env_);
   const std::string ns = testenv::TestNamespace();
   auto created = client_->Create(TPUNodeGroups(), ns, V6eGroup(ns, "v6e"));
   ASSERT_TRUE(created.ok()) << created.error().ToString();
@@ -703,11 +453,11 @@ TEST_F(TpuOperatorTest, SingleHostV6eWorksWithoutPolicyAndReportsALostNode) {
 
   // The host's Node stops being Ready: the group says which one.
   std::string node(inv.instances[0].at("name").as_string());
-  ASSERT_TRUE(FakeKubelets::SetNodeReady(client_, node, false).ok());
+  ASSERT_TRUE(SetNodeReady(*client_, node, false).ok());
   ASSERT_TRUE(WaitCondition(ns, "v6e", kCondReady, "False", 30s, "NodeNotReady"))
       << DescribeGroup(ns, "v6e");
   EXPECT_THAT(Cond(ns, "v6e", kCondReady)->message, HasSubstr(node));
-  ASSERT_TRUE(FakeKubelets::SetNodeReady(client_, node, true).ok());
+  ASSERT_TRUE(SetNodeReady(*client_, node, true).ok());
   ASSERT_TRUE(WaitCondition(ns, "v6e", kCondReady, "True", 30s)) << DescribeGroup(ns, "v6e");
 
   // Someone deletes the GCE resources by hand; deleting the group still completes.
@@ -728,11 +478,10 @@ TEST_F(TpuOperatorTest, SingleHostV6eWorksWithoutPolicyAndReportsALostNode) {
 // BULK with too little capacity: no VM at all, the group not Ready with GCE's stockout reason;
 // capacity arrives and the slice becomes Ready with no user action.
 TEST_F(TpuOperatorTest, BulkStockoutCreatesNoVmAndRecoversWhenCapacityArrives) {
-  env_->control->Call(
-      "POST", "/control/capacity",
-      {{"zone", kStockoutZone}, {"machineType", "tpu7x-standard-4t"}, {"instances", 1}});
+  ControlCall("POST", "/control/capacity",
+              {{"zone", kStockoutZone}, {"machineType", "tpu7x-standard-4t"}, {"instances", 1}});
   StartInProcessOperator();
-  FakeKubelets kubelets(*env_, {kStockoutZone});
+  FakeKubelets kubelets(*env_);
   const std::string ns = testenv::TestNamespace();
   json::object g{
       {"apiVersion", kApiVersion},
@@ -754,23 +503,21 @@ TEST_F(TpuOperatorTest, BulkStockoutCreatesNoVmAndRecoversWhenCapacityArrives) {
   EXPECT_THAT(mc->message, HasSubstr("does not have enough resources"));
   EXPECT_EQ(SimInventory().instances.size(), 0u) << "BULK made part of a slice";
 
-  env_->control->Call(
-      "POST", "/control/capacity",
-      {{"zone", kStockoutZone}, {"machineType", "tpu7x-standard-4t"}, {"instances", 2}});
+  ControlCall("POST", "/control/capacity",
+              {{"zone", kStockoutZone}, {"machineType", "tpu7x-standard-4t"}, {"instances", 2}});
   ASSERT_TRUE(WaitCondition(ns, "short", kCondReady, "True", 90s)) << DescribeGroup(ns, "short");
   EXPECT_EQ(SimInventory().instances.size(), 2u);
   DeleteAndExpectNothingLeft(ns, "short", kubelets.registered());
-  env_->control->Call(
-      "POST", "/control/capacity",
-      {{"zone", kStockoutZone}, {"machineType", "tpu7x-standard-4t"}, {"instances", -1}});
+  ControlCall("POST", "/control/capacity",
+              {{"zone", kStockoutZone}, {"machineType", "tpu7x-standard-4t"}, {"instances", -1}});
 }
 
 // `hyperslice operator` killed with -9 while GCE operations are in flight, during create and
 // during delete, and restarted: the same slice, no duplicate, nothing leaked; its log holds no
 // token.
 TEST_F(TpuOperatorTest, OperatorKilledDuringCreateAndDeleteLeaksNothing) {
-  env_->control->Call("POST", "/control/latency", {{"operationMs", 1500}});
-  FakeKubelets kubelets(*env_, {kZone});
+  ControlCall("POST", "/control/latency", {{"operationMs", 1500}});
+  FakeKubelets kubelets(*env_);
   const std::string ns = testenv::TestNamespace();
   const std::string log = (env_->dir / "operator.log").string();
   json::object g{{"apiVersion", kApiVersion},
@@ -833,7 +580,7 @@ TEST_F(TpuOperatorTest, OperatorKilledDuringCreateAndDeleteLeaksNothing) {
       << DescribeGroup(ns, "crashy");
   ExpectNothingLeft(kubelets.registered());
   EXPECT_EQ(third.Terminate(), 0) << "SIGTERM is a clean exit";
-  env_->control->Call("POST", "/control/latency", {{"operationMs", 100}});
+  ControlCall("POST", "/control/latency", {{"operationMs", 100}});
 
   std::string logs = third.Log();
   EXPECT_THAT(logs, HasSubstr("operator starting"));
