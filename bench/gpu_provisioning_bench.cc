@@ -124,9 +124,7 @@ class Bench {
     testenv::ConfigureCluster(o);
     client_ = testenv::AdminClient();
     if (!client_) return Error::Make(Error::Code::kInternal, "no control plane");
-    HS_RETURN_IF_ERROR(testenv::InstallTgpCrds(HS_DEPLOY_DIR));
-    // `hyperslice operator` runs the TPU controllers too: their informers need their CRDs.
-    HS_RETURN_IF_ERROR(testenv::InstallTpuCrds(HS_DEPLOY_DIR));
+    HS_RETURN_IF_ERROR(chaos::InstallOperatorCrds());
 
     // Room for every launch; short lifecycles (the operator, not the market, is measured).
     market::ServerOptions lo;

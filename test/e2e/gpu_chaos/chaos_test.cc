@@ -87,10 +87,7 @@ class GpuChaos : public ::testing::Test {
     rng_.seed(Seed());
     client_ = testenv::AdminClient();
     ASSERT_TRUE(client_);
-    Status st = testenv::InstallTgpCrds(HS_DEPLOY_DIR);
-    ASSERT_TRUE(st.ok()) << st.error().ToString();
-    // `hyperslice operator` always runs the TPU controllers too: their informers need their CRDs.
-    st = testenv::InstallTpuCrds(HS_DEPLOY_DIR);
+    Status st = InstallOperatorCrds();
     ASSERT_TRUE(st.ok()) << st.error().ToString();
 
     market::ServerOptions lo;

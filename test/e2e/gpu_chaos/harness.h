@@ -245,6 +245,13 @@ inline std::vector<std::string> GpuOperatorArgs(const std::string& binary,
   return args;
 }
 
+// The CRDs `hyperslice operator --gpu` watches: tgp.io's, and the TPU operator's (its TPU
+// controllers always run too).
+inline Status InstallOperatorCrds() {
+  HS_RETURN_IF_ERROR(testenv::InstallTgpCrds(HS_DEPLOY_DIR));
+  return testenv::InstallTpuCrds(HS_DEPLOY_DIR);
+}
+
 // Starts `op` and waits until GPUNodeClass `class_name` has both providers ready; an error with
 // the log's tail when the operator exits or `timeout` passes first.
 inline Status StartGpuOperator(testenv::ChildProcess& op, kube::Client& client,

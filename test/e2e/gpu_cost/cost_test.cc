@@ -218,10 +218,7 @@ class GpuCost : public ::testing::Test {
   void SetUp() override {
     client_ = testenv::AdminClient();
     ASSERT_TRUE(client_);
-    Status st = testenv::InstallTgpCrds(HS_DEPLOY_DIR);
-    ASSERT_TRUE(st.ok()) << st.error().ToString();
-    // `hyperslice operator` always runs the TPU controllers too: their informers need their CRDs.
-    st = testenv::InstallTpuCrds(HS_DEPLOY_DIR);
+    Status st = InstallOperatorCrds();
     ASSERT_TRUE(st.ok()) << st.error().ToString();
 
     // The simulators' default lifecycle delays (boot, running 300 ms, terminate 200 ms): billing
