@@ -52,6 +52,7 @@ using bench::ApiserverRequests;  // every client: this process lists TPUNodeGrou
                                  // plays kubelet (POST nodes, PATCH nodes/status); the rest is the
                                  // operator's
 using bench::Delta;
+using bench::Mib;
 using bench::ProcStats;
 using bench::ReadProc;
 using bench::Seconds;
@@ -171,7 +172,7 @@ int Run(int n, int window_s, const std::string& drift, const std::string& worker
   std::printf(
       "operator RSS at all Ready: %.1f MiB = %.1f MiB anonymous (heap: caches, queues, "
       "buffers) + %.1f MiB file-backed (the binary and its shared libraries)\n",
-      at_ready.rss_kib / 1024.0, at_ready.anon_kib / 1024.0, at_ready.file_kib / 1024.0);
+      Mib(at_ready.rss_kib), Mib(at_ready.anon_kib), Mib(at_ready.file_kib));
   PrintCalls("GCE calls, create -> all Ready", Delta(c0, c1), n);
   auto a1 = ApiserverRequests(c);
   PrintCalls("kube-apiserver requests (all clients), create -> all Ready", Delta(a0, a1), n);
@@ -193,8 +194,8 @@ int Run(int n, int window_s, const std::string& drift, const std::string& worker
   std::printf(
       "steady state over %.0f s after all Ready: %lld GCE calls = %.3f calls/s; drift-check "
       "budget (3 GETs/group/%s) = %.3f calls/s; operator CPU in the window %.3f s\n",
-      wsec, static_cast<long long>(Sum(steady)), Sum(steady) / wsec, drift.c_str(),
-      3.0 * n / drift_s, after_window.cpu_s - at_ready.cpu_s);
+      wsec, static_cast<long long>(Sum(steady)), static_cast<double>(Sum(steady)) / wsec,
+      drift.c_str(), 3.0 * n / drift_s, after_window.cpu_s - at_ready.cpu_s);
   for (const auto& [k, v] : steady) std::printf("    %-52s %7lld\n", k.c_str(), (long long)v);
 
   // Teardown.
@@ -220,15 +221,15 @@ int Run(int n, int window_s, const std::string& drift, const std::string& worker
       "operator process: peak RSS (VmHWM) %.1f MiB (idle before the first create %.1f MiB); CPU "
       "(utime+stime) %.2f s to all Ready, %.2f s for the whole lifecycle = %.2f ms per slice "
       "lifecycle\n",
-      peak.hwm_kib / 1024.0, idle.hwm_kib / 1024.0, at_ready.cpu_s - idle.cpu_s,
-      end.cpu_s - idle.cpu_s, 1000.0 * (end.cpu_s - idle.cpu_s) / n);
+      Mib(peak.hwm_kib), Mib(idle.hwm_kib), at_ready.cpu_s - idle.cpu_s, end.cpu_s - idle.cpu_s,
+      1000.0 * (end.cpu_s - idle.cpu_s) / n);
   struct rusage self {};
   getrusage(RUSAGE_SELF, &self);
   std::printf(
       "this process (simulator + kubelet stand-ins + lists): CPU %.2f s, peak RSS %.1f MiB\n",
-      self.ru_utime.tv_sec + self.ru_stime.tv_sec +
-          (self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6,
-      self.ru_maxrss / 1024.0);
+      static_cast<double>(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
+          static_cast<double>(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6,
+      Mib(self.ru_maxrss));
   (void)op.Terminate();
   return gone ? 0 : 1;
 }

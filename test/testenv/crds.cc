@@ -45,7 +45,11 @@ Status InstallTpuCrds(const std::string& deploy_dir) {
            {"resourcepolicies", "ResourcePolicy"},
            {"instancetemplates", "InstanceTemplate"},
            {"managedinstancegroups", "ManagedInstanceGroup"}}) {
-    files.push_back(deploy_dir + "/crds/tpu.google.com_" + plural + ".yaml");
+    std::string file = deploy_dir;
+    file += "/crds/tpu.google.com_";
+    file += plural;
+    file += ".yaml";
+    files.push_back(std::move(file));
     served.push_back(kube::Resource{"tpu.google.com", "v1alpha1", plural, kind, true});
   }
   return InstallCrds(files, served);

@@ -87,7 +87,7 @@ inline Result<LambdaFleet> StartLambdaFleet(
 // have "sim-ssh-key". `edit`, when set, changes each payload made (a test's broken one).
 inline void SetJoinPayloads(
     gpu::ClaimControllerOptions& cl, const std::shared_ptr<kube::Client>& client,
-    std::function<void(const gpu::BootContext&, gpu::BootPayload&)> edit = nullptr) {
+    const std::function<void(const gpu::BootContext&, gpu::BootPayload&)>& edit = nullptr) {
   gpu::PayloadBuilderOptions pb;
   pb.client = client;
   pb.control_plane_endpoint = Cluster().server_url();

@@ -148,7 +148,11 @@ class OperatorProcess {
       for (const auto& e : extra) {
         overridden |= e == flag || e.rfind(flag + "=", 0) == 0;
       }
-      if (!overridden) args.push_back(flag + "=" + value);
+      if (overridden) continue;
+      std::string arg = flag;
+      arg += "=";
+      arg += value;
+      args.push_back(std::move(arg));
     }
     args.insert(args.end(), extra.begin(), extra.end());
     child_.Start(std::move(args), log_path);
