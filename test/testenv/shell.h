@@ -5,8 +5,11 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <utility>
+
+#include "test/testenv/files.h"
 
 namespace hyperslice::testenv {
 
@@ -21,6 +24,19 @@ inline std::pair<int, std::string> Shell(const std::string& cmd, bool with_stder
   while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   int rc = pclose(p);
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+}
+
+// A command line's exit code (-1 when it did not exit normally), stdout and stderr apart.
+struct ShellRun {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs `cmd` with /bin/sh, its stdout and stderr kept apart through <dir>/out and <dir>/err (a CLI
+// that prints JSON on stdout and its complaints on stderr); `dir` must exist.
+inline ShellRun ShellApart(const std::string& cmd, const std::string& dir) {
+  int rc = std::system((cmd + " >'" + dir + "/out' 2>'" + dir + "/err'").c_str());
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ReadFile(dir + "/out"), ReadFile(dir + "/err")};
 }
 
 }  // namespace hyperslice::testenv

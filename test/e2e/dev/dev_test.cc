@@ -23,6 +23,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "test/testenv/processes.h"
+
 namespace hyperslice::dev_test {
 namespace {
 
@@ -58,23 +60,7 @@ DevRun RunDev(const std::vector<std::string>& args, int limit_seconds) {
 
 bool HaveKubectl() { return std::system("kubectl version --client >/dev/null 2>&1") == 0; }
 
-// PIDs of live processes whose command line mentions `needle` (every process dev starts names
-// its work dir in a flag).
-std::vector<pid_t> ProcessesMentioning(const std::string& needle) {
-  std::vector<pid_t> found;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream cmdline(entry.path() / "cmdline", std::ios::binary);
-    std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
-    if (args.find(needle) == std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string pid, comm, state;
-    stat >> pid >> comm >> state;
-    if (state != "Z") found.push_back(std::stoi(name));
-  }
-  return found;
-}
+using testenv::ProcessesMentioning;
 
 int CountMatches(const std::string& text, const std::regex& re) {
   return static_cast<int>(

@@ -68,21 +68,8 @@ TEST_F(AuthSim, AKeyTheTokenEndpointDoesNotKnowIsRefused) {
 }
 
 TEST_F(AuthSim, MetadataServerTokenOfAVm) {
-  const auto tmpl = MakeTemplate("slice-tmpl");
-  ASSERT_TRUE(compute_
-                  ->Wait(compute_
-                             ->InsertInstanceGroupManager(kProject, kZone,
-                                                          MigBody("m", tmpl, "", 1, "INDIVIDUAL"))
-                             ->ref,
-                         30s)
-                  .ok());
-  std::string vm;
-  ASSERT_TRUE(Eventually([&] {
-    auto l = compute_->ListInstances(kProject, kZone, {});
-    if (!l.ok() || l->empty()) return false;
-    vm = std::string(l->front().at("name").as_string());
-    return true;
-  }));
+  const std::string vm = OneVm();
+  ASSERT_FALSE(vm.empty());
   // What a workload on that VM would do: GCE_METADATA_HOST names its metadata server.
   ::setenv("GCE_METADATA_HOST", sim_->metadata_host(kProject, kZone, vm).c_str(), 1);
   auto tokens = MetadataTokenSource({});

@@ -219,21 +219,8 @@ TEST_F(ComputeSim, FailedOperationCarriesItsErrorCode) {
 }
 
 TEST_F(ComputeSim, StaleFingerprintIs412AndTheHelperRereads) {
-  const auto tmpl = MakeTemplate("slice-tmpl");
-  ASSERT_TRUE(compute_
-                  ->Wait(compute_
-                             ->InsertInstanceGroupManager(kProject, kZone,
-                                                          MigBody("m", tmpl, "", 1, "INDIVIDUAL"))
-                             ->ref,
-                         30s)
-                  .ok());
-  std::string vm;
-  ASSERT_TRUE(Eventually([&] {
-    auto l = compute_->ListInstances(kProject, kZone, {});
-    if (!l.ok() || l->empty()) return false;
-    vm = Str((*l)[0], "name");
-    return true;
-  }));
+  const std::string vm = OneVm();
+  ASSERT_FALSE(vm.empty());
   auto inst = compute_->GetInstance(kProject, kZone, vm).value();
   const std::string fp0 = Str(inst.at("metadata").as_object(), "fingerprint");
   ASSERT_FALSE(fp0.empty());

@@ -160,6 +160,24 @@ class SimTest : public ::testing::Test {
     return op->target_link;
   }
 
+  // One VM: a template and a one-instance MIG (INDIVIDUAL) on it; the instance's name once the
+  // simulator lists it, "" (with a failure) when it does not.
+  std::string OneVm() {
+    const auto tmpl = MakeTemplate("slice-tmpl");
+    auto op = compute_->InsertInstanceGroupManager(kProject, kZone,
+                                                   MigBody("m", tmpl, "", 1, "INDIVIDUAL"));
+    EXPECT_TRUE(op.ok()) << op.error().ToString();
+    if (!op.ok() || !compute_->Wait(op->ref, std::chrono::seconds(30)).ok()) return {};
+    std::string vm;
+    EXPECT_TRUE(Eventually([&] {
+      auto l = compute_->ListInstances(kProject, kZone, {});
+      if (!l.ok() || l->empty()) return false;
+      vm = std::string(l->front().at("name").as_string());
+      return true;
+    }));
+    return vm;
+  }
+
   std::unique_ptr<sim::gce::Simulator> sim_;
   std::unique_ptr<Control> control_;
   std::unique_ptr<Compute> compute_;

@@ -32,6 +32,7 @@
 #include <thread>
 
 #include "test/integration/gpu_vast/fixture.h"
+#include "test/testenv/shell.h"
 
 namespace hyperslice::gpu::vast_testing {
 namespace {
@@ -97,10 +98,7 @@ class ProxyTrap {
   std::vector<std::string> seen_;
 };
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out, err;
-};
+using CliRun = testenv::ShellRun;
 
 class VastCliTest : public VastSimTest {
  protected:
@@ -144,18 +142,9 @@ class VastCliTest : public VastSimTest {
 
   CliRun Cli(const std::string& args) {
     const std::string url = sim_->api_endpoint();
-    std::string cmd = Env() + "'" + cli_ + "' --url '" + url + "' --api-key " + kKey + " --raw " +
-                      args + " </dev/null >'" + dir_ + "/out' 2>'" + dir_ + "/err'";
-    int rc = std::system(cmd.c_str());
-    CliRun r;
-    r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-    auto slurp = [](const std::string& path) {
-      std::ifstream in(path);
-      return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    };
-    r.out = slurp(dir_ + "/out");
-    r.err = slurp(dir_ + "/err");
-    return r;
+    return testenv::ShellApart(Env() + "'" + cli_ + "' --url '" + url + "' --api-key " + kKey +
+                                   " --raw " + args + " </dev/null",
+                               dir_);
   }
 
   json::value Json(const std::string& args) {

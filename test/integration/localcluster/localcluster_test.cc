@@ -26,6 +26,7 @@
 
 #include "src/localcluster/localcluster.h"
 #include "test/testenv/eventually.h"
+#include "test/testenv/processes.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::localcluster {
@@ -404,23 +405,7 @@ TEST(DevRole, StartsPrintsKubeconfigAndStops) {
   fs::remove_all(work_dir, ec);
 }
 
-// PIDs of the processes whose command line mentions `needle` (our children all name their
-// work_dir in a flag). Zombies are left out: they have exited.
-std::vector<pid_t> ProcessesMentioning(const std::string& needle) {
-  std::vector<pid_t> found;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream cmdline(entry.path() / "cmdline", std::ios::binary);
-    std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
-    if (args.find(needle) == std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string pid, comm, state;
-    stat >> pid >> comm >> state;
-    if (state != "Z") found.push_back(std::stoi(name));
-  }
-  return found;
-}
+using testenv::ProcessesMentioning;
 
 TEST(DevRole, RunsUntilSigintThenStopsEveryProcess) {
   char tmpl[] = "/tmp/hyperslice-devint-XXXXXX";

@@ -13,17 +13,14 @@
 #include <map>
 
 #include "test/integration/sim_gce/sim_fixture.h"
+#include "test/testenv/shell.h"
 
 namespace hyperslice::sim::gce::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct GcloudRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using GcloudRun = testenv::ShellRun;
 
 class GcloudTest : public SimTest {
  protected:
@@ -53,18 +50,8 @@ class GcloudTest : public SimTest {
         "CLOUDSDK_CORE_DISABLE_PROMPTS=1 CLOUDSDK_CORE_DISABLE_USAGE_REPORTING=true "
         "CLOUDSDK_CORE_CHECK_GCE_METADATA=false CLOUDSDK_SURVEY_DISABLE_PROMPTS=1 "
         "CLOUDSDK_CORE_SHOW_STRUCTURED_LOGS=never ";
-    std::string cmd = env + "gcloud " + args + " --project=" + kProject + " --format=json >'" +
-                      dir_ + "/out' 2>'" + dir_ + "/err'";
-    int rc = std::system(cmd.c_str());
-    GcloudRun r;
-    r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-    auto slurp = [](const std::string& path) {
-      std::ifstream in(path);
-      return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    };
-    r.out = slurp(dir_ + "/out");
-    r.err = slurp(dir_ + "/err");
-    return r;
+    return testenv::ShellApart(env + "gcloud " + args + " --project=" + kProject + " --format=json",
+                               dir_);
   }
 
   json::value Ok(const std::string& args) {

@@ -18,6 +18,7 @@
 #include "src/gpu/api.h"
 #include "src/kube/client.h"
 #include "src/webhook/webhook.h"
+#include "test/integration/webhook/worker_pod.h"
 #include "test/testenv/crds.h"
 #include "test/testenv/testenv.h"
 
@@ -141,31 +142,10 @@ TEST(WebhookRole, SelfSignedModeMintsCaSetsCaBundleServesAndDrainsOnSigterm) {
   ASSERT_TRUE(secret.ok()) << secret.error().ToString();
   EXPECT_TRUE(secret->at("data").as_object().contains("ca.crt"));
 
-  json::object sts = json::parse(R"({"apiVersion":"apps/v1","kind":"StatefulSet",
-      "metadata":{"name":"role"},"spec":{"serviceName":"svc","replicas":2,
-      "selector":{"matchLabels":{"app":"role"}},
-      "template":{"metadata":{"labels":{"app":"role"}},
-        "spec":{"containers":[{"name":"main","image":"busybox"}]}}}})")
-                         .as_object();
-  auto created = client->Create(kube::resources::StatefulSets(), ns, sts);
-  ASSERT_TRUE(created.ok()) << created.error().ToString();
-  json::object pod{
-      {"apiVersion", "v1"},
-      {"kind", "Pod"},
-      {"metadata",
-       json::object{
-           {"name", "role-1"},
-           {"labels", json::object{{"app", "role"},
-                                   {"apps.kubernetes.io/pod-index", "1"},
-                                   {"gke-tpu-env-injector.aaronbatilo.dev/inject", "enabled"}}},
-           {"annotations", json::object{{"hyperslice.dev/tpu-worker-hostnames-fqdn", "true"}}},
-           {"ownerReferences", json::array{json::object{{"apiVersion", "apps/v1"},
-                                                        {"kind", "StatefulSet"},
-                                                        {"name", "role"},
-                                                        {"uid", created->at("metadata").at("uid")},
-                                                        {"controller", true}}}}}},
-      {"spec", json::object{{"containers",
-                             json::array{json::object{{"name", "main"}, {"image", "busybox"}}}}}}};
+  auto worker = webhook_testing::CreateStatefulSetWorker(
+      *client, ns, "role", json::object{{"hyperslice.dev/tpu-worker-hostnames-fqdn", "true"}});
+  ASSERT_TRUE(worker.ok()) << worker.error().ToString();
+  const json::object& pod = *worker;
   std::string want = "role-0.svc." + ns + ".svc.role.test,role-1.svc." + ns + ".svc.role.test";
   std::string got;
   // The apiserver may still be using the configuration without caBundle for a moment.

@@ -22,6 +22,7 @@
 #include "src/base/base64.h"
 #include "src/kube/client.h"
 #include "src/net/pki.h"
+#include "test/integration/webhook/worker_pod.h"
 #include "test/testenv/files.h"
 #include "test/testenv/testenv.h"
 
@@ -185,30 +186,9 @@ TEST(WebhookRotation, SelfSignedCertificatesRenewWithCaOverlapWhileTheApiserverK
   ASSERT_TRUE(client->Create(kube::resources::Secrets(), ns, secret).ok());
   std::string legacy_body = Certs(legacy_ca->cert_pem).at(0);
 
-  json::object sts = json::parse(R"({"apiVersion":"apps/v1","kind":"StatefulSet",
-      "metadata":{"name":"rot"},"spec":{"serviceName":"svc","replicas":2,
-      "selector":{"matchLabels":{"app":"rot"}},
-      "template":{"metadata":{"labels":{"app":"rot"}},
-        "spec":{"containers":[{"name":"main","image":"busybox"}]}}}})")
-                         .as_object();
-  auto created = client->Create(kube::resources::StatefulSets(), ns, sts);
-  ASSERT_TRUE(created.ok()) << created.error().ToString();
-  json::object pod{
-      {"apiVersion", "v1"},
-      {"kind", "Pod"},
-      {"metadata",
-       json::object{
-           {"name", "rot-1"},
-           {"labels", json::object{{"app", "rot"},
-                                   {"apps.kubernetes.io/pod-index", "1"},
-                                   {"gke-tpu-env-injector.aaronbatilo.dev/inject", "enabled"}}},
-           {"ownerReferences", json::array{json::object{{"apiVersion", "apps/v1"},
-                                                        {"kind", "StatefulSet"},
-                                                        {"name", "rot"},
-                                                        {"uid", created->at("metadata").at("uid")},
-                                                        {"controller", true}}}}}},
-      {"spec", json::object{{"containers",
-                             json::array{json::object{{"name", "main"}, {"image", "busybox"}}}}}}};
+  auto worker = webhook_testing::CreateStatefulSetWorker(*client, ns, "rot", json::object{});
+  ASSERT_TRUE(worker.ok()) << worker.error().ToString();
+  const json::object& pod = *worker;
   const std::string want = "rot-0.svc,rot-1.svc";
   // One Pod create through the webhook (dry run); true when our webhook answered it.
   int admitted = 0;

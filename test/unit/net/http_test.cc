@@ -1,9 +1,6 @@
 // HttpClient and HttpServer over real loopback sockets: plain and TLS, keep-alive reuse, streamed
 // bodies, timeouts, cancellation, oversized and malformed requests, certificate rotation, client
 // certificates and connection takeover (Hijack).
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,6 +16,7 @@
 #include "src/net/hijack.h"
 #include "src/net/http.h"
 #include "src/net/server.h"
+#include "test/testenv/raw_exchange.h"
 #include "test/unit/net/test_certs.h"
 
 namespace hyperslice::net {
@@ -147,21 +145,7 @@ TEST(Http, OversizedBodyGets413) {
 
 // Sends raw bytes and returns whatever the server answers before closing.
 std::string RawExchange(uint16_t port, const std::string& bytes) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return "connect failed";
-  timeval tv{2, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  (void)!write(fd, bytes.data(), bytes.size());
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return out;
+  return testenv::RawExchange(port, bytes, 2s).bytes;
 }
 
 TEST(Http, MalformedRequestGets400AndServerSurvives) {

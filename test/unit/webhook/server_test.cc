@@ -1,8 +1,5 @@
 // The webhook's HTTPS server over a real loopback socket: content checks, TLS only, certificate
 // rotation with a request in flight, graceful shutdown, metrics.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -18,6 +15,7 @@
 #include "src/net/http.h"
 #include "src/net/pki.h"
 #include "src/webhook/webhook.h"
+#include "test/testenv/raw_exchange.h"
 #include "test/unit/webhook/review_fixtures.h"
 
 namespace hyperslice::webhook {
@@ -232,24 +230,7 @@ TEST_F(WebhookServer, OversizedBodyIs413) {
 }
 
 std::string PlainExchange(uint16_t port, const std::string& bytes) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return "connect failed";
-  }
-  timeval tv{3, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  (void)!write(fd, bytes.data(), bytes.size());
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return out;
+  return testenv::RawExchange(port, bytes, 3s).bytes;
 }
 
 TEST_F(WebhookServer, PlainHttpIsRefused) {

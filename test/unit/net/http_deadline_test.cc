@@ -1,12 +1,7 @@
-// The deadlines of net::HttpServer the webhook relies on (idle keep-alive connections and slow
-// requests are closed; a request in its handler is not), now enforced by the server's periodic
+// The deadlines of net::HttpServer (the webhook relies on them) (idle keep-alive connections and
+// slow requests are closed; a request in its handler is not), now enforced by the server's periodic
 // sweep instead of per-operation Beast timers. Raw loopback sockets, so the test sees exactly when
 // the server closes.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <string>
 #include <thread>
@@ -14,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "src/net/server.h"
+#include "test/testenv/raw_exchange.h"
 
 namespace hyperslice::net {
 namespace {
@@ -30,38 +26,10 @@ std::unique_ptr<HttpServer> StartServer(std::chrono::milliseconds idle, Handler 
   return std::move(server).value();
 }
 
-// What a raw connection received, and whether the server closed it (EOF) before `wait` passed.
-struct Received {
-  std::string bytes;
-  bool closed_by_server = false;
-};
+using testenv::Received;
 
 Received SendAndRead(uint16_t port, const std::string& bytes, std::chrono::seconds wait) {
-  Received r;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return r;
-  }
-  timeval tv{static_cast<time_t>(wait.count()), 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  if (!bytes.empty()) (void)!write(fd, bytes.data(), bytes.size());
-  char buf[4096];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n > 0) {
-      r.bytes.append(buf, static_cast<size_t>(n));
-      continue;
-    }
-    r.closed_by_server = n == 0;  // -1: our receive timeout, the server kept the connection
-    break;
-  }
-  close(fd);
-  return r;
+  return testenv::RawExchange(port, bytes, wait);
 }
 
 void Echo(const ServerRequest& req, const std::shared_ptr<Responder>& r) { r->Send(200, req.path); }
