@@ -128,7 +128,7 @@ class SimTest : public ::testing::Test {
   }
 
   json::object TemplateBody(const std::string& name, const std::string& machine_type,
-                            json::object extra_props = {}) {
+                            const json::object& extra_props = {}) {
     json::object props{
         {"machineType", machine_type},
         {"metadata",
@@ -151,9 +151,9 @@ class SimTest : public ::testing::Test {
 
   // Inserts a template and waits for it.
   void MakeTemplate(const std::string& name, const std::string& machine_type,
-                    json::object extra_props = {}) {
-    Reply r = Api("POST", "global/instanceTemplates",
-                  TemplateBody(name, machine_type, std::move(extra_props)));
+                    const json::object& extra_props = {}) {
+    Reply r =
+        Api("POST", "global/instanceTemplates", TemplateBody(name, machine_type, extra_props));
     ASSERT_EQ(r.status, 200) << r.raw;
     json::object done = WaitDone(r.body);
     ASSERT_FALSE(done.contains("error")) << json::serialize(done);

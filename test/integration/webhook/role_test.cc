@@ -1,9 +1,7 @@
 // `hyperslice webhook --self-signed` as a process against the real apiserver: it mints its CA into
 // a Secret, writes its serving pair, sets the caBundle of the webhook configurations it is told
 // about, serves admissions the apiserver sends it, and exits 0 on SIGTERM.
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +13,7 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/command.h"
 #include "src/gpu/api.h"
 #include "src/kube/client.h"
 #include "src/webhook/webhook.h"
@@ -28,16 +27,10 @@ namespace {
 namespace json = boost::json;
 using namespace std::chrono_literals;
 
+// A free loopback port, or 0 (the role's start then fails visibly).
 int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
+  auto port = FreeLoopbackPort();
+  return port.ok() ? *port : 0;
 }
 
 TEST(WebhookRole, SelfSignedModeMintsCaSetsCaBundleServesAndDrainsOnSigterm) {
@@ -117,6 +110,7 @@ TEST(WebhookRole, SelfSignedModeMintsCaSetsCaBundleServesAndDrainsOnSigterm) {
   pid_t pid = fork();
   if (pid == 0) {
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     execv(argv[0], argv.data());

@@ -2,9 +2,7 @@
 // it: two replicas share a Secret written by an older version (no ca.key) with lifetimes of
 // seconds; they replace the CA with an overlap, renew the serving certificate, replace the CA again
 // when it nears its end, and every admission the apiserver sends after the first one succeeds.
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +18,7 @@
 #include <boost/json.hpp>
 
 #include "src/base/base64.h"
+#include "src/base/command.h"
 #include "src/kube/client.h"
 #include "src/net/pki.h"
 #include "test/integration/webhook/worker_pod.h"
@@ -33,19 +32,10 @@ namespace json = boost::json;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
+// A free loopback port, or 0 (the role's start then fails visibly).
 int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    close(fd);
-    return 0;
-  }
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
+  auto port = FreeLoopbackPort();
+  return port.ok() ? *port : 0;
 }
 
 std::string Base64(const std::string& in) { return Base64Encode(in); }

@@ -30,27 +30,28 @@ std::unique_ptr<HttpServer> StartEcho(std::optional<ServerTlsFiles> tls = std::n
   opts.tls = std::move(tls);
   opts.max_body_bytes = max_body;
   opts.threads = 2;
-  auto server = HttpServer::Start(opts, [](const ServerRequest& req, std::shared_ptr<Responder> r) {
-    if (req.path == "/stream") {
-      // Answers in three pieces with pauses, as a watch does.
-      std::thread([r] {
-        // Not a real streaming response (the server sends whole bodies); the client test for
-        // streaming uses /slow-chunks on a raw socket server instead.
-        r->Send(200, "{\"a\":1}\n{\"b\":2}\n");
-      }).detach();
-      return;
-    }
-    if (req.path == "/late") {
-      std::thread([r] {
-        std::this_thread::sleep_for(200ms);
-        r->Send(202, "late");
-      }).detach();
-      return;
-    }
-    if (req.path == "/drop") return;  // the responder is dropped without an answer
-    r->Send(200, req.method + " " + req.path + " q=" + req.Query("q") + " body=" + req.body,
-            {{"Content-Type", "text/plain"}, {"X-Echo", "yes"}});
-  });
+  auto server =
+      HttpServer::Start(opts, [](const ServerRequest& req, const std::shared_ptr<Responder>& r) {
+        if (req.path == "/stream") {
+          // Answers in three pieces with pauses, as a watch does.
+          std::thread([r] {
+            // Not a real streaming response (the server sends whole bodies); the client test for
+            // streaming uses /slow-chunks on a raw socket server instead.
+            r->Send(200, "{\"a\":1}\n{\"b\":2}\n");
+          }).detach();
+          return;
+        }
+        if (req.path == "/late") {
+          std::thread([r] {
+            std::this_thread::sleep_for(200ms);
+            r->Send(202, "late");
+          }).detach();
+          return;
+        }
+        if (req.path == "/drop") return;  // the responder is dropped without an answer
+        r->Send(200, req.method + " " + req.path + " q=" + req.Query("q") + " body=" + req.body,
+                {{"Content-Type", "text/plain"}, {"X-Echo", "yes"}});
+      });
   EXPECT_TRUE(server.ok()) << server.error().ToString();
   return std::move(server).value();
 }
@@ -96,6 +97,7 @@ TEST(Http, ConcurrentCallersShareOneClient) {
   auto client = NewClient("http://127.0.0.1:" + std::to_string(server->port()));
   std::atomic<int> ok{0};
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 50; ++i) {
@@ -375,7 +377,8 @@ TEST_F(TlsTest, MismatchedKeyPairFailsAtStart) {
   std::ofstream(dir_ / "tls.key") << b.key_pem;
   HttpServer::Options opts;
   opts.tls = Files();
-  auto server = HttpServer::Start(opts, [](const ServerRequest&, std::shared_ptr<Responder>) {});
+  auto server =
+      HttpServer::Start(opts, [](const ServerRequest&, const std::shared_ptr<Responder>&) {});
   ASSERT_FALSE(server.ok());
   EXPECT_NE(server.error().message.find("does not match"), std::string::npos)
       << server.error().message;

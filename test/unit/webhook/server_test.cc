@@ -215,10 +215,10 @@ TEST_F(WebhookServer, WrongContentTypeIs415AndWrongMethodIs405) {
 TEST_F(WebhookServer, OversizedBodyIs413) {
   // Just over the limit: the whole request is written before the server answers, so the client
   // reads the 413 instead of failing its write on the closed connection.
-  Start(nullptr, 8 * 1024);
+  Start(nullptr, size_t{8} * 1024);
   auto client = Client(ca_);
   json::object big = pod_;
-  SetAnnotation(big, "padding", std::string(9 * 1024, 'x'));
+  SetAnnotation(big, "padding", std::string(size_t{9} * 1024, 'x'));
   auto res = Post(*client, kMutatePodsPath, testing::Review(big));
   ASSERT_TRUE(res.ok()) << res.error().ToString();
   EXPECT_EQ(res->status, 413);
