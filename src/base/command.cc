@@ -114,6 +114,9 @@ Result<pid_t> StartBackground(const std::vector<std::string>& argv, const std::s
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_file.c_str(),
                                    O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  // Nothing else of ours: a descriptor opened without O_CLOEXEC (an HTTP server's listening
+  // socket, say) would otherwise live, and listen, in the child for as long as it runs.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none;

@@ -24,10 +24,10 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
                          const std::vector<std::string>& env = {});
 
 // Starts argv in the background (looked up on PATH unless it has a '/'): stdin from /dev/null,
-// stdout and stderr appended to `log_file`, an empty signal mask (a caller that blocks SIGTERM to
-// sigwait it would otherwise pass the block on, and stopping the child would hang) and a process
-// group of its own (a terminal's Ctrl-C reaches the owner, which stops its children itself).
-// Returns the child's pid; the caller reaps it.
+// stdout and stderr appended to `log_file`, no other descriptor of the caller, an empty signal mask
+// (a caller that blocks SIGTERM to sigwait it would otherwise pass the block on, and stopping the
+// child would hang) and a process group of its own (a terminal's Ctrl-C reaches the owner, which
+// stops its children itself). Returns the child's pid; the caller reaps it.
 Result<pid_t> StartBackground(const std::vector<std::string>& argv, const std::string& log_file);
 
 // A TCP port free right now on the IPv4 loopback address `ip` (bind to port 0 and read it back),

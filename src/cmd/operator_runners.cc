@@ -77,6 +77,7 @@ Result<RunnersPart> StartRunnersPart(kube::Manager& mgr, RunnersPartOptions opti
   sv.state_dir = options.state_dir;
   sv.attestation_address = attestation_address;
   sv.token_issuer = token_issuer;
+  sv.kbs_namespace = options.ns;
   HS_ASSIGN_OR_RETURN(part.servers, cn::RunnerServers::Start(std::move(sv), part.ca, set));
   log::Info("runners: control nodes registered",
             {{"namespace", options.ns},

@@ -104,16 +104,30 @@ Registry::~Registry() {
 
 Result<std::string> Registry::PushTestImage(const std::string& repo, const std::string& tag,
                                             const std::string& marker) {
-  std::string work = dir_ + "/build-" + repo.substr(repo.rfind('/') + 1) + "-" + tag;
-  std::error_code ec;
-  fs::remove_all(work, ec);
-  fs::create_directories(work, ec);
   std::string bin = dir_ + "/hstest";
   if (!fs::exists(bin)) {
     auto r = RunCommand(
         {"cc", "-static", "-O2", "-o", bin, std::string(HS_LOCALREGISTRY_DIR) + "/hstest.c"});
     if (r.exit_code != 0) return Failed("compiling hstest", r);
   }
+  return PushImage(repo, tag, bin,
+                   {"--config.cmd", "print:default", "--config.env", "GREETING=hello"}, marker);
+}
+
+Result<std::string> Registry::PushProgramImage(const std::string& repo, const std::string& tag,
+                                               const std::string& program) {
+  return PushImage(repo, tag, program, {}, "");
+}
+
+Result<std::string> Registry::PushImage(const std::string& repo, const std::string& tag,
+                                        const std::string& bin,
+                                        const std::vector<std::string>& config,
+                                        const std::string& marker) {
+  std::string work = dir_ + "/build-" + repo.substr(repo.rfind('/') + 1) + "-" + tag;
+  std::error_code ec;
+  fs::remove_all(work, ec);
+  fs::create_directories(work, ec);
+  const std::string entry = "/" + fs::path(bin).filename().string();
   const std::string layout = work + "/oci";
   std::string image = layout;  // oci:<layout>:<tag>
   image += ":" + tag;
@@ -128,14 +142,18 @@ Result<std::string> Registry::PushTestImage(const std::string& repo, const std::
     auto r = RunCommand(args);
     if (r.exit_code != 0) return Failed(args[0] + " " + args[1], r);
   }
-  fs::copy_file(bin, work + "/bundle/rootfs/hstest", fs::copy_options::overwrite_existing, ec);
+  fs::copy_file(bin, work + "/bundle/rootfs" + entry, fs::copy_options::overwrite_existing, ec);
+  if (ec) return Error::Make(Error::Code::kInternal, "copying " + bin + ": " + ec.message());
   fs::create_directories(work + "/bundle/rootfs/etc", ec);
   fs::create_directories(work + "/bundle/rootfs/tmp", ec);
-  std::ofstream(work + "/bundle/rootfs/marker") << marker << "\n";
+  if (!marker.empty()) std::ofstream(work + "/bundle/rootfs/marker") << marker << "\n";
+  std::vector<std::string> configure = {
+      "umoci", "config", "--image", image, "--config.entrypoint", entry, "--config.workingdir",
+      "/"};
+  configure.insert(configure.end(), config.begin(), config.end());
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"umoci", "repack", "--image", image, bundle},
-           {"umoci", "config", "--image", image, "--config.entrypoint", "/hstest", "--config.cmd",
-            "print:default", "--config.env", "GREETING=hello", "--config.workingdir", "/"},
+           configure,
            {"skopeo", "copy", "--dest-tls-verify=false", "oci:" + image, dest}}) {
     auto r = RunCommand(args);
     if (r.exit_code != 0) return Failed(args[0] + " " + args[1], r);

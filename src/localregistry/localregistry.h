@@ -35,6 +35,10 @@ class Registry {
   // "<host>/<repo>@sha256:<digest>".
   Result<std::string> PushTestImage(const std::string& repo, const std::string& tag = "v1",
                                     const std::string& marker = "hstest");
+  // An image whose entrypoint is the static executable `program` (copied to /<its file name>),
+  // without cmd or env; pushed as repo:tag, returned as PushTestImage's.
+  Result<std::string> PushProgramImage(const std::string& repo, const std::string& tag,
+                                       const std::string& program);
   // Stores a cosign signature of `image_ref` (repo@sha256:…) as cosign does: the simple-signing
   // `payload` as a layer (annotation dev.cosignproject.cosign/signature = `signature_b64`) of an
   // OCI manifest tagged sha256-<hex>.sig in the image's repository. Signatures already there are
@@ -48,6 +52,10 @@ class Registry {
 
  private:
   Registry() = default;
+  // Builds (umoci) and pushes (skopeo) an image of `bin` with umoci config flags `config`.
+  Result<std::string> PushImage(const std::string& repo, const std::string& tag,
+                                const std::string& bin, const std::vector<std::string>& config,
+                                const std::string& marker);
   std::string dir_;
   int port_ = 0;
   pid_t pid_ = -1;

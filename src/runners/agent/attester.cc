@@ -112,9 +112,10 @@ Result<std::map<std::string, std::string>> Attester::BeforeStart(const v1::RunPo
     std::filesystem::create_directories(dir, ec);
     ::chmod(dir.c_str(), 0755);
     link::AttestationTokenIssuer tokens = options_.tokens;
+    std::shared_ptr<KbsRelay> kbs = kbs_;
     auto server = TeeServer::Start(
         dir + "/teeserver.sock",
-        [tokens, uid, name = c.name()](const TokenAsk& ask) -> Result<std::string> {
+        [tokens, kbs, uid, name = c.name()](const TokenAsk& ask) -> Result<std::string> {
           if (!tokens) {
             return Error::Make(Error::Code::kUnavailable, "this agent has no link controller");
           }
@@ -124,8 +125,11 @@ Result<std::map<std::string, std::string>> Attester::BeforeStart(const v1::RunPo
           r.audience = ask.audience;
           r.nonces = ask.nonces;
           r.tee_pubkey_sha256 = ask.tee_pubkey_sha256;
-          return tokens(r);
-        });
+          auto token = tokens(r);
+          if (token.ok()) kbs->LearnIssuer(*token);
+          return token;
+        },
+        [kbs](const KbsAsk& ask) { return kbs->Forward(ask); });
     if (!server.ok()) return server.error();
     servers_[key] = std::move(*server);
   }

@@ -2,7 +2,8 @@
 // and measures its own binary and configuration; before each container starts it measures the
 // image digest and the canonical spec (sealed/sealed.h) and gives the container its token
 // socket; it answers the control node's enrolment and quote requests; and it forwards
-// workloads' token requests to the link controller.
+// workloads' token requests to the link controller and their key-broker requests to its
+// resource endpoint (kbs_relay.h).
 //
 // Thread-safety: all methods from any thread; TPM use is serialised inside.
 #pragma once
@@ -28,6 +29,7 @@ struct AttesterOptions {
   std::string config_document;  // measured as agent/config (SealedConfigDocument)
   std::string pods_dir;         // <state_dir>/pods: token sockets go to <pods_dir>/<uid>/tee/<c>
   link::AttestationTokenIssuer tokens;  // asks the link controller (the runner is the session's)
+  std::string runners_ca_pem;           // what the key broker's certificate chains to
 };
 
 class Attester {
@@ -50,13 +52,15 @@ class Attester {
   void ForgetPod(const std::string& uid);
 
  private:
-  explicit Attester(AttesterOptions options) : options_(std::move(options)) {}
+  explicit Attester(AttesterOptions options)
+      : options_(std::move(options)), kbs_(std::make_shared<KbsRelay>(options_.runners_ca_pem)) {}
   AttesterOptions options_;
   std::mutex tpm_mu_;
   std::unique_ptr<attest::Prover> tpm_;
   std::mutex mu_;
   std::set<std::string> measured_;                             // "<uid>/<container>"
   std::map<std::string, std::unique_ptr<TeeServer>> servers_;  // same key
+  std::shared_ptr<KbsRelay> kbs_;                              // shared by every container's socket
 };
 
 }  // namespace hyperslice::runners::agent

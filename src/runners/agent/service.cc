@@ -519,6 +519,7 @@ class AgentImpl final : public Agent {
       ao.config_document = SealedConfigDocument(o_);
       ao.pods_dir = o_.state_dir + "/pods";
       ao.tokens = o_.attestation_tokens;
+      ao.runners_ca_pem = o_.identity.ca_pem;
       HS_ASSIGN_OR_RETURN(attester_, Attester::Start(std::move(ao)));
       po.before_start = [a = attester_.get()](const v1::RunPodRequest& pod, const v1::Container& c,
                                               const Image& image) {

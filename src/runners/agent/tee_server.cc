@@ -28,10 +28,11 @@ void WriteAll(int fd, const std::string& data) {
   }
 }
 
-void Answer(int fd, int status, const std::string& reason, const std::string& body) {
-  WriteAll(fd, "HTTP/1.1 " + std::to_string(status) + " " + reason +
-                   "\r\nContent-Type: text/plain\r\nContent-Length: " +
-                   std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
+void Answer(int fd, int status, const std::string& reason, const std::string& body,
+            const char* type = "text/plain") {
+  WriteAll(fd, "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\nContent-Type: " + type +
+                   "\r\nContent-Length: " + std::to_string(body.size()) +
+                   "\r\nConnection: close\r\n\r\n" + body);
 }
 
 int StatusOf(const Error& e) {
@@ -85,7 +86,8 @@ Result<TokenAsk> TeeServer::ParseAsk(std::string_view body) {
   return ask;
 }
 
-Result<std::unique_ptr<TeeServer>> TeeServer::Start(std::string socket_path, Issue issue) {
+Result<std::unique_ptr<TeeServer>> TeeServer::Start(std::string socket_path, Issue issue,
+                                                    Relay relay) {
   sockaddr_un sa{};
   if (socket_path.size() >= sizeof(sa.sun_path)) {
     return Error::Make(Error::Code::kInternal, "socket path too long: " + socket_path);
@@ -101,11 +103,12 @@ Result<std::unique_ptr<TeeServer>> TeeServer::Start(std::string socket_path, Iss
     return Error::Make(Error::Code::kInternal, "cannot listen on " + socket_path + ": " + why);
   }
   ::chmod(socket_path.c_str(), 0666);
-  return std::unique_ptr<TeeServer>(new TeeServer(std::move(socket_path), std::move(issue), fd));
+  return std::unique_ptr<TeeServer>(
+      new TeeServer(std::move(socket_path), std::move(issue), std::move(relay), fd));
 }
 
-TeeServer::TeeServer(std::string path, Issue issue, int fd)
-    : path_(std::move(path)), issue_(std::move(issue)), fd_(fd) {
+TeeServer::TeeServer(std::string path, Issue issue, Relay relay, int fd)
+    : path_(std::move(path)), issue_(std::move(issue)), relay_(std::move(relay)), fd_(fd) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -158,6 +161,25 @@ void TeeServer::Serve(int conn) {
   }
   if (header_end == std::string::npos || req.size() < header_end + 4 + want) {
     return Answer(conn, 400, "Bad Request", "incomplete request\n");
+  }
+  constexpr std::string_view kKbs = "POST /kbs/v0/resource/";
+  if (relay_ && req.rfind(kKbs, 0) == 0) {
+    KbsAsk ask;
+    ask.resource = req.substr(kKbs.size(), req.find(' ', kKbs.size()) - kKbs.size());
+    std::string head = req.substr(0, header_end);
+    std::string lower = head;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (auto at = lower.find("\r\nauthorization:"); at != std::string::npos) {
+      size_t from = head.find_first_not_of(' ', at + 16);
+      size_t to = head.find("\r\n", at + 2);
+      if (from != std::string::npos && from < to) ask.authorization = head.substr(from, to - from);
+    }
+    ask.body = req.substr(header_end + 4, want);
+    auto answer = relay_(ask);
+    if (!answer.ok()) {
+      return Answer(conn, StatusOf(answer.error()), "Refused", answer.error().message + "\n");
+    }
+    return Answer(conn, answer->status, "Relayed", answer->body, "application/json");
   }
   if (req.rfind("POST /v1/token ", 0) != 0) return Answer(conn, 404, "Not Found", "not found\n");
   auto ask = ParseAsk(std::string_view(req).substr(header_end + 4, want));

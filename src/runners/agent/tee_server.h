@@ -3,6 +3,8 @@
 // `POST /v1/token` with {"audience": "...", "nonces": ["..."]} answered 200 with the JWT as
 // text/plain, or 400/403/404/503 with a one-line reason. Like Confidential Space's launcher
 // teeserver: the workload's identity is the socket it reached, never something it claims.
+// With a relay, also `POST /kbs/v0/resource/<name>` (the key broker's request, kbs_relay.h):
+// forwarded with its Authorization header and body, answered with the broker's status and body.
 //
 // Thread-safety: one accept thread per server; Stop() (and the destructor) joins it.
 #pragma once
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "src/base/result.h"
+#include "src/runners/agent/kbs_relay.h"
 
 namespace hyperslice::runners::agent {
 
@@ -27,9 +30,11 @@ struct TokenAsk {
 class TeeServer {
  public:
   using Issue = std::function<Result<std::string>(const TokenAsk&)>;
+  using Relay = std::function<Result<KbsAnswer>(const KbsAsk&)>;
   // Listens on `socket_path` (an old socket file is replaced; the file is 0666 so a container's
-  // non-root user reaches it). Errors: kInternal (cannot bind).
-  static Result<std::unique_ptr<TeeServer>> Start(std::string socket_path, Issue issue);
+  // non-root user reaches it); `relay` null: no key-broker path. Errors: kInternal (cannot bind).
+  static Result<std::unique_ptr<TeeServer>> Start(std::string socket_path, Issue issue,
+                                                  Relay relay = nullptr);
   ~TeeServer();
   TeeServer(const TeeServer&) = delete;
   TeeServer& operator=(const TeeServer&) = delete;
@@ -41,11 +46,12 @@ class TeeServer {
   static Result<TokenAsk> ParseAsk(std::string_view body);
 
  private:
-  TeeServer(std::string path, Issue issue, int fd);
+  TeeServer(std::string path, Issue issue, Relay relay, int fd);
   void Loop();
   void Serve(int conn);
   std::string path_;
   Issue issue_;
+  Relay relay_;
   int fd_ = -1;
   std::atomic<bool> stop_{false};
   std::thread thread_;

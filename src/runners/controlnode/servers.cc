@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -20,6 +21,7 @@
 #include "src/kube/resource.h"
 #include "src/net/server.h"
 #include "src/runners/controlnode/kubelet_backend.h"
+#include "src/runners/kbs/kbs.h"
 #include "src/runners/kubeletapi/kubeletapi.h"
 #include "src/runners/link/link.h"
 
@@ -74,6 +76,38 @@ Status WriteFile(const std::string& path, const std::string& content) {
   std::filesystem::rename(tmp, path, ec);
   if (ec) return Error::Make(Error::Code::kInternal, "rename " + tmp + ": " + ec.message());
   return OkStatus();
+}
+
+// A key-broker resource: a Secret of the operator's namespace the admin labelled as one (any
+// other Secret there, e.g. the issuer's own key, is not found). Its value is data[value], its
+// policy the two annotations.
+Result<kbs::Secret> LookupKbsSecret(kube::Client& client, const std::string& ns,
+                                    const std::string& name) {
+  auto missing = [&name] {
+    return Error::Make(Error::Code::kNotFound, "no key-broker resource " + name);
+  };
+  auto s = client.Get(kube::resources::Secrets(), ns, name);
+  if (!s.ok()) return s.error().code == Error::Code::kNotFound ? missing() : s.error();
+  const auto* labels = jsonfield::ObjectAt(*s, "metadata.labels");
+  if (labels == nullptr || jsonfield::StringField(*labels, kKbsResourceLabel) != "true") {
+    return missing();
+  }
+  const auto* ann = jsonfield::ObjectAt(*s, "metadata.annotations");
+  kbs::Secret secret;
+  secret.policy.name = name;
+  secret.value = DataField(*s, "value");
+  if (ann != nullptr) {
+    secret.policy.audience = std::string(jsonfield::StringField(*ann, kKbsAudienceAnnotation));
+    std::stringstream digests{std::string(jsonfield::StringField(*ann, kKbsImagesAnnotation))};
+    for (std::string d; std::getline(digests, d, ',');) {
+      d.erase(0, d.find_first_not_of(" \t\n"));
+      d.erase(d.find_last_not_of(" \t\n") + 1);
+      if (!d.empty()) secret.policy.image_digests.push_back(d);
+    }
+  }
+  // Without an audience or a value nothing could be released correctly: as if absent.
+  if (secret.policy.audience.empty() || secret.value.empty()) return missing();
+  return secret;
 }
 
 class Servers final : public RunnerServers {
@@ -184,18 +218,32 @@ class Servers final : public RunnerServers {
     ho.address = host.empty() ? "0.0.0.0" : host;
     HS_ASSIGN_OR_RETURN(ho.port, Port(options_.attestation_address));
     ho.tls = net::ServerTlsFiles{cert, key};
-    ho.max_body_bytes = 1024;
+    ho.max_body_bytes = 4096;  // a resource request is a P-256 public key in PEM
+    ho.threads = 2;            // a key release reads its Secret from the apiserver
     std::shared_ptr<attest::TokenIssuer> issuer = options_.token_issuer;
-    HS_ASSIGN_OR_RETURN(
-        oidc_, net::HttpServer::Start(std::move(ho), [issuer](const net::ServerRequest& r,
-                                                              std::shared_ptr<net::Responder> w) {
-          if (r.method != "GET") return w->Send(405, R"({"error":"method not allowed"})");
-          if (r.path == "/.well-known/openid-configuration") {
-            return w->Send(200, issuer->OidcDiscovery());
-          }
-          if (r.path == "/jwks") return w->Send(200, issuer->Jwks());
-          w->Send(404, R"({"error":"not found"})");
-        }));
+    net::Handler kbs;
+    if (!options_.kbs_namespace.empty()) {
+      kbs = kbs::NewResourceHandler(
+          [client = options_.client, ns = options_.kbs_namespace](const std::string& name) {
+            return LookupKbsSecret(*client, ns, name);
+          },
+          [issuer] {
+            return kbs::Verifier{issuer->Jwks(), issuer->issuer(),
+                                 std::chrono::system_clock::now()};
+          });
+    }
+    HS_ASSIGN_OR_RETURN(oidc_, net::HttpServer::Start(
+                                   std::move(ho), [issuer, kbs](const net::ServerRequest& r,
+                                                                std::shared_ptr<net::Responder> w) {
+                                     if (kbs && r.path.rfind("/kbs/", 0) == 0) return kbs(r, w);
+                                     if (r.method != "GET")
+                                       return w->Send(405, R"({"error":"method not allowed"})");
+                                     if (r.path == "/.well-known/openid-configuration") {
+                                       return w->Send(200, issuer->OidcDiscovery());
+                                     }
+                                     if (r.path == "/jwks") return w->Send(200, issuer->Jwks());
+                                     w->Send(404, R"({"error":"not found"})");
+                                   }));
     log::Info("runners: attestation token issuer serving",
               {{"issuer", issuer->issuer()}, {"port", static_cast<int64_t>(oidc_->port())}});
     return OkStatus();

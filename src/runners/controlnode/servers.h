@@ -12,7 +12,9 @@
 //    runners CA (the apiserver verifies kubelets only with --kubelet-certificate-authority);
 //  - sealed runners' token issuer (issue 21): the OIDC discovery document
 //    (/.well-known/openid-configuration) and the JWKS (/jwks) over HTTPS with a certificate from
-//    the runners CA, and AttestationToken on the link server.
+//    the runners CA, and AttestationToken on the link server; on the same listener the key
+//    broker's resource endpoint (src/runners/kbs, POST /kbs/v0/resource/<name>) releasing the
+//    Secrets of `kbs_namespace` labelled kKbsResourceLabel=true.
 #pragma once
 
 #include <chrono>
@@ -29,6 +31,13 @@ class Client;
 }  // namespace hyperslice::kube
 
 namespace hyperslice::runners::controlnode {
+
+// A key-broker resource (Secret in ServersOptions::kbs_namespace, named as the resource): the
+// label must be "true"; data[value] is the secret; the annotations its release policy (the
+// token's audience; comma-separated image digests the token's image_digest must be one of).
+inline constexpr char kKbsResourceLabel[] = "runners.hyperslice.dev/kbs-resource";
+inline constexpr char kKbsAudienceAnnotation[] = "runners.hyperslice.dev/kbs-audience";
+inline constexpr char kKbsImagesAnnotation[] = "runners.hyperslice.dev/kbs-image-digests";
 
 struct RunnersCa {
   net::pki::KeyPair ca;            // the runners CA (with its key)
@@ -58,6 +67,8 @@ struct ServersOptions {
   // the issuer's URL must be https://<a serving name or this host>:<this port>.
   std::string attestation_address;
   std::shared_ptr<attest::TokenIssuer> token_issuer;
+  // Where key-broker resources are read from ("" = no resource endpoint).
+  std::string kbs_namespace;
 };
 
 class RunnerServers {

@@ -109,5 +109,50 @@ TEST_F(TeeServerTest, StopRemovesTheSocket) {
   EXPECT_FALSE(std::filesystem::exists(path_));
 }
 
+// The key broker's path: forwarded with its Authorization header and body, answered with the
+// broker's status and body; absent without a relay.
+TEST_F(TeeServerTest, RelaysKeyBrokerRequestsAsTheyCame) {
+  const std::string ask =
+      "POST /kbs/v0/resource/model-key HTTP/1.1\r\nHost: localhost\r\n"
+      "authorization: Bearer the.jwt.sig\r\nContent-Length: 15\r\n\r\n"
+      R"({"publicKey":1})";
+  EXPECT_NE(Exchange(path_, ask).find("HTTP/1.1 404"), std::string::npos) << "no relay here";
+  std::vector<KbsAsk> relayed;
+  auto relay = TeeServer::Start(
+      dir_ + "/relay.sock", [](const TokenAsk&) -> Result<std::string> { return std::string(); },
+      [&relayed](const KbsAsk& a) -> Result<KbsAnswer> {
+        relayed.push_back(a);
+        if (a.resource == "down") return Error::Make(Error::Code::kUnavailable, "no broker");
+        return KbsAnswer{403, R"({"error":"SecretPolicy"})"};
+      });
+  ASSERT_TRUE(relay.ok()) << relay.error().message;
+  std::string r = Exchange(dir_ + "/relay.sock", ask);
+  EXPECT_EQ(r.substr(0, 12), "HTTP/1.1 403") << r;
+  EXPECT_NE(r.find("Content-Type: application/json"), std::string::npos) << r;
+  EXPECT_EQ(r.substr(r.find("\r\n\r\n") + 4), R"({"error":"SecretPolicy"})");
+  ASSERT_EQ(relayed.size(), 1u);
+  EXPECT_EQ(relayed[0].resource, "model-key");
+  EXPECT_EQ(relayed[0].authorization, "Bearer the.jwt.sig");
+  EXPECT_EQ(relayed[0].body, R"({"publicKey":1})");
+  std::string down = Exchange(dir_ + "/relay.sock", Post("{}", "/kbs/v0/resource/down"));
+  EXPECT_NE(down.find("HTTP/1.1 503"), std::string::npos) << down;
+  EXPECT_EQ(relayed.back().authorization, "") << "no header, none forwarded";
+}
+
+// The relay goes nowhere before the link controller issued a token, and only to names.
+TEST(KbsRelayTest, NeedsAnIssuerAndAPlainResourceName) {
+  KbsRelay relay("");
+  auto early = relay.Forward({"model-key", "Bearer x", "{}"});
+  ASSERT_FALSE(early.ok());
+  EXPECT_EQ(early.error().code, Error::Code::kUnavailable);
+  relay.LearnIssuer("not a jwt");
+  EXPECT_EQ(relay.Forward({"model-key", "", "{}"}).error().code, Error::Code::kUnavailable);
+  for (const char* bad : {"", "../jwks", "a/b", "a?b", "a b"}) {
+    auto r = relay.Forward({bad, "", "{}"});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code, Error::Code::kInvalidArgument) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace hyperslice::runners::agent
