@@ -47,6 +47,7 @@
 #include "test/testenv/command.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/registry.h"
+#include "test/testenv/testenv.h"
 #include "test/testenv/runner_agent.h"
 #include "test/testenv/runners_env.h"
 #include "test/unit/runners_attest/signing.h"
@@ -642,7 +643,7 @@ TEST_F(SealedRunnersTest, KubectlExecAttachPortForwardAreRefusedAndTheAgentHasNo
   ASSERT_TRUE(Eventually(
       [] {
         auto p = Get(kube::resources::Pods(), env_->ns(), "admin-probe");
-        return p && At(*p, "status", "phase") == "Running";
+        return p && testenv::StringAt(*p, "status", "phase") == "Running";
       },
       90s))
       << Diagnostics();
