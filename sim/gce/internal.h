@@ -96,7 +96,4 @@ Result<std::string> VerifyAssertion(std::string_view jwt,
                                     const std::map<std::string, ServiceAccountKey>& keys_by_id,
                                     const std::vector<std::string>& audiences, int64_t now_unix);
 
-std::string Base64UrlDecode(std::string_view in, bool* ok);
-std::string Base64UrlEncode(std::string_view in);
-
 }  // namespace hyperslice::sim::gce::internal

@@ -8,64 +8,10 @@
 #include <memory>
 
 #include "sim/gce/internal.h"
+#include "src/base/base64.h"
 #include "src/net/pki.h"
 
 namespace hyperslice::sim::gce::internal {
-
-std::string Base64UrlEncode(std::string_view in) {
-  static const char kTable[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-    out += kTable[(v >> 18) & 63];
-    out += kTable[(v >> 12) & 63];
-    out += kTable[(v >> 6) & 63];
-    out += kTable[v & 63];
-  }
-  if (i + 1 == in.size()) {
-    uint32_t v = uint8_t(in[i]) << 16;
-    out += kTable[(v >> 18) & 63];
-    out += kTable[(v >> 12) & 63];
-  } else if (i + 2 == in.size()) {
-    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
-    out += kTable[(v >> 18) & 63];
-    out += kTable[(v >> 12) & 63];
-    out += kTable[(v >> 6) & 63];
-  }
-  return out;
-}
-
-std::string Base64UrlDecode(std::string_view in, bool* ok) {
-  auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '-' || c == '+') return 62;
-    if (c == '_' || c == '/') return 63;
-    return -1;
-  };
-  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
-  std::string out;
-  uint32_t buf = 0;
-  int bits = 0;
-  *ok = true;
-  for (char c : in) {
-    int v = val(c);
-    if (v < 0) {
-      *ok = false;
-      return {};
-    }
-    buf = (buf << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((buf >> bits) & 0xff);
-    }
-  }
-  if (in.size() % 4 == 1) *ok = false;
-  return out;
-}
 
 Result<ServiceAccountKey> NewServiceAccountKey(const std::string& email) {
   auto kp = net::pki::MakeRsaKey();
@@ -118,14 +64,14 @@ Result<std::string> VerifyAssertion(std::string_view jwt,
         "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable "
         "timeframe. Check your iat and exp values in the JWT claim.");
   }
-  bool ok1 = false, ok2 = false, ok3 = false;
-  std::string header_s = Base64UrlDecode(jwt.substr(0, d1), &ok1);
-  std::string claims_s = Base64UrlDecode(jwt.substr(d1 + 1, d2 - d1 - 1), &ok2);
-  std::string sig = Base64UrlDecode(jwt.substr(d2 + 1), &ok3);
-  if (!ok1 || !ok2 || !ok3) return Grant("Invalid JWT Signature.");
+  auto header_s = Base64UrlDecode(jwt.substr(0, d1));
+  auto claims_s = Base64UrlDecode(jwt.substr(d1 + 1, d2 - d1 - 1));
+  auto sig_b = Base64UrlDecode(jwt.substr(d2 + 1));
+  if (!header_s.ok() || !claims_s.ok() || !sig_b.ok()) return Grant("Invalid JWT Signature.");
+  const std::string& sig = *sig_b;
   boost::system::error_code ec1, ec2;
-  json::value header = json::parse(header_s, ec1);
-  json::value claims = json::parse(claims_s, ec2);
+  json::value header = json::parse(*header_s, ec1);
+  json::value claims = json::parse(*claims_s, ec2);
   if (ec1 || ec2 || !header.is_object() || !claims.is_object()) {
     return Grant("Invalid JWT: malformed header or claims.");
   }

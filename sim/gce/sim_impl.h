@@ -165,6 +165,7 @@ class SimulatorImpl final : public Simulator {
   std::string metadata_host(const std::string& project, const std::string& zone,
                             const std::string& instance) const override;
   void Stop() override;
+  size_t metadata_waiters() const override;
   uint64_t SubscribeInstances(InstanceObserver observer) override;
   void UnsubscribeInstances(uint64_t subscription) override;
 

@@ -146,6 +146,10 @@ std::string SimulatorImpl::metadata_endpoint() const {
 std::string SimulatorImpl::control_endpoint() const {
   return "http://" + options_.address + ":" + std::to_string(control_->port());
 }
+size_t SimulatorImpl::metadata_waiters() const {
+  std::lock_guard lock(mu_);
+  return md_waiters_.size();
+}
 std::string SimulatorImpl::metadata_host(const std::string& project, const std::string& zone,
                                          const std::string& instance) const {
   return options_.address + ":" + std::to_string(metadata_->port()) + "/sim/instances/" + project +

@@ -127,6 +127,11 @@ class Simulator {
                                     const std::string& instance) const = 0;
   virtual void Stop() = 0;
 
+  // Metadata requests parked in ?wait_for_change=true, waiting for their value to change (or their
+  // timeout_sec). A test that checks a wait does not return early waits until it is parked here:
+  // once parked, only a change, its timeout or Stop() answers it.
+  virtual size_t metadata_waiters() const = 0;
+
   // Instance observation, for simulated VM agents (sim/kubelet). The observer is first called once
   // per existing instance, then for each status change, creation and deletion (kill/restore, MIG
   // reconciliation, API deletes, reset), in order. Calls come from one simulator thread, outside

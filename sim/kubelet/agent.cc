@@ -17,8 +17,10 @@
 
 #include "sim/kubelet/internal/crypto.h"
 #include "sim/kubelet/pod_runtime.h"
+#include "src/base/base64.h"
 #include "src/base/log.h"
 #include "src/kube/client.h"
+#include "src/kube/node_conditions.h"
 #include "src/kube/object_helpers.h"
 #include "src/net/http.h"
 #include "src/tpu/api.h"
@@ -440,8 +442,7 @@ class AgentImpl final : public Agent {
       YAML::Node kc = YAML::Load(kubeconfig);
       YAML::Node cluster = kc["clusters"][0]["cluster"];
       server = cluster["server"].as<std::string>("");
-      auto decoded =
-          internal::Base64Decode(cluster["certificate-authority-data"].as<std::string>(""));
+      auto decoded = Base64Decode(cluster["certificate-authority-data"].as<std::string>(""));
       if (decoded.ok()) ca_pem = *decoded;
     } catch (const YAML::Exception& e) {
       return Fail(Error::Code::kInvalidArgument, "InvalidClusterInfo",
@@ -514,7 +515,7 @@ class AgentImpl final : public Agent {
         {"apiVersion", "certificates.k8s.io/v1"},
         {"kind", "CertificateSigningRequest"},
         {"metadata", json::object{{"generateName", "csr-"}}},
-        {"spec", json::object{{"request", internal::Base64Encode(kc.csr_pem)},
+        {"spec", json::object{{"request", Base64Encode(kc.csr_pem)},
                               {"signerName", kSignerKubeletClient},
                               {"usages", json::array{"digital signature", "client auth"}}}}};
     auto created = client->Create(kube::resources::CertificateSigningRequests(), "", csr);
@@ -602,7 +603,7 @@ class AgentImpl final : public Agent {
         }
         std::string cert = Str(*status, "certificate");
         if (!done && !cert.empty()) {
-          auto pem = internal::Base64Decode(cert);
+          auto pem = Base64Decode(cert);
           found = pem.ok() ? Result<std::string>(*pem) : Result<std::string>(pem.error());
           done = true;
         }
@@ -806,48 +807,19 @@ class AgentImpl final : public Agent {
   Status SyncStatus(bool force) {
     auto node = node_client_->Get(kube::resources::Nodes(), "", options_.instance);
     if (!node.ok()) return node.error();
-    struct Cond {
-      const char* type;
-      const char* status;
-      const char* reason;
-      const char* message;
-    };
-    static const Cond kConds[] = {
+    static const std::vector<kube::NodeCondition> kConds = {
         {"MemoryPressure", "False", "KubeletHasSufficientMemory",
          "kubelet has sufficient memory available"},
         {"DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"},
         {"PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"},
         {"Ready", "True", "KubeletReady", "kubelet is posting ready status"},
     };
-    std::map<std::string, json::object> server;
     const json::object* status = Obj(*node, "status");
-    if (status != nullptr) {
-      if (auto* conds = status->if_contains("conditions"); conds && conds->is_array()) {
-        for (const auto& c : conds->as_array())
-          if (c.is_object()) server[Str(c.as_object(), "type")] = c.as_object();
-      }
-    }
     auto now = std::chrono::system_clock::now();
-    std::string now_s = kube::FormatTime(now);
-    bool changed = force;
-    json::array conds;
-    for (const auto& c : kConds) {
-      auto it = server.find(c.type);
-      bool same = it != server.end() && Str(it->second, "status") == c.status &&
-                  Str(it->second, "reason") == c.reason;
-      changed = changed || !same;
-      if (std::string(c.type) == "Ready" && same) {
-        auto hb = kube::ParseTime(Str(it->second, "lastHeartbeatTime"));
-        if (!hb || now - *hb >= options_.node_status_report_interval) changed = true;
-      }
-      conds.push_back(json::object{
-          {"type", c.type},
-          {"status", c.status},
-          {"reason", c.reason},
-          {"message", c.message},
-          {"lastHeartbeatTime", now_s},
-          {"lastTransitionTime", same ? Str(it->second, "lastTransitionTime") : now_s}});
-    }
+    kube::NodeConditionsUpdate update =
+        kube::KubeletNodeConditions(*node, kConds, now, options_.node_status_report_interval);
+    bool changed = force || update.changed;
+    json::array& conds = update.conditions;
     json::object want = Resources(false);
     json::object want_allocatable = Resources(true);
     if (options_.run_pods && status != nullptr) {

@@ -83,4 +83,23 @@ Result<std::string> Base64Decode(std::string_view in, std::string_view what) {
   return out;
 }
 
+std::string Base64UrlEncode(std::string_view in) {
+  std::string out = Base64Encode(in);
+  while (!out.empty() && out.back() == '=') out.pop_back();
+  for (char& c : out) {
+    if (c == '+') c = '-';
+    if (c == '/') c = '_';
+  }
+  return out;
+}
+
+Result<std::string> Base64UrlDecode(std::string_view in, std::string_view what) {
+  std::string standard(in);
+  for (char& c : standard) {
+    if (c == '-') c = '+';
+    if (c == '_') c = '/';
+  }
+  return Base64Decode(standard, what);
+}
+
 }  // namespace hyperslice

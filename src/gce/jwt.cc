@@ -9,6 +9,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include "src/base/base64.h"
 #include "src/gce/internal/jwt.h"
 
 namespace hyperslice::gce::internal {
@@ -24,65 +25,7 @@ struct MdCtxFree {
   void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
 };
 
-constexpr char kB64Url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
 }  // namespace
-
-std::string Base64UrlEncode(std::string_view data) {
-  std::string out;
-  out.reserve((data.size() + 2) / 3 * 4);
-  size_t i = 0;
-  auto byte = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(data[k])); };
-  for (; i + 3 <= data.size(); i += 3) {
-    uint32_t n = (byte(i) << 16) | (byte(i + 1) << 8) | byte(i + 2);
-    out += kB64Url[(n >> 18) & 63];
-    out += kB64Url[(n >> 12) & 63];
-    out += kB64Url[(n >> 6) & 63];
-    out += kB64Url[n & 63];
-  }
-  if (data.size() - i == 1) {
-    uint32_t n = byte(i) << 16;
-    out += kB64Url[(n >> 18) & 63];
-    out += kB64Url[(n >> 12) & 63];
-  } else if (data.size() - i == 2) {
-    uint32_t n = (byte(i) << 16) | (byte(i + 1) << 8);
-    out += kB64Url[(n >> 18) & 63];
-    out += kB64Url[(n >> 12) & 63];
-    out += kB64Url[(n >> 6) & 63];
-  }
-  return out;
-}
-
-Result<std::string> Base64UrlDecode(std::string_view text) {
-  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : text) {
-    int v;
-    if (c >= 'A' && c <= 'Z') {
-      v = c - 'A';
-    } else if (c >= 'a' && c <= 'z') {
-      v = c - 'a' + 26;
-    } else if (c >= '0' && c <= '9') {
-      v = c - '0' + 52;
-    } else if (c == '-' || c == '+') {
-      v = 62;
-    } else if (c == '_' || c == '/') {
-      v = 63;
-    } else {
-      return Error::Make(Error::Code::kInvalidArgument, "invalid base64url character");
-    }
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  if (bits >= 6) return Error::Make(Error::Code::kInvalidArgument, "truncated base64url text");
-  return out;
-}
 
 Result<std::string> MakeJwtAssertion(const ServiceAccountKey& key, std::string_view audience,
                                      const std::vector<std::string>& scopes, int64_t iat) {

@@ -109,17 +109,9 @@ class HeadscaleAdmin final : public TailnetAdmin {
                              std::string body, bool idempotent = true) {
     auto key = api_->credentials().Get();
     if (!key.ok()) return key.error();
-    ApiCaller::Call call;
-    call.method = method;
-    call.request.method = verb;
-    call.request.target = std::string(kApi) + path;
-    call.request.headers = {{"Authorization", "Bearer " + *key}, {"Accept", "application/json"}};
-    if (!body.empty()) {
-      call.request.headers.emplace_back("Content-Type", "application/json");
-      call.request.body = std::move(body);
-    }
-    call.idempotent = idempotent;
-    auto r = api_->Do(std::move(call), wire::DecodeError);
+    auto r = api_->Do(ApiCaller::BearerJson(method, verb, std::string(kApi) + path, *key,
+                                            std::move(body), idempotent),
+                      wire::DecodeError);
     if (!r.ok()) {
       Error e = r.error();
       e.message = Redact(std::move(e.message), *key);

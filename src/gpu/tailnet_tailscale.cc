@@ -162,18 +162,8 @@ class TailscaleAdmin final : public TailnetAdmin {
     for (int attempt = 0;; ++attempt) {
       auto token = Token(/*renew=*/attempt > 0);
       if (!token.ok()) return token.error();
-      ApiCaller::Call call;
-      call.method = method;
-      call.request.method = verb;
-      call.request.target = path;
-      call.request.headers = {{"Authorization", "Bearer " + *token},
-                              {"Accept", "application/json"}};
-      if (!body.empty()) {
-        call.request.headers.emplace_back("Content-Type", "application/json");
-        call.request.body = body;
-      }
-      call.idempotent = idempotent;
-      auto r = api_->Do(std::move(call), Redacting(*token));
+      auto r = api_->Do(ApiCaller::BearerJson(method, verb, path, *token, body, idempotent),
+                        Redacting(*token));
       if (r.ok()) return r;
       if (attempt == 0 && r.error().http_status == 401) continue;  // died early: renew once
       return r.error();

@@ -1,5 +1,6 @@
 #include "src/localcluster/localcluster.h"
 
+#include "src/base/base64.h"
 #include "src/base/command.h"
 
 #include <netinet/in.h>
@@ -90,15 +91,14 @@ Result<std::string> FindBinDir(const Options& options) {
 
 std::string Kubeconfig(const std::string& server, const std::string& ca_pem,
                        const std::string& user, const internal::KeyPair& cred) {
-  using internal::Base64;
   std::string s;
   s += "apiVersion: v1\nkind: Config\n";
   s += "clusters:\n- name: hyperslice-local\n  cluster:\n";
   s += "    server: " + server + "\n";
-  s += "    certificate-authority-data: " + Base64(ca_pem) + "\n";
+  s += "    certificate-authority-data: " + Base64Encode(ca_pem) + "\n";
   s += "users:\n- name: " + user + "\n  user:\n";
-  s += "    client-certificate-data: " + Base64(cred.cert_pem) + "\n";
-  s += "    client-key-data: " + Base64(cred.key_pem) + "\n";
+  s += "    client-certificate-data: " + Base64Encode(cred.cert_pem) + "\n";
+  s += "    client-key-data: " + Base64Encode(cred.key_pem) + "\n";
   s += "contexts:\n- name: hyperslice-local\n  context:\n    cluster: hyperslice-local\n";
   s += "    user: " + user + "\n";
   s += "current-context: hyperslice-local\n";
@@ -525,7 +525,7 @@ class LocalClusterImpl final : public LocalCluster {
     const std::string pub_rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/kube-public";
     std::string kubeconfig;
     kubeconfig += "apiVersion: v1\nclusters:\n- cluster:\n";
-    kubeconfig += "    certificate-authority-data: " + internal::Base64(ca_.cert_pem) + "\n";
+    kubeconfig += "    certificate-authority-data: " + Base64Encode(ca_.cert_pem) + "\n";
     kubeconfig += "    server: " + server_url_ + "\n";
     kubeconfig += "  name: \"\"\ncontexts: null\ncurrent-context: \"\"\nkind: Config\n";
     kubeconfig += "preferences: {}\nusers: null\n";

@@ -33,6 +33,7 @@
 #include "src/kube/client.h"
 #include "src/kube/object_helpers.h"
 #include "src/tpu/api.h"
+#include "src/tpu/internal/json_fields.h"
 
 namespace hyperslice::tpu::internal {
 
@@ -51,25 +52,15 @@ constexpr char kMetadataWrittenAnnotation[] = "tpu.google.com/metadata-written";
 // by the next Reconcile (it re-reads the VM and finds the values in place).
 constexpr auto kMetadataWait = std::chrono::seconds(20);
 
-std::string Str(const json::object& o, std::string_view key) {
-  const auto* v = o.if_contains(key);
-  return v != nullptr && v->is_string() ? std::string(v->as_string()) : std::string();
-}
-
-const json::object* Obj(const json::object& o, std::string_view key) {
-  const auto* v = o.if_contains(key);
-  return v != nullptr && v->is_object() ? &v->as_object() : nullptr;
-}
-
 std::string MetaField(const Object& o, std::string_view key) {
-  const auto* meta = Obj(o, "metadata");
-  return meta == nullptr ? std::string() : Str(*meta, key);
+  const auto* meta = ObjectAt(o, "metadata");
+  return meta == nullptr ? std::string() : StringAt(*meta, key);
 }
 
 std::string MapField(const Object& o, std::string_view map, std::string_view key) {
-  const auto* meta = Obj(o, "metadata");
-  const auto* m = meta == nullptr ? nullptr : Obj(*meta, map);
-  return m == nullptr ? std::string() : Str(*m, key);
+  const auto* meta = ObjectAt(o, "metadata");
+  const auto* m = meta == nullptr ? nullptr : ObjectAt(*meta, map);
+  return m == nullptr ? std::string() : StringAt(*m, key);
 }
 
 std::string HexOf(const unsigned char* p, size_t n) {
@@ -120,9 +111,9 @@ std::optional<std::string> Base64Decode(std::string_view in) {
 
 // A Secret's data value (base64 in `data`; `stringData` never comes back from the apiserver).
 std::string SecretValue(const Object& secret, std::string_view key) {
-  const auto* data = Obj(secret, "data");
+  const auto* data = ObjectAt(secret, "data");
   if (data == nullptr) return {};
-  auto decoded = Base64Decode(Str(*data, key));
+  auto decoded = Base64Decode(StringAt(*data, key));
   return decoded ? *decoded : std::string();
 }
 
@@ -262,50 +253,20 @@ class Pass {
     return OkStatus();
   }
 
-  // Runs a metadata read-modify-write and waits (bounded) for its operation. Returns whether the
-  // metadata is known to be as wanted (false: the operation is still running). A VM that no
-  // longer exists is kNotFound.
-  Result<bool> UpdateMetadata(const std::string& project, const std::string& zone,
-                              const std::string& name,
-                              const std::function<bool(gce::MetadataItems&)>& mutate,
-                              bool* changed) {
-    HS_ASSIGN_OR_RETURN(auto op, compute_.UpdateInstanceMetadata(project, zone, name, mutate));
-    *changed = op.has_value();
-    if (!op) return true;
-    if (op->done()) {
-      if (op->error) return *op->error;
-      return true;
-    }
-    auto done = compute_.Wait(op->ref, kMetadataWait);
-    if (done.ok()) return true;
-    if (done.error().code == Error::Code::kTimeout) return false;
-    return done.error();
-  }
-
   // Removes the kubeadm-* keys from a VM; a VM that is gone is fine.
   Status ClearMetadata(const std::string& project, const std::string& zone, const std::string& name,
                        BootstrapReport& report) {
-    bool changed = false;
-    auto r = UpdateMetadata(
-        project, zone, name,
-        [](gce::MetadataItems& items) {
-          bool any = false;
-          for (const char* key : {kMetaJoinToken, kMetaCaHash, kMetaControlPlane}) {
-            any = items.erase(key) > 0 || any;
-          }
-          return any;
-        },
-        &changed);
+    auto r = ClearJoinValues(compute_, project, zone, name, kMetadataWait);
     if (!r.ok()) {
       if (IsNotFound(r.error())) return OkStatus();
       return r.error();
     }
-    if (!*r) {
+    if (!r->settled) {
       return Error::Make(Error::Code::kTimeout,
                          "removing the join values from instance " + name + " is still running",
                          "operationNotDone");
     }
-    if (changed) {
+    if (r->changed) {
       ++report.metadata_cleared;
       log::Info("join values removed from instance", {{"group", group_ref_}, {"instance", name}});
     }
@@ -345,33 +306,20 @@ class Pass {
     }
     HS_ASSIGN_OR_RETURN(std::string digest, WrittenDigest(inst));
     if (current->written != digest) {
-      const std::map<std::string, std::string> want = {{kMetaJoinToken, current->token},
-                                                       {kMetaCaHash, options_.ca_hash},
-                                                       {kMetaControlPlane, control_plane_}};
-      bool changed = false;
-      auto r = UpdateMetadata(
-          inst.project, inst.zone, inst.name,
-          [&want](gce::MetadataItems& items) {
-            bool any = false;
-            for (const auto& [k, v] : want) {
-              auto it = items.find(k);
-              if (it != items.end() && it->second == v) continue;
-              items[k] = v;
-              any = true;
-            }
-            return any;
-          },
-          &changed);
+      const gce::MetadataItems want = {{kMetaJoinToken, current->token},
+                                       {kMetaCaHash, options_.ca_hash},
+                                       {kMetaControlPlane, control_plane_}};
+      auto r = WriteJoinValues(compute_, inst.project, inst.zone, inst.name, want, kMetadataWait);
       if (!r.ok()) {
         if (IsNotFound(r.error())) return OkStatus();  // gone; its Secret goes when unlisted
         return r.error();
       }
-      if (changed) {
+      if (r->changed) {
         ++report.metadata_written;
         log::Info("join values written to instance",
                   {{"group", group_ref_}, {"instance", inst.name}});
       }
-      if (*r) HS_RETURN_IF_ERROR(Annotate(*current, digest));
+      if (r->settled) HS_RETURN_IF_ERROR(Annotate(*current, digest));
     }
     report.waiting.push_back(inst.name);
     // Replaced tokens: the VM's metadata holds the current one now.
@@ -404,6 +352,63 @@ class Pass {
 
 }  // namespace
 
+namespace {
+
+// One metadata read-modify-write, its operation waited for up to `wait`.
+Result<MetadataWrite> UpdateMetadata(gce::Compute& compute, const std::string& project,
+                                     const std::string& zone, const std::string& name,
+                                     const std::function<bool(gce::MetadataItems&)>& mutate,
+                                     Clock::Duration wait) {
+  HS_ASSIGN_OR_RETURN(auto op, compute.UpdateInstanceMetadata(project, zone, name, mutate));
+  MetadataWrite out;
+  out.changed = op.has_value();
+  if (!op) return out;
+  if (op->done()) {
+    if (op->error) return *op->error;
+    return out;
+  }
+  auto done = compute.Wait(op->ref, wait);
+  if (done.ok()) return out;
+  if (done.error().code != Error::Code::kTimeout) return done.error();
+  out.settled = false;
+  return out;
+}
+
+}  // namespace
+
+Result<MetadataWrite> WriteJoinValues(gce::Compute& compute, const std::string& project,
+                                      const std::string& zone, const std::string& name,
+                                      const gce::MetadataItems& values, Clock::Duration wait) {
+  return UpdateMetadata(
+      compute, project, zone, name,
+      [&values](gce::MetadataItems& items) {
+        bool any = false;
+        for (const auto& [k, v] : values) {
+          auto it = items.find(k);
+          if (it != items.end() && it->second == v) continue;
+          items[k] = v;
+          any = true;
+        }
+        return any;
+      },
+      wait);
+}
+
+Result<MetadataWrite> ClearJoinValues(gce::Compute& compute, const std::string& project,
+                                      const std::string& zone, const std::string& name,
+                                      Clock::Duration wait) {
+  return UpdateMetadata(
+      compute, project, zone, name,
+      [](gce::MetadataItems& items) {
+        bool any = false;
+        for (const char* key : {kMetaJoinToken, kMetaCaHash, kMetaControlPlane}) {
+          any = items.erase(key) > 0 || any;
+        }
+        return any;
+      },
+      wait);
+}
+
 Result<BootstrapReport> Bootstrapper::Reconcile(const kube::Object& group,
                                                 const std::vector<InstanceState>& instances,
                                                 const std::set<std::string>& joined) {
@@ -414,9 +419,9 @@ Result<BootstrapReport> Bootstrapper::Reconcile(const kube::Object& group,
                        "TPUNodeGroup " + group_ref + " has no metadata.uid", "MissingUid");
   }
   std::string control_plane;
-  if (const auto* spec = Obj(group, "spec")) {
-    if (const auto* bk = Obj(*spec, "bootstrapKubernetes"))
-      control_plane = Str(*bk, "controlPlaneIP");
+  if (const auto* spec = ObjectAt(group, "spec")) {
+    if (const auto* bk = ObjectAt(*spec, "bootstrapKubernetes"))
+      control_plane = StringAt(*bk, "controlPlaneIP");
   }
   if (control_plane.empty()) {
     return Error::Make(

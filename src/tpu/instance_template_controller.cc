@@ -18,16 +18,7 @@ class InstanceTemplateKind final : public GceChildKind {
   std::string GceKind() const override { return "instanceTemplate"; }
 
   Status Validate(const json::object& spec) const override {
-    for (const char* f : {"project", "name"}) {
-      if (StringAt(spec, f).empty()) {
-        return Error::Make(Error::Code::kInvalidArgument,
-                           std::string("spec.") + f + " is required");
-      }
-    }
-    if (ObjectAt(spec, "properties") == nullptr) {
-      return Error::Make(Error::Code::kInvalidArgument, "spec.properties is required");
-    }
-    return OkStatus();
+    return RequireSpecFields(spec, {"project", "name"}, {"properties"});
   }
 
   Result<json::object> Get(gce::Compute& compute, const json::object& spec) const override {

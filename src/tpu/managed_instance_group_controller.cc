@@ -123,12 +123,8 @@ class ManagedInstanceGroupKind final : public GceChildKind {
   std::string GceKind() const override { return "instanceGroupManager"; }
 
   Status Validate(const json::object& spec) const override {
-    for (const char* f : {"project", "zone", "name", "baseInstanceName", "instanceTemplate"}) {
-      if (StringAt(spec, f).empty()) {
-        return Error::Make(Error::Code::kInvalidArgument,
-                           std::string("spec.") + f + " is required");
-      }
-    }
+    HS_RETURN_IF_ERROR(RequireSpecFields(
+        spec, {"project", "zone", "name", "baseInstanceName", "instanceTemplate"}));
     if (!spec.contains("targetSize")) {
       return Error::Make(Error::Code::kInvalidArgument, "spec.targetSize is required");
     }

@@ -16,6 +16,23 @@ bool NotImplemented(const Error& e) { return e.reason == "NotImplemented"; }
 
 }  // namespace
 
+std::string ChooseClusterCa(const std::string& flag_pem, const kube::Object* cluster_info,
+                            const std::string& client_pem) {
+  if (!flag_pem.empty()) return flag_pem;
+  const auto* data = cluster_info ? ObjectAt(*cluster_info, "data") : nullptr;
+  const std::string kubeconfig = data ? StringAt(*data, "kubeconfig") : "";
+  if (!kubeconfig.empty()) {
+    auto cfg = kube::ParseKubeconfig(kubeconfig, "/");
+    if (cfg.ok() && !cfg->tls.ca_pem.empty()) return cfg->tls.ca_pem;
+  }
+  return client_pem;
+}
+
+std::optional<Clock::Duration> BootstrapRecheck(const BootstrapReport& report) {
+  if (report.waiting.empty()) return std::nullopt;
+  return std::chrono::minutes(10);
+}
+
 GroupBootstrap::GroupBootstrap(OperatorOptions options) : options_(std::move(options)) {}
 
 std::optional<Clock::Duration> GroupBootstrap::Run(GroupCtx& ctx, const NodesObservation& nodes) {
@@ -43,10 +60,7 @@ std::optional<Clock::Duration> GroupBootstrap::Run(GroupCtx& ctx, const NodesObs
     }
     return std::nullopt;
   }
-  // A token expires after an hour: look again before it must be replaced. A join wakes us at
-  // once through the Node's events.
-  if (!report->waiting.empty()) return std::chrono::minutes(10);
-  return std::nullopt;
+  return BootstrapRecheck(*report);
 }
 
 Status GroupBootstrap::Cleanup(const kube::Object& group) const {
@@ -65,17 +79,10 @@ Result<std::string> GroupBootstrap::CaHash() {
   }
   std::string pem = options_.cluster_ca_pem;
   if (pem.empty()) {
+    // Read only when the flag gives none.
     auto info = options_.client->Get(kube::resources::ConfigMaps(), "kube-public", "cluster-info");
-    if (info.ok()) {
-      const auto* data = ObjectAt(*info, "data");
-      std::string kubeconfig = data ? StringAt(*data, "kubeconfig") : "";
-      if (!kubeconfig.empty()) {
-        auto cfg = kube::ParseKubeconfig(kubeconfig, "/");
-        if (cfg.ok()) pem = cfg->tls.ca_pem;
-      }
-    }
+    pem = ChooseClusterCa("", info.ok() ? &*info : nullptr, options_.client->config().tls.ca_pem);
   }
-  if (pem.empty()) pem = options_.client->config().tls.ca_pem;
   if (pem.empty()) {
     return Error::Make(Error::Code::kNotFound,
                        "no cluster CA: pass --cluster-ca-file, or publish kube-public/cluster-info",

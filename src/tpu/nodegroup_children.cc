@@ -21,7 +21,9 @@ using kube::ObjectPtr;
 
 constexpr char kKindGroup[] = "TPUNodeGroup";
 
-ChildState StateOf(const ObjectPtr& child, const std::string& what) {
+}  // namespace
+
+ChildState ChildStateOf(const ObjectPtr& child, const std::string& what) {
   ChildState s;
   if (!child) {
     s.reason = reason::kCreating;
@@ -46,7 +48,23 @@ ChildState StateOf(const ObjectPtr& child, const std::string& what) {
   return s;
 }
 
-}  // namespace
+bool ChildUpToDate(const kube::Object& cached, const json::object& spec, const std::string& uid) {
+  std::vector<std::string> diff;
+  const auto* have = cached.if_contains("spec");
+  JsonDifferences(spec, have ? *have : json::value(nullptr), "spec", diff);
+  auto owner = kube::ControllerUid(cached);
+  return diff.empty() && owner && *owner == uid;
+}
+
+std::optional<ChildState> MigWaiting(const ChildState& policy, const ChildState& tmpl,
+                                     bool mig_exists) {
+  if ((policy.ready && tmpl.ready) || mig_exists) return std::nullopt;
+  std::vector<std::string> waiting;
+  if (!policy.ready) waiting.push_back("ResourcePolicy");
+  if (!tmpl.ready) waiting.push_back("InstanceTemplate");
+  return ChildState{false, false, reason::kWaitingForPrerequisites,
+                    "waiting for " + JoinNames(waiting) + " to be Ready before creating the MIG"};
+}
 
 GroupChildren::GroupChildren(std::shared_ptr<kube::Client> client, NodeGroupInformers informers,
                              std::string cluster_id)
@@ -62,11 +80,7 @@ Status GroupChildren::Apply(const GroupCtx& ctx, const kube::Resource& r,
                                                        : informers_.migs)
                              ->store()
                              .Get(kube::ObjectKey(ctx.ns, ctx.name))) {
-    std::vector<std::string> diff;
-    const auto* have = cached->if_contains("spec");
-    JsonDifferences(spec, have ? *have : json::value(nullptr), "spec", diff);
-    auto owner = kube::ControllerUid(*cached);
-    if (diff.empty() && owner && *owner == uid) return OkStatus();
+    if (ChildUpToDate(*cached, spec, uid)) return OkStatus();
   }
   json::object body{
       {"apiVersion", kApiVersion},
@@ -99,8 +113,8 @@ ChildrenState GroupChildren::Provision(GroupCtx& ctx) const {
       ctx.errors.push_back("ResourcePolicy: " + st.error().message);
     }
     out.policy =
-        StateOf(informers_.policies->store().Get(key),
-                "ResourcePolicy " + ctx.name + " (resourcePolicy " + PolicyGceName(s) + ")");
+        ChildStateOf(informers_.policies->store().Get(key),
+                     "ResourcePolicy " + ctx.name + " (resourcePolicy " + PolicyGceName(s) + ")");
   } else {
     out.policy = {false, true, reason::kNotRequired,
                   "a single-host slice (" + s.topology + ") needs no workload policy"};
@@ -113,9 +127,9 @@ ChildrenState GroupChildren::Provision(GroupCtx& ctx) const {
     } else if (Status st = Apply(ctx, InstanceTemplates(), *spec); !st.ok()) {
       ctx.errors.push_back("InstanceTemplate: " + st.error().message);
     }
-    out.tmpl =
-        StateOf(informers_.templates->store().Get(key),
-                "InstanceTemplate " + ctx.name + " (instanceTemplate " + TemplateGceName(s) + ")");
+    out.tmpl = ChildStateOf(
+        informers_.templates->store().Get(key),
+        "InstanceTemplate " + ctx.name + " (instanceTemplate " + TemplateGceName(s) + ")");
   } else {
     out.tmpl = {false, true, reason::kUserProvided,
                 "using spec.instanceTemplateURI " + s.instance_template_uri};
@@ -123,18 +137,14 @@ ChildrenState GroupChildren::Provision(GroupCtx& ctx) const {
 
   // The MIG, once it can be created in one go (or already exists: keep it applied).
   out.mig_obj = informers_.migs->store().Get(key);
-  if ((out.policy.ready && out.tmpl.ready) || out.mig_obj) {
+  if (auto waiting = MigWaiting(out.policy, out.tmpl, out.mig_obj != nullptr)) {
+    out.mig = *std::move(waiting);
+  } else {
     if (Status st = Apply(ctx, ManagedInstanceGroups(), ManagedInstanceGroupSpec(s)); !st.ok()) {
       ctx.errors.push_back("ManagedInstanceGroup: " + st.error().message);
     }
-    out.mig = StateOf(out.mig_obj, "ManagedInstanceGroup " + ctx.name + " (instanceGroupManager " +
-                                       MigGceName(s) + ")");
-  } else {
-    std::vector<std::string> waiting;
-    if (!out.policy.ready) waiting.push_back("ResourcePolicy");
-    if (!out.tmpl.ready) waiting.push_back("InstanceTemplate");
-    out.mig = {false, false, reason::kWaitingForPrerequisites,
-               "waiting for " + JoinNames(waiting) + " to be Ready before creating the MIG"};
+    out.mig = ChildStateOf(out.mig_obj, "ManagedInstanceGroup " + ctx.name +
+                                            " (instanceGroupManager " + MigGceName(s) + ")");
   }
   return out;
 }

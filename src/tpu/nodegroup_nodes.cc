@@ -177,29 +177,44 @@ std::vector<std::string> GroupNodes::GroupsOfNode(const NodeGroupInformers& inf,
   return {keys.begin(), keys.end()};
 }
 
-// --- helpers -------------------------------------------------------------------------------
+MigInstances InstancesOfMig(const NodeGroupSpec& s, const ObjectPtr& mig) {
+  MigInstances out;
+  const auto* st = mig ? ObjectAt(*mig, "status") : nullptr;
+  const auto* list = st ? ArrayAt(*st, "instances") : nullptr;
+  if (list == nullptr) return out;
+  static const std::set<std::string> kFailed = {"STOPPING", "STOPPED", "TERMINATED", "SUSPENDING",
+                                                "SUSPENDED"};
+  for (const auto& v : *list) {
+    if (!v.is_object()) continue;
+    const auto& i = v.as_object();
+    InstanceState is{s.project, StringAt(i, "zone"), StringAt(i, "name"),
+                     StringAt(i, "instanceStatus"), StringAt(i, "providerID")};
+    if (is.zone.empty()) is.zone = s.zone;
+    if (is.provider_id.empty()) is.provider_id = ProviderId(is.project, is.zone, is.name);
+    if (is.instance_status == "RUNNING") ++out.running;
+    if (kFailed.count(is.instance_status) > 0 || i.contains("lastAttempt")) ++out.failed;
+    out.instances.push_back(std::move(is));
+  }
+  return out;
+}
+
+NodeVerdict JudgeNode(const Object& node, int chips_per_host) {
+  if (!NodeIsReady(node)) {
+    return {NodeVerdict::Kind::kNotReady, "node " + NodeName(node) + " " + NodeNotReadyWhy(node)};
+  }
+  if (auto shortfall = ChipShortfall(node, chips_per_host)) {
+    return {NodeVerdict::Kind::kChipsMissing, *shortfall};
+  }
+  return {};
+}
 
 NodesObservation GroupNodes::Observe(GroupCtx& ctx, const ObjectPtr& mig) const {
   const NodeGroupSpec& s = *ctx.spec;
   NodesObservation out;
-  if (mig) {
-    const auto* st = ObjectAt(*mig, "status");
-    if (const auto* list = st ? ArrayAt(*st, "instances") : nullptr) {
-      for (const auto& v : *list) {
-        if (!v.is_object()) continue;
-        const auto& i = v.as_object();
-        InstanceState is{s.project, StringAt(i, "zone"), StringAt(i, "name"),
-                         StringAt(i, "instanceStatus"), StringAt(i, "providerID")};
-        if (is.zone.empty()) is.zone = s.zone;
-        if (is.provider_id.empty()) is.provider_id = ProviderId(is.project, is.zone, is.name);
-        if (is.instance_status == "RUNNING") ++out.running;
-        static const std::set<std::string> kFailed = {"STOPPING", "STOPPED", "TERMINATED",
-                                                      "SUSPENDING", "SUSPENDED"};
-        if (kFailed.count(is.instance_status) > 0 || i.contains("lastAttempt")) ++out.failed;
-        out.instances.push_back(std::move(is));
-      }
-    }
-  }
+  MigInstances vms = InstancesOfMig(s, mig);
+  out.instances = std::move(vms.instances);
+  out.running = vms.running;
+  out.failed = vms.failed;
   for (const auto& is : out.instances) {
     auto nodes = informers_.nodes->store().ByIndex(kNodeProviderIdIndex, is.provider_id);
     if (!nodes.ok() || nodes->empty()) {
@@ -215,12 +230,17 @@ NodesObservation GroupNodes::Observe(GroupCtx& ctx, const ObjectPtr& mig) const 
         ctx.errors.push_back("labelling node " + NodeName(node) + ": " + st.error().message);
       }
     }
-    if (!NodeIsReady(node)) {
-      out.not_ready.push_back("node " + NodeName(node) + " " + NodeNotReadyWhy(node));
-    } else if (auto shortfall = ChipShortfall(node, s.slice.machine_type.chips_per_host)) {
-      out.chips_missing.push_back(*shortfall);
-    } else {
-      ++out.ready;
+    NodeVerdict verdict = JudgeNode(node, s.slice.machine_type.chips_per_host);
+    switch (verdict.kind) {
+      case NodeVerdict::Kind::kNotReady:
+        out.not_ready.push_back(std::move(verdict.why));
+        break;
+      case NodeVerdict::Kind::kChipsMissing:
+        out.chips_missing.push_back(std::move(verdict.why));
+        break;
+      case NodeVerdict::Kind::kReady:
+        ++out.ready;
+        break;
     }
   }
   return out;
@@ -256,16 +276,16 @@ std::vector<ObjectPtr> GroupNodes::All(const GroupCtx& ctx) const {
   return out;
 }
 
-Status GroupNodes::EnsureLabels(const GroupCtx& ctx, const Object& node) const {
-  const auto labels_want = NodeLabels(*ctx.spec);
+std::optional<json::object> NodeLabelPatch(const NodeGroupSpec& spec, const Object& node) {
+  const auto labels_want = NodeLabels(spec);
   const auto* meta = ObjectAt(node, "metadata");
   const auto* labels = meta ? ObjectAt(*meta, "labels") : nullptr;
   json::object label_patch;
   for (const auto& [k, v] : labels_want) {
     if (labels == nullptr || StringAt(*labels, k) != v) label_patch[k] = v;
   }
-  const auto* spec = ObjectAt(node, "spec");
-  const json::array* taints = spec ? ArrayAt(*spec, "taints") : nullptr;
+  const auto* node_spec = ObjectAt(node, "spec");
+  const json::array* taints = node_spec ? ArrayAt(*node_spec, "taints") : nullptr;
   bool has_taint = false;
   if (taints != nullptr) {
     for (const auto& t : *taints) {
@@ -275,7 +295,7 @@ Status GroupNodes::EnsureLabels(const GroupCtx& ctx, const Object& node) const {
       }
     }
   }
-  if (label_patch.empty() && has_taint) return OkStatus();
+  if (label_patch.empty() && has_taint) return std::nullopt;
   json::object patch;
   json::object meta_patch;
   if (!label_patch.empty()) meta_patch["labels"] = std::move(label_patch);
@@ -291,8 +311,14 @@ Status GroupNodes::EnsureLabels(const GroupCtx& ctx, const Object& node) const {
         json::object{{"key", kTaintKey}, {"value", kTaintValue}, {"effect", kTaintEffect}});
     patch["spec"] = json::object{{"taints", std::move(all)}};
   }
+  return patch;
+}
+
+Status GroupNodes::EnsureLabels(const GroupCtx& ctx, const Object& node) const {
+  auto patch = NodeLabelPatch(*ctx.spec, node);
+  if (!patch) return OkStatus();
   auto r = client_->Patch(kube::resources::Nodes(), "", NodeName(node), kube::PatchType::kMerge,
-                          json::serialize(patch));
+                          json::serialize(*patch));
   if (!r.ok()) return r.error();
   log::Info("node labelled", {{"group", ctx.key}, {"node", NodeName(node)}});
   return OkStatus();

@@ -6,6 +6,7 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
 #include "src/tpu/api.h"
 #include "src/tpu/internal/bootstrap.h"
 #include "src/tpu/internal/gce_child.h"
@@ -14,15 +15,6 @@ namespace hyperslice::tpu {
 namespace {
 
 namespace json = boost::json;
-
-int64_t IntField(const json::object& o, std::string_view key, int64_t def) {
-  const auto* v = o.if_contains(key);
-  if (v == nullptr) return def;
-  if (v->is_int64()) return v->as_int64();
-  if (v->is_uint64()) return static_cast<int64_t>(v->as_uint64());
-  if (v->is_double()) return static_cast<int64_t>(v->as_double());
-  return def;
-}
 
 bool IsGceName(std::string_view n) {
   if (n.empty() || n.size() > 63 || n.front() < 'a' || n.front() > 'z') return false;
@@ -75,7 +67,7 @@ std::vector<std::string> NodeGroupSpecProblems(const json::object& spec) {
   const std::string project = internal::StringAt(spec, "project");
   const std::string zone = internal::StringAt(spec, "nodeLocation");
   const std::string topology = internal::StringAt(spec, "topology");
-  const int64_t node_count = IntField(spec, "nodeCount", 0);
+  const int64_t node_count = jsonfield::IntField(spec, "nodeCount").value_or(0);
   const json::object* ic = internal::ObjectAt(spec, "instanceConfig");
   const std::string machine = ic ? internal::StringAt(*ic, "machineType") : "";
   const std::string template_uri = internal::StringAt(spec, "instanceTemplateURI");
@@ -177,15 +169,6 @@ namespace {
 
 namespace json = boost::json;
 
-int64_t IntField(const json::object& o, std::string_view key, int64_t def) {
-  const auto* v = o.if_contains(key);
-  if (v == nullptr) return def;
-  if (v->is_int64()) return v->as_int64();
-  if (v->is_uint64()) return static_cast<int64_t>(v->as_uint64());
-  if (v->is_double()) return static_cast<int64_t>(v->as_double());
-  return def;
-}
-
 std::string Join(const std::vector<std::string>& v, const char* sep) {
   std::string out;
   for (const auto& s : v) {
@@ -214,7 +197,7 @@ Result<NodeGroupSpec> ParseNodeGroup(const kube::Object& group) {
   s.project = StringAt(*spec, "project");
   s.zone = StringAt(*spec, "nodeLocation");
   HS_ASSIGN_OR_RETURN(s.region, RegionOfZone(s.zone));
-  s.node_count = static_cast<int>(IntField(*spec, "nodeCount", 0));
+  s.node_count = static_cast<int>(jsonfield::IntField(*spec, "nodeCount").value_or(0));
   s.topology = StringAt(*spec, "topology");
   if (std::string mode = StringAt(*spec, "targetSizePolicyMode"); !mode.empty()) {
     s.target_size_policy_mode = mode;
@@ -226,7 +209,7 @@ Result<NodeGroupSpec> ParseNodeGroup(const kube::Object& group) {
     c.reservation = StringAt(*ic, "reservation");
     c.image = StringAt(*ic, "image");
     c.subnetwork = StringAt(*ic, "subnetwork");
-    c.boot_disk_size_gb = IntField(*ic, "bootDiskSizeGB", 0);
+    c.boot_disk_size_gb = jsonfield::IntField(*ic, "bootDiskSizeGB").value_or(0);
     c.disk_type = StringAt(*ic, "diskType");
     if (const auto* sa = ic->if_contains("serviceAccounts"); sa && sa->is_array()) {
       c.service_accounts = sa->as_array();

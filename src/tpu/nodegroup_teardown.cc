@@ -18,6 +18,27 @@ namespace hyperslice::tpu::internal {
 using kube::Object;
 using kube::ObjectPtr;
 
+bool NeedsCordon(const Object& node) {
+  const auto* spec = ObjectAt(node, "spec");
+  const auto* u = spec ? spec->if_contains("unschedulable") : nullptr;
+  return !(u != nullptr && u->is_bool() && u->as_bool());
+}
+
+ChildTeardown TeardownChild(const Object* child, const std::string& group_uid,
+                            const std::string& what, const std::string& name) {
+  if (child == nullptr) return {};
+  auto owner = kube::ControllerUid(*child);
+  if (owner && *owner != group_uid) return {};  // another group's child of the same name
+  const auto* meta = ObjectAt(*child, "metadata");
+  if (meta == nullptr || !meta->contains("deletionTimestamp")) {
+    return {ChildTeardown::Action::kDelete, "deleting " + what + " " + name};
+  }
+  auto c = kube::FindCondition(*child, kCondReady);
+  return {ChildTeardown::Action::kWait,
+          "waiting for " + what + " " + name + " to be deleted" +
+              (c && !c->message.empty() ? " (" + c->message + ")" : "")};
+}
+
 GroupTeardown::GroupTeardown(OperatorOptions options, NodeGroupInformers informers,
                              const GroupNodes& nodes, GroupBootstrap& bootstrap,
                              std::shared_ptr<kube::EventRecorder> events)
@@ -35,9 +56,7 @@ Result<kube::ReconcileResult> GroupTeardown::Run(
 
   // 1. Cordon: no new Pods on a slice that is going away.
   for (const ObjectPtr& n : nodes_.All(ctx)) {
-    const auto* spec = ObjectAt(*n, "spec");
-    const auto* u = spec ? spec->if_contains("unschedulable") : nullptr;
-    if (u != nullptr && u->is_bool() && u->as_bool()) continue;
+    if (!NeedsCordon(*n)) continue;
     auto r = options_.client->Patch(kube::resources::Nodes(), "", NodeName(*n),
                                     kube::PatchType::kMerge, R"({"spec":{"unschedulable":true}})");
     if (!r.ok() && r.error().code != Error::Code::kNotFound) return r.error();
@@ -74,23 +93,16 @@ Result<kube::ReconcileResult> GroupTeardown::Run(
       gone_confirmed_.insert(gone_key);
       continue;
     }
-    auto owner = kube::ControllerUid(*child);
-    if (owner && *owner != uid) continue;  // another group's child of the same name
-    const auto& meta = child->at("metadata").as_object();
-    if (!meta.contains("deletionTimestamp")) {
+    ChildTeardown next = TeardownChild(&*child, uid, step.what, ctx.name);
+    if (next.action == ChildTeardown::Action::kNone) continue;
+    if (next.action == ChildTeardown::Action::kDelete) {
       Status del = options_.client->Delete(
           *step.r, ctx.ns, ctx.name,
-          {.propagation_policy = "Background", .precondition_uid = StringAt(meta, "uid")});
+          {.propagation_policy = "Background",
+           .precondition_uid = std::string(kube::MetaString(*child, "uid"))});
       if (!del.ok() && del.error().code != Error::Code::kNotFound) return del.error();
-      SetGroupCondition(ctx, events_.get(), kCondReady, false, reason::kDeleting,
-                        std::string("deleting ") + step.what + " " + ctx.name);
-    } else {
-      auto c = kube::FindCondition(*child, kCondReady);
-      SetGroupCondition(ctx, events_.get(), kCondReady, false, reason::kDeleting,
-                        std::string("waiting for ") + step.what + " " + ctx.name +
-                            " to be deleted" +
-                            (c && !c->message.empty() ? " (" + c->message + ")" : ""));
     }
+    SetGroupCondition(ctx, events_.get(), kCondReady, false, reason::kDeleting, next.message);
     HS_RETURN_IF_ERROR(write_status(ctx));
     // The child's delete event wakes us; the delay is only a backstop.
     return kube::ReconcileResult{.requeue_after = std::chrono::seconds(30)};

@@ -17,16 +17,7 @@ class ResourcePolicyKind final : public GceChildKind {
   std::string GceKind() const override { return "resourcePolicy"; }
 
   Status Validate(const json::object& spec) const override {
-    for (const char* f : {"project", "region", "name"}) {
-      if (StringAt(spec, f).empty()) {
-        return Error::Make(Error::Code::kInvalidArgument,
-                           std::string("spec.") + f + " is required");
-      }
-    }
-    if (ObjectAt(spec, "workloadPolicy") == nullptr) {
-      return Error::Make(Error::Code::kInvalidArgument, "spec.workloadPolicy is required");
-    }
-    return OkStatus();
+    return RequireSpecFields(spec, {"project", "region", "name"}, {"workloadPolicy"});
   }
 
   Result<json::object> Get(gce::Compute& compute, const json::object& spec) const override {

@@ -11,6 +11,8 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/base64.h"
+
 namespace hyperslice::sim::kubelet::internal {
 namespace {
 
@@ -39,79 +41,6 @@ std::string BioString(BIO* bio) {
 }
 
 constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-std::string Encode(std::string_view data, bool url) {
-  std::string out;
-  out.reserve((data.size() + 2) / 3 * 4);
-  size_t i = 0;
-  auto ch = [url](unsigned v) {
-    char c = kAlphabet[v & 63];
-    if (url && c == '+') return '-';
-    if (url && c == '/') return '_';
-    return c;
-  };
-  for (; i + 2 < data.size(); i += 3) {
-    unsigned v = (static_cast<unsigned char>(data[i]) << 16) |
-                 (static_cast<unsigned char>(data[i + 1]) << 8) |
-                 static_cast<unsigned char>(data[i + 2]);
-    out += ch(v >> 18);
-    out += ch(v >> 12);
-    out += ch(v >> 6);
-    out += ch(v);
-  }
-  size_t rest = data.size() - i;
-  if (rest == 1) {
-    unsigned v = static_cast<unsigned char>(data[i]) << 16;
-    out += ch(v >> 18);
-    out += ch(v >> 12);
-    if (!url) out += "==";
-  } else if (rest == 2) {
-    unsigned v = (static_cast<unsigned char>(data[i]) << 16) |
-                 (static_cast<unsigned char>(data[i + 1]) << 8);
-    out += ch(v >> 18);
-    out += ch(v >> 12);
-    out += ch(v >> 6);
-    if (!url) out += '=';
-  }
-  return out;
-}
-
-Result<std::string> Decode(std::string_view text, bool url) {
-  std::string out;
-  unsigned acc = 0;
-  int bits = 0;
-  size_t pad = 0;
-  for (char c : text) {
-    int v;
-    if (c >= 'A' && c <= 'Z') {
-      v = c - 'A';
-    } else if (c >= 'a' && c <= 'z') {
-      v = c - 'a' + 26;
-    } else if (c >= '0' && c <= '9') {
-      v = c - '0' + 52;
-    } else if (c == (url ? '-' : '+')) {
-      v = 62;
-    } else if (c == (url ? '_' : '/')) {
-      v = 63;
-    } else if (c == '=') {
-      ++pad;
-      continue;
-    } else if (!url && (c == '\n' || c == '\r')) {
-      continue;
-    } else {
-      return Invalid("not base64");
-    }
-    if (pad > 0) return Invalid("base64 data after padding");
-    acc = (acc << 6) | static_cast<unsigned>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  if (pad > 2) return Invalid("bad base64 padding");
-  return out;
-}
 
 std::string Hex(const unsigned char* p, size_t n) {
   static const char kHex[] = "0123456789abcdef";
@@ -148,11 +77,6 @@ std::string NameEntry(X509_NAME* name, int nid) {
 }
 
 }  // namespace
-
-std::string Base64Encode(std::string_view data) { return Encode(data, false); }
-Result<std::string> Base64Decode(std::string_view text) { return Decode(text, false); }
-std::string Base64UrlEncode(std::string_view data) { return Encode(data, true); }
-Result<std::string> Base64UrlDecode(std::string_view text) { return Decode(text, true); }
 
 Result<std::string> CaCertHash(std::string_view ca_pem) {
   HS_ASSIGN_OR_RETURN(auto cert, ParseCert(ca_pem));

@@ -9,11 +9,6 @@
 
 namespace hyperslice::sim::kubelet::internal {
 
-std::string Base64Encode(std::string_view data);  // standard alphabet, padded
-Result<std::string> Base64Decode(std::string_view text);
-std::string Base64UrlEncode(std::string_view data);  // RFC 4648 §5, no padding
-Result<std::string> Base64UrlDecode(std::string_view text);
-
 // "sha256:" + lower-case hex SHA-256 of the DER SubjectPublicKeyInfo of the first certificate in
 // `ca_pem` (kubeadm's --discovery-token-ca-cert-hash).
 Result<std::string> CaCertHash(std::string_view ca_pem);

@@ -11,9 +11,6 @@
 
 namespace hyperslice::gce::internal {
 
-std::string Base64UrlEncode(std::string_view data);  // no padding
-Result<std::string> Base64UrlDecode(std::string_view text);
-
 // header {"alg":"RS256","typ":"JWT","kid":key.private_key_id}
 // claims {"iss":client_email,"scope":"<scopes space-separated>","aud":audience,"iat":iat,
 //         "exp":iat+3600}

@@ -5,11 +5,15 @@
 #include <cmath>
 #include <thread>
 
+#include <boost/json/parse.hpp>
+
 #include "src/base/log.h"
 #include "src/gpu/provider.h"
 #include "src/kube/metrics.h"
 
 namespace hyperslice::gpu::internal {
+
+namespace json = boost::json;
 
 namespace {
 
@@ -99,6 +103,35 @@ void ApiCaller::RecordError(std::string_view method, const Error& error) {
                    {"method", std::string(method)},
                    {"kind", KindName(KindOf(error))}})
       .Inc();
+}
+
+Result<json::object> ParseAnswerObject(std::string_view api, std::string_view what,
+                                       std::string_view body) {
+  auto bad = [&](const std::string& why) {
+    return MakeError(ErrorKind::kInternal,
+                     std::string(api) + " " + std::string(what) + ": answer is " + why);
+  };
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec) return bad("not JSON: " + ec.message());
+  auto* o = v.if_object();
+  if (o == nullptr) return bad("not a JSON object");
+  return std::move(*o);
+}
+
+ApiCaller::Call ApiCaller::BearerJson(std::string_view method, std::string verb, std::string target,
+                                      const std::string& token, std::string body, bool idempotent) {
+  Call call;
+  call.method = method;
+  call.request.method = std::move(verb);
+  call.request.target = std::move(target);
+  call.request.headers = {{"Authorization", "Bearer " + token}, {"Accept", "application/json"}};
+  if (!body.empty()) {
+    call.request.headers.emplace_back("Content-Type", "application/json");
+    call.request.body = std::move(body);
+  }
+  call.idempotent = idempotent;
+  return call;
 }
 
 Result<net::Response> ApiCaller::Do(Call call, const ErrorDecoder& decode) {

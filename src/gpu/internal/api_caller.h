@@ -24,12 +24,19 @@
 #include <string>
 #include <string_view>
 
+#include <boost/json/object.hpp>
+
 #include "src/base/clock.h"
 #include "src/base/result.h"
 #include "src/gpu/providers.h"
 #include "src/net/http.h"
 
 namespace hyperslice::gpu::internal {
+
+// A 2xx answer's body as a JSON object; anything else is kInternal "<api> <what>: answer is not
+// JSON: …" or "… answer is not a JSON object" (the API broke its documented shape).
+Result<boost::json::object> ParseAnswerObject(std::string_view api, std::string_view what,
+                                              std::string_view body);
 
 // Maps a non-2xx response to an Error made with MakeError (provider-specific body shapes).
 using ErrorDecoder = std::function<Error(const net::Response&)>;
@@ -48,6 +55,10 @@ class ApiCaller {
     net::Request request;     // target relative to the endpoint's path
     bool idempotent = true;
   };
+  // The call every JSON API with a bearer token makes: Authorization: Bearer <token>, Accept:
+  // application/json, and Content-Type: application/json with a non-empty body.
+  static Call BearerJson(std::string_view method, std::string verb, std::string target,
+                         const std::string& token, std::string body, bool idempotent);
   // A 2xx response, or the decoded error. A 2xx whose body the caller then finds to be an error
   // (GraphQL errors in a 200) is the caller's to report with Record().
   Result<net::Response> Do(Call call, const ErrorDecoder& decode);

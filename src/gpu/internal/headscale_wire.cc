@@ -5,6 +5,7 @@
 #include <boost/json.hpp>
 
 #include "src/base/json.h"
+#include "src/gpu/internal/api_caller.h"
 #include "src/kube/object_helpers.h"
 
 namespace hyperslice::gpu::internal::headscale {
@@ -20,15 +21,6 @@ namespace {
 Error Bad(std::string_view what, std::string_view why) {
   return MakeError(ErrorKind::kInternal,
                    std::string(kHeadscale) + " " + std::string(what) + ": " + std::string(why));
-}
-
-Result<json::object> ParseObject(std::string_view body, std::string_view what) {
-  boost::system::error_code ec;
-  json::value v = json::parse(body, ec);
-  if (ec) return Bad(what, "answer is not JSON: " + ec.message());
-  auto* o = v.if_object();
-  if (o == nullptr) return Bad(what, "answer is not a JSON object");
-  return std::move(*o);
 }
 
 // A uint64 id: a string as protojson writes it; a JSON number is accepted too (a proxy may
@@ -150,7 +142,7 @@ std::string EncodeCreatePreAuthKey(const AuthKeyRequest& request, std::string_vi
 
 Result<AuthKey> DecodeCreatePreAuthKey(std::string_view body) {
   constexpr std::string_view kWhat = "preauthkey.create";
-  HS_ASSIGN_OR_RETURN(json::object o, ParseObject(body, kWhat));
+  HS_ASSIGN_OR_RETURN(json::object o, ParseAnswerObject(kHeadscale, kWhat, body));
   const json::object* k = ObjectField(o, "preAuthKey");
   if (k == nullptr) return Bad(kWhat, "answer has no \"preAuthKey\"");
   AuthKey key;
@@ -165,7 +157,7 @@ Result<AuthKey> DecodeCreatePreAuthKey(std::string_view body) {
 
 Result<std::vector<Device>> DecodeNodes(std::string_view body) {
   constexpr std::string_view kWhat = "node.list";
-  HS_ASSIGN_OR_RETURN(json::object o, ParseObject(body, kWhat));
+  HS_ASSIGN_OR_RETURN(json::object o, ParseAnswerObject(kHeadscale, kWhat, body));
   std::vector<Device> out;
   const json::array* nodes = ArrayField(o, "nodes");
   if (nodes == nullptr) {
@@ -190,7 +182,7 @@ Result<std::vector<Device>> DecodeNodes(std::string_view body) {
 
 Result<std::string> DecodeUserId(std::string_view body, std::string_view name) {
   constexpr std::string_view kWhat = "user.list";
-  HS_ASSIGN_OR_RETURN(json::object o, ParseObject(body, kWhat));
+  HS_ASSIGN_OR_RETURN(json::object o, ParseAnswerObject(kHeadscale, kWhat, body));
   if (const json::array* users = ArrayField(o, "users")) {
     for (const auto& v : *users) {
       const auto* u = v.if_object();

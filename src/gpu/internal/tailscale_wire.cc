@@ -5,6 +5,7 @@
 #include <boost/json.hpp>
 
 #include "src/base/json.h"
+#include "src/gpu/internal/api_caller.h"
 #include "src/kube/object_helpers.h"
 
 namespace hyperslice::gpu::internal::tailscale {
@@ -22,15 +23,6 @@ constexpr char kName[] = "tailscale";
 Error Bad(std::string_view what, std::string_view why) {
   return MakeError(ErrorKind::kInternal,
                    std::string(kName) + " " + std::string(what) + ": " + std::string(why));
-}
-
-Result<json::object> ParseObject(std::string_view body, std::string_view what) {
-  boost::system::error_code ec;
-  json::value v = json::parse(body, ec);
-  if (ec) return Bad(what, "answer is not JSON: " + ec.message());
-  auto* o = v.if_object();
-  if (o == nullptr) return Bad(what, "answer is not a JSON object");
-  return std::move(*o);
 }
 
 std::vector<std::string> Strings(const json::object& o, std::string_view key) {
@@ -83,7 +75,7 @@ std::string EncodeTokenRequest(std::string_view client_id, std::string_view clie
 
 Result<AccessToken> DecodeToken(std::string_view body) {
   constexpr std::string_view kWhat = "oauth.token";
-  HS_ASSIGN_OR_RETURN(json::object o, ParseObject(body, kWhat));
+  HS_ASSIGN_OR_RETURN(json::object o, ParseAnswerObject(kName, kWhat, body));
   AccessToken t;
   t.token = std::string(StringField(o, "access_token"));
   if (t.token.empty()) return Bad(kWhat, "answer has no access_token");
@@ -112,7 +104,7 @@ std::string EncodeCreateKey(const AuthKeyRequest& request, std::string_view desc
 
 Result<AuthKey> DecodeKey(std::string_view body) {
   constexpr std::string_view kWhat = "keys.create";
-  HS_ASSIGN_OR_RETURN(json::object o, ParseObject(body, kWhat));
+  HS_ASSIGN_OR_RETURN(json::object o, ParseAnswerObject(kName, kWhat, body));
   AuthKey key;
   key.id = std::string(StringField(o, "id"));
   key.key = std::string(StringField(o, "key"));
@@ -125,7 +117,7 @@ Result<AuthKey> DecodeKey(std::string_view body) {
 
 Result<std::vector<Device>> DecodeDevices(std::string_view body) {
   constexpr std::string_view kWhat = "devices.list";
-  HS_ASSIGN_OR_RETURN(json::object o, ParseObject(body, kWhat));
+  HS_ASSIGN_OR_RETURN(json::object o, ParseAnswerObject(kName, kWhat, body));
   std::vector<Device> out;
   const json::array* devices = ArrayField(o, "devices");
   if (devices == nullptr) {

@@ -219,7 +219,9 @@ int WorkQueue::NumRequeues(const std::string& item) { return rate_limiter_->NumR
 
 std::optional<std::string> WorkQueue::Get() {
   std::unique_lock lock(mu_);
+  ++blocked_;
   cv_.wait(lock, [&] { return !queue_.empty() || shutting_down_; });
+  --blocked_;
   if (queue_.empty()) return std::nullopt;
   std::string item = std::move(queue_.front());
   queue_.pop_front();
@@ -267,7 +269,9 @@ void WorkQueue::ShutDownWithDrain() {
   shutting_down_ = true;
   cv_.notify_all();
   delay_cv_.notify_all();
+  ++blocked_;
   cv_.wait(lock, [&] { return processing_.empty(); });
+  --blocked_;
 }
 
 bool WorkQueue::ShuttingDown() const {
@@ -278,6 +282,16 @@ bool WorkQueue::ShuttingDown() const {
 size_t WorkQueue::Len() const {
   std::lock_guard lock(mu_);
   return queue_.size();
+}
+
+size_t WorkQueue::NumBlocked() const {
+  std::lock_guard lock(mu_);
+  return blocked_;
+}
+
+Clock::TimePoint WorkQueue::DelaysCheckedAt() const {
+  std::lock_guard lock(mu_);
+  return delays_checked_at_;
 }
 
 size_t WorkQueue::NumProcessing() const {
@@ -310,6 +324,7 @@ void WorkQueue::DelayLoop() {
   auto next_metrics = created_ + kMetricsPeriod;
   while (!shutting_down_) {
     auto now = clock_.Now();
+    delays_checked_at_ = now;
     while (!waiting_.empty() && waiting_.top().ready_at <= now) {
       Waiting w = waiting_.top();
       waiting_.pop();

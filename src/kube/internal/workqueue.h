@@ -94,6 +94,11 @@ class WorkQueue {
   size_t Len() const;            // queued, ready to be handed out (the depth)
   size_t NumProcessing() const;  // handed out, not yet Done
   size_t NumWaiting() const;     // delayed, not yet due
+  // For tests that check that something does NOT happen (a delayed item not yet due, a Get or a
+  // drain that must wait), the signals that the queue has had its chance: threads blocked in
+  // Get() or ShutDownWithDrain(), and the clock time the delay thread last moved due items at.
+  size_t NumBlocked() const;
+  Clock::TimePoint DelaysCheckedAt() const;
 
  private:
   struct Waiting {
@@ -121,6 +126,8 @@ class WorkQueue {
   std::unordered_set<std::string> dirty_;
   std::unordered_set<std::string> processing_;
   bool shutting_down_ = false;
+  size_t blocked_ = 0;                  // threads in Get() or ShutDownWithDrain()
+  Clock::TimePoint delays_checked_at_;  // set by the delay thread
 
   std::priority_queue<Waiting, std::vector<Waiting>, std::greater<>> waiting_;
   std::unordered_map<std::string, Clock::TimePoint> waiting_ready_;  // item -> current ready_at

@@ -171,13 +171,4 @@ Result<RsaKey> MakeRsaKey(int bits) {
   return out;
 }
 
-std::string Base64(const std::string& data) {
-  std::string out(4 * ((data.size() + 2) / 3) + 1, '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(data.data()),
-                          static_cast<int>(data.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
 }  // namespace hyperslice::localcluster::internal

@@ -37,7 +37,4 @@ struct RsaKey {
 };
 Result<RsaKey> MakeRsaKey(int bits = 2048);
 
-// Standard base64 (no line breaks), for kubeconfig *-data fields.
-std::string Base64(const std::string& data);
-
 }  // namespace hyperslice::localcluster::internal

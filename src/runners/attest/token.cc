@@ -8,6 +8,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "src/base/base64.h"
 #include "src/base/json.h"
 #include "src/runners/attest/attest.h"
 #include "src/runners/attest/internal/wire.h"
@@ -15,8 +16,6 @@
 namespace hyperslice::runners::attest {
 namespace {
 
-using internal::Base64UrlDecode;
-using internal::Base64UrlEncode;
 using internal::Pkey;
 
 // The claims TokenClaims names; everything else travels in extra_json.

@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "src/base/base64.h"
 #include "src/runners/attest/attest.h"
 #include "src/runners/attest/internal/wire.h"
 
@@ -358,33 +357,6 @@ Result<std::pair<std::string, std::string>> MakeCredential(EVP_PKEY* ek_rsa,
   blob += enc_identity;
   OPENSSL_cleanse(seed.data(), seed.size());
   return std::make_pair(blob, encrypted_secret);
-}
-
-std::string Base64UrlEncode(std::string_view data) {
-  std::string s = Base64Encode(data);
-  while (!s.empty() && s.back() == '=') s.pop_back();
-  for (char& c : s) {
-    if (c == '+') c = '-';
-    if (c == '/') c = '_';
-  }
-  return s;
-}
-
-Result<std::string> Base64UrlDecode(std::string_view text) {
-  std::string s(text);
-  for (char& c : s) {
-    if (c == '-') {
-      c = '+';
-    } else if (c == '_') {
-      c = '/';
-    } else if (c == '+' || c == '/' || c == '=' || c == ' ' || c == '\n' || c == '\t' ||
-               c == '\r') {
-      return Error::Make(Error::Code::kInvalidArgument, "invalid base64url character");
-    }
-  }
-  if (s.size() % 4 == 1) return Error::Make(Error::Code::kInvalidArgument, "truncated base64url");
-  while (s.size() % 4 != 0) s += '=';
-  return Base64Decode(s, "base64url");
 }
 
 std::string RandomBytes(size_t n) {

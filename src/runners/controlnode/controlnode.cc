@@ -16,6 +16,7 @@
 #include "src/kube/informer.h"
 #include "src/kube/manager.h"
 #include "src/kube/metrics.h"
+#include "src/kube/node_conditions.h"
 #include "src/kube/object_helpers.h"
 #include "src/kube/store.h"
 #include "src/runners/controlnode/api.h"
@@ -899,10 +900,7 @@ class System final : public ControlNodeSet,
 
   Status SyncNodeStatus(const kube::Object& node, const ControlNodeSpec& spec,
                         const ResourceList& capacity, const ResourceList& allocatable) {
-    struct Cond {
-      const char *type, *status, *reason, *message;
-    };
-    static const Cond kConds[] = {
+    static const std::vector<kube::NodeCondition> kConds = {
         {"MemoryPressure", "False", "KubeletHasSufficientMemory",
          "control node has sufficient memory available"},
         {"DiskPressure", "False", "KubeletHasNoDiskPressure", "control node has no disk pressure"},
@@ -917,38 +915,14 @@ class System final : public ControlNodeSet,
     };
     json::object want_cap = to_json(capacity), want_alloc = to_json(allocatable);
     const json::object* status = ObjectField(node, "status");
-    std::map<std::string, json::object> server;
-    if (status != nullptr) {
-      if (const json::array* cs = ArrayField(*status, "conditions")) {
-        for (const auto& c : *cs) {
-          if (c.is_object()) server[S(StringField(c.as_object(), "type"))] = c.as_object();
-        }
-      }
-    }
-    auto now = std::chrono::system_clock::now();
-    std::string now_s = kube::FormatTime(now);
-    bool changed = status == nullptr || ObjectField(*status, "capacity") == nullptr ||
-                   *ObjectField(*status, "capacity") != want_cap ||
-                   ObjectField(*status, "allocatable") == nullptr ||
-                   *ObjectField(*status, "allocatable") != want_alloc;
-    json::array conds;
-    for (const auto& c : kConds) {
-      auto it = server.find(c.type);
-      bool same = it != server.end() && StringField(it->second, "status") == c.status &&
-                  StringField(it->second, "reason") == c.reason;
-      changed = changed || !same;
-      if (same && std::string(c.type) == "Ready") {
-        auto hb = kube::ParseTime(StringField(it->second, "lastHeartbeatTime"));
-        if (!hb || now - *hb >= o_.node_status_interval) changed = true;
-      }
-      conds.push_back(json::object{
-          {"type", c.type},
-          {"status", c.status},
-          {"reason", c.reason},
-          {"message", c.message},
-          {"lastHeartbeatTime", now_s},
-          {"lastTransitionTime", same ? S(StringField(it->second, "lastTransitionTime")) : now_s}});
-    }
+    kube::NodeConditionsUpdate update = kube::KubeletNodeConditions(
+        node, kConds, std::chrono::system_clock::now(), o_.node_status_interval);
+    const bool changed = update.changed || status == nullptr ||
+                         ObjectField(*status, "capacity") == nullptr ||
+                         *ObjectField(*status, "capacity") != want_cap ||
+                         ObjectField(*status, "allocatable") == nullptr ||
+                         *ObjectField(*status, "allocatable") != want_alloc;
+    const json::array& conds = update.conditions;
     if (!changed) return OkStatus();
     json::object patch{
         {"status",

@@ -4,6 +4,7 @@
 // Thread-safe (state lives in the apiserver and GCE).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -69,6 +70,24 @@ class Bootstrapper {
   std::chrono::system_clock::time_point wall_anchor_;
   Clock::TimePoint clock_anchor_;
 };
+
+// The join values in a VM's metadata (kubeadm-join-token, kubeadm-ca-hash,
+// kubeadm-control-plane-ip): one read-modify-write, its operation waited for up to `wait`.
+// `changed`: a write was made; `settled`: the metadata is known to be as wanted (false while the
+// operation still runs; the next reconcile re-reads the VM). A VM that is gone is kNotFound.
+struct MetadataWrite {
+  bool changed = false;
+  bool settled = true;
+};
+// Sets the keys of `values` that differ (no call when none does); other keys are kept.
+Result<MetadataWrite> WriteJoinValues(gce::Compute& compute, const std::string& project,
+                                      const std::string& zone, const std::string& name,
+                                      const std::map<std::string, std::string>& values,
+                                      Clock::Duration wait);
+// Removes the three join keys (no call when none is there); other keys are kept.
+Result<MetadataWrite> ClearJoinValues(gce::Compute& compute, const std::string& project,
+                                      const std::string& zone, const std::string& name,
+                                      Clock::Duration wait);
 
 // "sha256:" + hex SHA-256 of the DER SubjectPublicKeyInfo of the first certificate in `ca_pem`
 // (kubeadm's --discovery-token-ca-cert-hash).

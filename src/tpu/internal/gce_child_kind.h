@@ -4,6 +4,7 @@
 // create, delete, compare and observe its resource. Implementations are stateless.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 #include "src/base/result.h"
 #include "src/gce/compute.h"
 #include "src/kube/resource.h"
+#include "src/tpu/internal/json_fields.h"
 #include "src/tpu/internal/owner_marks.h"
 
 namespace hyperslice::tpu::internal {
@@ -64,6 +66,24 @@ class GceChildKind {
 
 // The three kinds (resource_policy_controller.cc, instance_template_controller.cc,
 // managed_instance_group_controller.cc).
+// The required-field part of a kind's Validate: the first of `strings` that is empty, else the
+// first of `objects` that is not an object, is kInvalidArgument "spec.<field> is required".
+inline Status RequireSpecFields(const boost::json::object& spec,
+                                std::initializer_list<const char*> strings,
+                                std::initializer_list<const char*> objects = {}) {
+  for (const char* f : strings) {
+    if (StringAt(spec, f).empty()) {
+      return Error::Make(Error::Code::kInvalidArgument, std::string("spec.") + f + " is required");
+    }
+  }
+  for (const char* f : objects) {
+    if (ObjectAt(spec, f) == nullptr) {
+      return Error::Make(Error::Code::kInvalidArgument, std::string("spec.") + f + " is required");
+    }
+  }
+  return OkStatus();
+}
+
 std::unique_ptr<GceChildKind> NewResourcePolicyKind();
 std::unique_ptr<GceChildKind> NewInstanceTemplateKind();
 std::unique_ptr<GceChildKind> NewManagedInstanceGroupKind();

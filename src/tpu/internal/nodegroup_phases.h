@@ -93,6 +93,18 @@ struct ChildrenState {
   kube::ObjectPtr mig_obj;  // the MIG child as cached, when it exists
 };
 
+// The phase's decisions, pure (no client, no cache):
+// A child's state from its Ready condition (`what` names it in the messages): not created, being
+// created, being reconciled (a condition older than its generation), or the condition's own.
+ChildState ChildStateOf(const kube::ObjectPtr& child, const std::string& what);
+// Whether the cached child already has `spec` and is controlled by the group `uid` (no apply).
+bool ChildUpToDate(const kube::Object& cached, const boost::json::object& spec,
+                   const std::string& uid);
+// The MIG's WaitingForPrerequisites state while it does not exist and either prerequisite is not
+// Ready; nullopt when it is to be applied (created in one go, or kept applied once it exists).
+std::optional<ChildState> MigWaiting(const ChildState& policy, const ChildState& tmpl,
+                                     bool mig_exists);
+
 class GroupChildren {
  public:
   GroupChildren(std::shared_ptr<kube::Client> client, NodeGroupInformers informers,
@@ -109,6 +121,28 @@ class GroupChildren {
 };
 
 // --- nodes and registration (nodegroup_nodes.cc) -------------------------------------------------
+
+// The MIG child's VMs (zone and provider id filled from the spec when absent) and how many are
+// RUNNING or failed (stopping, stopped, suspended, or with a lastAttempt error). Pure.
+struct MigInstances {
+  std::vector<InstanceState> instances;
+  int running = 0, failed = 0;
+};
+MigInstances InstancesOfMig(const NodeGroupSpec& spec, const kube::ObjectPtr& mig);
+
+// What a slice Node counts as: Ready with every chip, not Ready (why: its Ready condition), or
+// Ready with fewer allocatable google.com/tpu than its machine type has (why names the shortfall;
+// a Node without google.com/tpu yet is not judged on chips). Pure.
+struct NodeVerdict {
+  enum class Kind { kReady, kNotReady, kChipsMissing } kind = Kind::kReady;
+  std::string why;
+};
+NodeVerdict JudgeNode(const kube::Object& node, int chips_per_host);
+
+// The merge patch that gives `node` the group's labels and NoSchedule taint (the taint list
+// guarded by the Node's resourceVersion, the other taints kept); nullopt when it has both. Pure.
+std::optional<boost::json::object> NodeLabelPatch(const NodeGroupSpec& spec,
+                                                  const kube::Object& node);
 
 struct NodesObservation {
   std::vector<InstanceState> instances;  // the MIG child's VMs
@@ -146,6 +180,16 @@ std::string NodeName(const kube::Object& node);
 
 // --- bootstrap (nodegroup_bootstrap.cc) ----------------------------------------------------------
 
+// The CA whose hash joining VMs verify: `flag_pem` (--cluster-ca-file), else the CA of the
+// kubeconfig in kube-public/cluster-info (`cluster_info`, nullptr when it could not be read),
+// else `client_pem` (the operator's own trust). "" when none has one. Pure.
+std::string ChooseClusterCa(const std::string& flag_pem, const kube::Object* cluster_info,
+                            const std::string& client_pem);
+// When the group looks again after a bootstrap pass: while a VM waits for its join, before its
+// token (an hour) must be replaced; nullopt when nothing waits (a join wakes the group at once
+// through its Node's events). Pure.
+std::optional<Clock::Duration> BootstrapRecheck(const BootstrapReport& report);
+
 class GroupBootstrap {
  public:
   explicit GroupBootstrap(OperatorOptions options);
@@ -182,6 +226,18 @@ Readiness AssessReadiness(const NodeGroupSpec& spec, const ChildrenState& childr
 std::vector<ConditionValue> InvalidSpecConditions(const std::string& message);
 
 // --- teardown (nodegroup_teardown.cc) ------------------------------------------------------------
+
+// The teardown's decisions, pure:
+// Whether a Node still needs cordoning (spec.unschedulable not true).
+bool NeedsCordon(const kube::Object& node);
+// What one child (MIG, template or policy) needs: nothing (gone, or another group's child of the
+// same name), a delete, or a wait while its deletion runs (message: the group's Ready message).
+struct ChildTeardown {
+  enum class Action { kNone, kDelete, kWait } action = Action::kNone;
+  std::string message;
+};
+ChildTeardown TeardownChild(const kube::Object* child, const std::string& group_uid,
+                            const std::string& what, const std::string& name);
 
 class GroupTeardown {
  public:

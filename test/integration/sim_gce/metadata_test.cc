@@ -138,7 +138,9 @@ TEST_F(MetadataTest, WaitForChangeBlocksUntilTheValueChanges) {
     returned = true;
     return r;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Parked in the simulator: from now on only a change (or timeout_sec) answers it.
+  ASSERT_TRUE(Eventually([&] { return sim_->metadata_waiters() == 1; }))
+      << "wait_for_change was answered without a change";
   EXPECT_FALSE(returned.load()) << "wait_for_change returned before any change";
   SetMetadata(vm, "kubeadm-join-token", "tok-1");
   auto [rc, out] = waiter.get();
@@ -158,7 +160,9 @@ TEST_F(MetadataTest, WaitForChangeBlocksUntilTheValueChanges) {
     return Do(*metadata_, "GET", path + "?wait_for_change=true&last_etag=" + etag, "",
               {{"Metadata-Flavor", "Google"}});
   });
-  EXPECT_EQ(second.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  ASSERT_TRUE(Eventually([&] { return sim_->metadata_waiters() == 1; }))
+      << "a wait whose last_etag matches was answered without a change";
+  EXPECT_EQ(second.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
   SetMetadata(vm, "kubeadm-join-token", "tok-2");
   Reply changed = second.get();
   EXPECT_EQ(changed.status, 200);

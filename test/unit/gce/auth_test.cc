@@ -11,6 +11,7 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
+#include "src/base/base64.h"
 #include "src/base/fake_clock.h"
 #include "src/gce/auth.h"
 #include "src/gce/internal/jwt.h"
@@ -76,10 +77,9 @@ struct TokenEndpoint {
                 form["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer" &&
                 d2 != std::string::npos;
       if (ok) {
-        auto sig = internal::Base64UrlDecode(jwt.substr(d2 + 1));
+        auto sig = Base64UrlDecode(jwt.substr(d2 + 1));
         ok = sig.ok() && VerifyRs256(public_pem, jwt.substr(0, d2), *sig);
-        auto claims =
-            internal::Base64UrlDecode(jwt.substr(jwt.find('.') + 1, d2 - jwt.find('.') - 1));
+        auto claims = Base64UrlDecode(jwt.substr(jwt.find('.') + 1, d2 - jwt.find('.') - 1));
         if (ok && claims.ok()) {
           last_aud = std::string(boost::json::parse(*claims).as_object().at("aud").as_string());
         }

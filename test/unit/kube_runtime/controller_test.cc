@@ -11,7 +11,7 @@
 
 #include "src/base/fake_clock.h"
 #include "test/testenv/eventually.h"
-#include "test/unit/kube_runtime/settle.h"
+#include "test/unit/kube_runtime/queue_signals.h"
 
 namespace hyperslice::kube {
 namespace {
@@ -19,7 +19,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testenv::Eventually;
-using testing::Settle;
+using testing::DelaysChecked;
 
 ControllerOptions Opts(const std::string& name, Clock* clock, metrics::Registry* reg,
                        int workers = 1) {
@@ -72,7 +72,10 @@ TEST(Controller, KeyAddedThousandTimesWhileInFlightIsReconciledAtMostTwice) {
   }
   cv.notify_all();
   ASSERT_TRUE(Eventually([&] { return Total(reg, "dedup", "success") == 2; }));
-  Settle();
+  // Nothing queued, in flight or delayed: no third reconcile can start without a new Enqueue.
+  ASSERT_TRUE(Eventually([&] {
+    return c.queue().Len() == 0 && c.queue().NumProcessing() == 0 && c.queue().NumWaiting() == 0;
+  }));
   EXPECT_EQ(calls.load(), 2);
   EXPECT_EQ(max_concurrent.load(), 1) << "one key reconciled by two workers at once";
   c.Stop(seconds(5));
@@ -100,7 +103,8 @@ TEST(Controller, ErrorsRequeueWithExponentialBackoffOnTheClock) {
     // The failed key is re-added by the worker after Reconcile returns; wait until it waits.
     ASSERT_TRUE(Eventually([&] { return c.queue().NumWaiting() == 1; }));
     clock.Advance(milliseconds(expect_ms - 1));
-    Settle();
+    ASSERT_TRUE(DelaysChecked(c.queue(), clock));
+    ASSERT_EQ(c.queue().NumWaiting(), 1u) << "retried before " << expect_ms << " ms";
     ASSERT_EQ(count(), before) << "retried before " << expect_ms << " ms";
     clock.Advance(milliseconds(1));
     ASSERT_TRUE(Eventually([&] { return count() == before + 1; }));
@@ -133,7 +137,8 @@ TEST(Controller, RequeueAfterWaitsThatLongAndResetsBackoff) {
   c.Enqueue("k");
   ASSERT_TRUE(Eventually([&] { return calls.load() == 1 && c.queue().NumWaiting() == 1; }));
   clock.Advance(seconds(29));
-  Settle();
+  ASSERT_TRUE(DelaysChecked(c.queue(), clock));
+  EXPECT_EQ(c.queue().NumWaiting(), 1u);
   EXPECT_EQ(calls.load(), 1);
   clock.Advance(seconds(1));
   ASSERT_TRUE(Eventually([&] { return calls.load() == 2; }));
@@ -170,6 +175,7 @@ TEST(Controller, StopLetsTheRunningReconcileFinishAndDropsQueuedKeys) {
     ++calls;
     in_reconcile = true;
     while (!finish) std::this_thread::sleep_for(milliseconds(1));
+    in_reconcile = false;
     return ReconcileResult{};
   });
   ASSERT_TRUE(c.Start().ok());
@@ -177,15 +183,18 @@ TEST(Controller, StopLetsTheRunningReconcileFinishAndDropsQueuedKeys) {
   ASSERT_TRUE(Eventually([&] { return in_reconcile.load(); }));
   c.Enqueue("b");
   c.Enqueue("c");
-  std::atomic<bool> stopped{false};
-  std::thread stopper([&] {
-    c.Stop(seconds(10));
-    stopped = true;
-  });
-  Settle();
-  EXPECT_FALSE(stopped.load()) << "Stop returned while a reconcile was running";
+  // Stop waits for the running reconcile up to its grace period: with a reconcile that does not
+  // end, it returns no earlier than the grace (a Stop that did not wait would return at once).
+  const auto grace = milliseconds(300);
+  const auto stop_started = std::chrono::steady_clock::now();
+  c.Stop(grace);
+  EXPECT_GE(std::chrono::steady_clock::now() - stop_started, grace)
+      << "Stop returned while a reconcile was running, before its grace period";
+  EXPECT_TRUE(in_reconcile.load());
+  // Once the reconcile ends, Stop returns as soon as the workers have exited.
   finish = true;
-  stopper.join();
+  c.Stop(seconds(10));
+  EXPECT_FALSE(in_reconcile.load()) << "Stop returned before the reconcile finished";
   EXPECT_EQ(calls.load(), 1) << "queued keys must not start after Stop";
   EXPECT_EQ(Total(reg, "stopper", "success"), 1);
 }
@@ -201,8 +210,10 @@ TEST(Controller, LeaderGateStopsNewReconciles) {
   c.SetLeaderGate([&] { return leader.load(); });
   ASSERT_TRUE(c.Start().ok());
   c.Enqueue("a");
-  ASSERT_TRUE(Eventually([&] { return c.queue().Len() == 0 && c.queue().NumProcessing() == 0; }));
-  Settle();
+  // Handed out and done without a reconcile: calls cannot change any more for this Enqueue.
+  ASSERT_TRUE(Eventually([&] {
+    return c.queue().Len() == 0 && c.queue().NumProcessing() == 0 && c.queue().NumWaiting() == 0;
+  }));
   EXPECT_EQ(calls.load(), 0);
   leader = true;
   c.Enqueue("a");

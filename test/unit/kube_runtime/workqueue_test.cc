@@ -9,7 +9,7 @@
 
 #include "src/base/fake_clock.h"
 #include "test/testenv/eventually.h"
-#include "test/unit/kube_runtime/settle.h"
+#include "test/unit/kube_runtime/queue_signals.h"
 
 namespace hyperslice::kube {
 namespace {
@@ -17,7 +17,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testenv::Eventually;
-using testing::Settle;
+using testing::DelaysChecked;
 
 WorkQueueOptions Opts(FakeClock& clock, metrics::Registry* reg = nullptr,
                       const std::string& name = "") {
@@ -66,7 +66,7 @@ TEST(WorkQueue, GetBlocksUntilAnAdd) {
     EXPECT_EQ(item, "x");
     got = true;
   });
-  Settle();
+  ASSERT_TRUE(Eventually([&] { return q.NumBlocked() == 1; }));
   EXPECT_FALSE(got.load());
   q.Add("x");
   t.join();
@@ -85,9 +85,11 @@ TEST(WorkQueue, ShutDownHandsOutQueuedItemsThenEnds) {
   EXPECT_EQ(q.Get(), "a");
   EXPECT_EQ(q.Get(), "b");
   EXPECT_EQ(q.Get(), std::nullopt);
+  ASSERT_TRUE(Eventually([&] { return q.NumWaiting() == 0; }))
+      << "delayed items are dropped at shutdown";
   clock.Advance(seconds(2));
-  Settle();
-  EXPECT_EQ(q.Get(), std::nullopt) << "delayed items are dropped at shutdown";
+  EXPECT_EQ(q.Len(), 0u);
+  EXPECT_EQ(q.Get(), std::nullopt);
 }
 
 TEST(WorkQueue, ShutDownWakesBlockedGetters) {
@@ -115,7 +117,8 @@ TEST(WorkQueue, ShutDownWithDrainWaitsForInFlightItems) {
     q.ShutDownWithDrain();
     drained = true;
   });
-  Settle();
+  ASSERT_TRUE(Eventually([&] { return q.NumBlocked() == 1; }))
+      << "drain returned while an item was still in flight";
   EXPECT_FALSE(drained.load()) << "drain returned while an item was still in flight";
   q.Done("a");
   t.join();
@@ -130,14 +133,15 @@ TEST(WorkQueue, AddAfterQueuesWhenDueAndEarliestDelayWins) {
   q.AddAfter("a", seconds(20));  // later: ignored
   EXPECT_EQ(q.NumWaiting(), 1u);
   clock.Advance(milliseconds(2999));
-  Settle();
+  ASSERT_TRUE(DelaysChecked(q, clock));
   EXPECT_EQ(q.Len(), 0u);
+  EXPECT_EQ(q.NumWaiting(), 1u);
   clock.Advance(milliseconds(1));
   ASSERT_TRUE(Eventually([&] { return q.Len() == 1; }));
   EXPECT_EQ(q.Get(), "a");
   q.Done("a");
   clock.Advance(seconds(30));
-  Settle();
+  ASSERT_TRUE(DelaysChecked(q, clock));
   EXPECT_EQ(q.Len(), 0u) << "superseded delays must not add the item again";
 }
 
@@ -191,7 +195,7 @@ TEST(WorkQueue, FailingKeyBacksOffExponentiallyOnTheClock) {
     q.AddRateLimited("k");  // the reconcile failed
     q.Done("k");
     clock.Advance(milliseconds(expect_ms - 1));
-    Settle();
+    ASSERT_TRUE(DelaysChecked(q, clock));
     ASSERT_EQ(q.Len(), 0u) << "retried before " << expect_ms << " ms";
     clock.Advance(milliseconds(1));
     ASSERT_TRUE(Eventually([&] { return q.Len() == 1; }))

@@ -60,6 +60,32 @@ TEST_F(RequeueScheduleTest, DriftCheckIsJitteredByTwentyPercent) {
   EXPECT_EQ(Make(0.75).DriftCheck("a"), minutes(11));
 }
 
+TEST_F(RequeueScheduleTest, JitterStaysUnderTheUpperBoundAndAZeroIntervalStillRequeues) {
+  EXPECT_LT(Make(0.999999).DriftCheck("a"), minutes(12));
+  EXPECT_GT(Make(0.999999).DriftCheck("a"), minutes(11));
+  RequeueSchedule zero({.drift_check_interval = Clock::Duration::zero(),
+                        .clock = &clock_,
+                        .random = [] { return 0.5; }});
+  EXPECT_EQ(zero.DriftCheck("a"), milliseconds(1)) << "a zero requeue would mean none";
+}
+
+TEST_F(RequeueScheduleTest, OnlyAFailureGatesAndTheGateFollowsTheClock) {
+  auto s = Make();
+  EXPECT_EQ(s.Backoff("a"), seconds(2));
+  EXPECT_FALSE(s.RetryGate("a")) << "not done yet is no failure: an event may look at once";
+  EXPECT_EQ(s.Failed("a"), seconds(4));
+  clock_.Advance(seconds(3));
+  ASSERT_TRUE(s.RetryGate("a"));
+  EXPECT_EQ(*s.RetryGate("a"), seconds(1));
+  EXPECT_EQ(s.Failed("a"), seconds(8)) << "a failure while gated moves the gate";
+  clock_.Advance(seconds(7));
+  ASSERT_TRUE(s.RetryGate("a"));
+  EXPECT_EQ(*s.RetryGate("a"), seconds(1));
+  clock_.Advance(seconds(1));
+  EXPECT_FALSE(s.RetryGate("a"));
+  EXPECT_FALSE(s.RetryGate("a")) << "an opened gate stays open";
+}
+
 TEST_F(RequeueScheduleTest, UntilDriftCheckCountsDownAndABackoffCancelsIt) {
   auto s = Make();
   EXPECT_FALSE(s.UntilDriftCheck("a")) << "nothing scheduled";

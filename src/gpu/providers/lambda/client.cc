@@ -156,17 +156,9 @@ class LambdaProvider final : public Provider {
                              const std::string& path, std::string body, bool idempotent = true) {
     auto key = caller.credentials().Get();
     if (!key.ok()) return key.error();
-    ApiCaller::Call call;
-    call.method = method;
-    call.request.method = verb;
-    call.request.target = std::string(kApi) + path;
-    call.request.headers = {{"Authorization", "Bearer " + *key}, {"Accept", "application/json"}};
-    if (!body.empty()) {
-      call.request.headers.emplace_back("Content-Type", "application/json");
-      call.request.body = std::move(body);
-    }
-    call.idempotent = idempotent;
-    return caller.Do(std::move(call), lc::DecodeError);
+    return caller.Do(ApiCaller::BearerJson(method, verb, std::string(kApi) + path, *key,
+                                           std::move(body), idempotent),
+                     lc::DecodeError);
   }
 
   // A 2xx whose body is not the documented shape is counted as an error of that method.

@@ -60,22 +60,6 @@ Normalized Region(const std::string& r) {
   return n;
 }
 
-std::string UrlEncode(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (std::isalnum(u) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += c;
-    } else {
-      out += '%';
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    }
-  }
-  return out;
-}
-
 class Paperspace final : public Provider {
  public:
   Paperspace(std::unique_ptr<internal::ApiCaller> api, PriceTable table)
@@ -205,7 +189,7 @@ class Paperspace final : public Provider {
   }
 
   Result<Instance> Get(const std::string& id) override {
-    auto r = Call("machines.get", "GET", "/v1/machines/" + UrlEncode(id), "", true);
+    auto r = Call("machines.get", "GET", "/v1/machines/" + net::UrlEncode(id), "", true);
     if (!r.ok()) return r.error();
     auto m = paperspace::DecodeMachine(r->body);
     if (!m.ok()) {
@@ -228,7 +212,7 @@ class Paperspace final : public Provider {
     std::string after;
     for (int page = 0; page < 1000; ++page) {
       std::string target = "/v1/machines?limit=" + std::to_string(kPageLimit);
-      if (!after.empty()) target += "&after=" + UrlEncode(after);
+      if (!after.empty()) target += "&after=" + net::UrlEncode(after);
       auto r = Call("machines.list", "GET", target, "", true);
       if (!r.ok()) return r.error();
       auto p = paperspace::DecodeMachineList(r->body);
@@ -253,7 +237,7 @@ class Paperspace final : public Provider {
   }
 
   Status Delete(const std::string& id) override {
-    auto r = Call("machines.delete", "DELETE", "/v1/machines/" + UrlEncode(id), "", true);
+    auto r = Call("machines.delete", "DELETE", "/v1/machines/" + net::UrlEncode(id), "", true);
     if (!r.ok() && KindOf(r.error()) != ErrorKind::kNotFound) return r.error();
     // The machine's startup scripts are ours to remove; failing to is not the caller's problem.
     auto scripts = Scripts();
@@ -274,16 +258,8 @@ class Paperspace final : public Provider {
                              std::string body, bool idempotent, bool create = false) {
     auto key = api_->credentials().Get();
     if (!key.ok()) return key.error();
-    internal::ApiCaller::Call call;
-    call.method = method;
-    call.request.method = std::move(verb);
-    call.request.target = std::move(target);
-    call.request.headers = {{"Authorization", "Bearer " + *key}, {"Accept", "application/json"}};
-    if (!body.empty()) {
-      call.request.headers.emplace_back("Content-Type", "application/json");
-      call.request.body = std::move(body);
-    }
-    call.idempotent = idempotent;
+    auto call = internal::ApiCaller::BearerJson(method, std::move(verb), std::move(target), *key,
+                                                std::move(body), idempotent);
     return api_->Do(std::move(call), [create](const net::Response& r) {
       return ClassifyError(r.status, r.body, create);
     });
@@ -294,7 +270,7 @@ class Paperspace final : public Provider {
     std::string after;
     for (int page = 0; page < 1000; ++page) {
       std::string target = "/v1/startup-scripts?limit=" + std::to_string(kPageLimit);
-      if (!after.empty()) target += "&after=" + UrlEncode(after);
+      if (!after.empty()) target += "&after=" + net::UrlEncode(after);
       auto r = Call("startupScripts.list", "GET", target, "", true);
       if (!r.ok()) return r.error();
       auto p = paperspace::DecodeStartupScriptList(r->body);
@@ -310,8 +286,8 @@ class Paperspace final : public Provider {
   }
 
   void DeleteScript(const std::string& id) {
-    auto r =
-        Call("startupScripts.delete", "DELETE", "/v1/startup-scripts/" + UrlEncode(id), "", true);
+    auto r = Call("startupScripts.delete", "DELETE", "/v1/startup-scripts/" + net::UrlEncode(id),
+                  "", true);
     if (!r.ok() && KindOf(r.error()) != ErrorKind::kNotFound) {
       log::Warn("paperspace startup script not deleted",
                 {{"scriptId", id}, {"error", r.error().message}});

@@ -13,6 +13,7 @@
 #include <boost/json.hpp>
 
 #include "src/gpu/normalize.h"
+#include "src/net/http.h"
 
 namespace hyperslice::gpu::providers::runpod {
 
@@ -89,22 +90,6 @@ bool HexDigit(char c, int* out) {
   return true;
 }
 
-std::string PercentEncode(std::string_view s) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (std::isalnum(u) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += c;
-    } else {
-      out += '%';
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    }
-  }
-  return out;
-}
-
 std::optional<std::string> PercentDecode(std::string_view s) {
   std::string out;
   for (size_t k = 0; k < s.size(); ++k) {
@@ -141,7 +126,7 @@ std::string EncodeTags(const std::map<std::string, std::string>& tags) {
   std::string out;
   for (const auto& [k, v] : tags) {
     if (!out.empty()) out += '&';
-    out += PercentEncode(k) + "=" + PercentEncode(v);
+    out += net::UrlEncode(k) + "=" + net::UrlEncode(v);
   }
   return out;
 }

@@ -278,18 +278,9 @@ class VastProvider final : public Provider {
                            std::string body, bool idempotent) {
     auto key = api_->credentials().Get();
     if (!key.ok()) return key.error();
-    ApiCaller::Call c;
-    c.method = method;
-    c.idempotent = idempotent;
-    c.request.method = verb;
-    c.request.target = std::move(target);
-    c.request.headers = {{"Authorization", "Bearer " + *key}, {"Accept", "application/json"}};
-    if (!body.empty()) {
-      c.request.headers.emplace_back("Content-Type", "application/json");
-      c.request.body = std::move(body);
-    }
-    return api_->Do(std::move(c),
-                    [call](const net::Response& r) { return vast::DecodeError(call, r); });
+    return api_->Do(
+        ApiCaller::BearerJson(method, verb, std::move(target), *key, std::move(body), idempotent),
+        [call](const net::Response& r) { return vast::DecodeError(call, r); });
   }
 
   std::unique_ptr<ApiCaller> api_;

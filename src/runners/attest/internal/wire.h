@@ -86,8 +86,6 @@ Result<std::pair<std::string, std::string>> MakeCredential(EVP_PKEY* ek_rsa,
                                                            std::string_view object_name,
                                                            std::string_view secret);
 
-std::string Base64UrlEncode(std::string_view data);  // no padding
-Result<std::string> Base64UrlDecode(std::string_view text);
 std::string RandomBytes(size_t n);
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
