@@ -1,4 +1,5 @@
 #include "sim/kubelet/internal/crypto.h"
+#include "src/base/base64.h"
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>
