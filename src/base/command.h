@@ -19,7 +19,7 @@ struct CommandResult {
 };
 
 // Runs argv (no shell interpretation of its words) with `env` ("NAME=value") added to the
-// environment, and waits for it.
+// environment, stdin from /dev/null and no other descriptor of the caller, and waits for it.
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          const std::vector<std::string>& env = {});
 

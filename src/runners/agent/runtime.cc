@@ -158,6 +158,9 @@ Status SpawnShim(const std::vector<std::string>& shim_argv, const ShimOptions& o
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, shim_log.c_str(),
                                    O_WRONLY | O_CREAT | O_APPEND, 0600);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  // The shim outlives the agent: an inherited socket or pipe of the agent's would stay open
+  // with it (a listener still bound after the agent's restart).
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   // Its own session: the shim outlives the agent (kill -9, restart) and keeps no controlling

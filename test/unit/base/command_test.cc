@@ -54,6 +54,20 @@ TEST(StartBackground, WritesBothStreamsToTheLogInItsOwnProcessGroup) {
   (void)std::system((std::string("rm -rf ") + tmpl).c_str());
 }
 
+// A descriptor opened without close-on-exec (as Asio opens its sockets) must not reach the
+// child: a long-lived child (a container shim) would keep a listener of the parent's bound.
+TEST(RunCommand, TheChildGetsStdioOnly) {
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);  // no O_CLOEXEC on purpose
+  const std::string probe = "/proc/self/fd/" + std::to_string(pipe_fds[1]);
+  CommandResult r = RunCommand({"/bin/sh", "-c", "if [ -e " + probe +
+                                                     " ]; then echo inherited; else echo closed; fi"});
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  ASSERT_EQ(r.exit_code, 0) << r.errors;
+  EXPECT_EQ(r.output, "closed\n");
+}
+
 TEST(StartBackground, AMissingProgramIsAnError) {
   auto pid = StartBackground({"/nonexistent/hs-no-such-program"}, "/dev/null");
   EXPECT_FALSE(pid.ok());
