@@ -60,8 +60,8 @@ TEST(RunCommand, TheChildGetsStdioOnly) {
   int pipe_fds[2];
   ASSERT_EQ(::pipe(pipe_fds), 0);  // no O_CLOEXEC on purpose
   const std::string probe = "/proc/self/fd/" + std::to_string(pipe_fds[1]);
-  CommandResult r = RunCommand({"/bin/sh", "-c", "if [ -e " + probe +
-                                                     " ]; then echo inherited; else echo closed; fi"});
+  CommandResult r = RunCommand(
+      {"/bin/sh", "-c", "if [ -e " + probe + " ]; then echo inherited; else echo closed; fi"});
   ::close(pipe_fds[0]);
   ::close(pipe_fds[1]);
   ASSERT_EQ(r.exit_code, 0) << r.errors;
