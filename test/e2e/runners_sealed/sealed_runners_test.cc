@@ -47,9 +47,9 @@
 #include "test/testenv/command.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/registry.h"
-#include "test/testenv/testenv.h"
 #include "test/testenv/runner_agent.h"
 #include "test/testenv/runners_env.h"
+#include "test/testenv/testenv.h"
 #include "test/unit/runners_attest/signing.h"
 
 namespace hyperslice {
