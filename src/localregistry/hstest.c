@@ -55,11 +55,12 @@ static void token(const char* spec) {
   char body[1024], req[2048];
   /* HS_TEE_KEY: the hex SHA-256 of a key this workload holds, bound into the token. */
   const char* key = getenv("HS_TEE_KEY");
-  int blen = key && *key
-                 ? snprintf(body, sizeof body,
-                            "{\"audience\":\"%s\",\"nonces\":[\"%s\"],\"tee_pubkey_sha256\":\"%s\"}", aud,
-                            nonce, key)
-                 : snprintf(body, sizeof body, "{\"audience\":\"%s\",\"nonces\":[\"%s\"]}", aud, nonce);
+  int blen =
+      key && *key
+          ? snprintf(body, sizeof body,
+                     "{\"audience\":\"%s\",\"nonces\":[\"%s\"],\"tee_pubkey_sha256\":\"%s\"}", aud,
+                     nonce, key)
+          : snprintf(body, sizeof body, "{\"audience\":\"%s\",\"nonces\":[\"%s\"]}", aud, nonce);
   int rlen =
       snprintf(req, sizeof req,
                "POST /v1/token HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
