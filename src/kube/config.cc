@@ -406,6 +406,22 @@ Result<Config> ParseKubeconfig(const std::string& yaml, const std::string& base_
   return ResolveGuarded({std::move(src)}, context);
 }
 
+Result<std::string> SoleClusterCa(const std::string& yaml) {
+  HS_ASSIGN_OR_RETURN(auto src, ParseSource(yaml, "/", "kubeconfig"));
+  YAML::Node list = src.root["clusters"];
+  if (!list || !list.IsSequence() || list.size() != 1) {
+    return Invalid("kubeconfig: not exactly one cluster");
+  }
+  YAML::Node body = list[0]["cluster"];
+  if (!body || !body.IsMap()) return Invalid("kubeconfig: the cluster has no \"cluster\" map");
+  const std::string data = Str(body, "certificate-authority-data");
+  if (data.empty()) return Invalid("kubeconfig: the cluster has no certificate-authority-data");
+  HS_ASSIGN_OR_RETURN(std::string pem,
+                      Base64Decode(data, "kubeconfig: certificate-authority-data"));
+  HS_RETURN_IF_ERROR(CheckCertPem(pem, "kubeconfig: cluster certificate authority"));
+  return pem;
+}
+
 Result<Config> LoadKubeconfig(const std::string& path, const std::string& context) {
   HS_ASSIGN_OR_RETURN(auto src, LoadSource(path));
   return ResolveGuarded({std::move(src)}, context);

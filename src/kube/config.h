@@ -43,6 +43,11 @@ Result<Config> LoadKubeconfig(const std::string& path, const std::string& contex
 // Parses kubeconfig YAML text (base_dir resolves relative paths).
 Result<Config> ParseKubeconfig(const std::string& yaml, const std::string& base_dir,
                                const std::string& context = "");
+// The certificate authority (PEM) of a kubeconfig that holds exactly one cluster and may have no
+// context: the form kubeadm publishes in kube-public/cluster-info (one cluster named "", no
+// contexts, no current-context), which ParseKubeconfig refuses for want of a context. Only inline
+// certificate-authority-data counts: a file path in published data names nothing on this host.
+Result<std::string> SoleClusterCa(const std::string& yaml);
 // In-cluster: KUBERNETES_SERVICE_HOST/PORT and /var/run/secrets/kubernetes.io/serviceaccount
 // (root overridable for tests).
 Result<Config> InClusterConfig(

@@ -24,6 +24,9 @@ std::string ChooseClusterCa(const std::string& flag_pem, const kube::Object* clu
   if (!kubeconfig.empty()) {
     auto cfg = kube::ParseKubeconfig(kubeconfig, "/");
     if (cfg.ok() && !cfg->tls.ca_pem.empty()) return cfg->tls.ca_pem;
+    // kubeadm's cluster-info has one unnamed cluster and no context.
+    auto sole = kube::SoleClusterCa(kubeconfig);
+    if (sole.ok()) return *sole;
   }
   return client_pem;
 }

@@ -243,6 +243,24 @@ TEST(ChooseClusterCa, FlagThenClusterInfoThenTheClientsOwn) {
   EXPECT_EQ(ChooseClusterCa("", nullptr, ""), "");
 }
 
+// kube-public/cluster-info exactly as kubeadm writes it: one cluster named "", no context.
+TEST(ChooseClusterCa, ReadsKubeadmsClusterInfoWhichHasNoContext) {
+  auto ca = net::pki::MakeCa("kubeadm-ca");
+  ASSERT_TRUE(ca.ok()) << ca.error().ToString();
+  const std::string kubeconfig =
+      "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: " +
+      Base64Encode(ca->cert_pem) +
+      "\n    server: https://10.0.0.1:6443\n  name: \"\"\ncontexts: null\ncurrent-context: \"\"\n"
+      "kind: Config\npreferences: {}\nusers: null\n";
+  const kube::Object info{{"data", json::object{{"kubeconfig", kubeconfig}}}};
+  EXPECT_EQ(ChooseClusterCa("", &info, "CLIENT-CA"), ca->cert_pem);
+  const kube::Object garbled{
+      {"data", json::object{{"kubeconfig",
+                             "clusters:\n- cluster:\n    "
+                             "certificate-authority-data: bm90IGEgY2VydA==\n"}}}};
+  EXPECT_EQ(ChooseClusterCa("", &garbled, "CLIENT-CA"), "CLIENT-CA") << "not a certificate";
+}
+
 TEST(BootstrapRecheck, LooksAgainBeforeAWaitingVmsTokenExpires) {
   BootstrapReport report;
   EXPECT_FALSE(BootstrapRecheck(report).has_value()) << "a join wakes the group by itself";
