@@ -744,6 +744,14 @@ Status PodManager::Delete(const std::string& uid, std::optional<std::chrono::sec
     if (ip && !ec) o_.network->Release(*ip);
   }
   std::lock_guard lock(mu_);
+  if (!result.ok()) {
+    // Not gone: keep the pod (stopped, its worker joined) so that it is still listed and the
+    // next DeletePod does the remaining steps again; every step above is idempotent. Forgetting
+    // it here made that retry a no-op and left its namespace, mounts and folder behind.
+    pods_.emplace(uid, pod);
+    log::Warn("pod not deleted yet", {{"uid", uid}, {"error", result.error().message}});
+    return result;
+  }
   for (const auto& [name, list] : pod->devices) {
     for (const auto& d : list) used_devices_.erase(d.host_path);
   }

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "src/base/command.h"
+#include "src/base/strings.h"
 #include "test/integration/runners_agent/fixture.h"
 
 namespace hyperslice::runners::testing {
@@ -319,6 +320,73 @@ TEST_F(AgentTest, ContainersSurviveAgentKill9AndAreAdoptedOnce) {
 // with grace 0 as fast as a fresh one: SIGKILL at once (hstest, PID 1 of its namespace without a
 // handler, ignores SIGTERM, so any wait for a grace would show), and nothing is left: runtime
 // state, shim, pod directory, network namespace, mounts.
+// A DeletePod that fails part-way (here `ip netns delete`, refused while a flag file exists, as
+// a namespace still held by an exiting process refuses it) reports the error and keeps the pod,
+// so that the control node's retry finishes the job; it used to forget the pod, and the retry
+// answered OK with the namespace left behind.
+TEST_F(AgentTest, AFailedDeleteKeepsThePodForTheRetry) {
+  const std::string bin = env_->dir + "/flaky-ip";
+  const std::string flag = env_->dir + "/refuse-netns-delete";
+  fs::create_directories(bin);
+  const std::string real_ip = TrimSpace(RunCommand({"sh", "-c", "command -v ip"}).output);
+  ASSERT_FALSE(real_ip.empty());
+  {
+    std::ofstream w(bin + "/ip");
+    w << "#!/bin/sh\nif [ \"$1 $2\" = \"netns delete\" ] && [ -e " << flag
+      << " ]; then echo 'Cannot remove namespace file: Device or resource busy' >&2; exit 1; fi\n"
+      << "exec " << real_ip << " \"$@\"\n";
+  }
+  fs::permissions(bin + "/ip", fs::perms::owner_all);
+  const char* old_path = std::getenv("PATH");
+  const std::string saved = old_path ? old_path : "";
+  ::setenv("PATH", (bin + ":" + saved).c_str(), 1);
+  AgentProcess flaky(*env_, "runner-flaky");
+  auto started = flaky.Start();
+  ::setenv("PATH", saved.c_str(), 1);
+  ASSERT_TRUE(started);
+  auto stub = flaky.Stub();
+  {
+    grpc::ClientContext ctx;
+    v1::PodStatus st;
+    ASSERT_TRUE(stub->RunPod(&ctx, Pod("p-retry", env_->image, {"sleep:120"}), &st).ok());
+  }
+  ASSERT_TRUE(WaitFor(*stub, "p-retry", [](const v1::PodStatus& p) {
+    return p.container_statuses(0).has_running();
+  }));
+  auto del = [&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::DeletePodRequest req;
+    req.set_uid("p-retry");
+    req.set_grace_seconds(0);
+    v1::DeletePodResponse resp;
+    return stub->DeletePod(&ctx, req, &resp);
+  };
+  auto listed = [&] {
+    grpc::ClientContext ctx;
+    v1::ListPodsResponse list;
+    EXPECT_TRUE(stub->ListPods(&ctx, v1::ListPodsRequest(), &list).ok());
+    for (const auto& p : list.pods()) {
+      if (p.pod().uid() == "p-retry") return true;
+    }
+    return false;
+  };
+  { std::ofstream(flag) << "1"; }
+  grpc::Status first = del();
+  EXPECT_FALSE(first.ok()) << "the namespace could not go: the delete is not done";
+  EXPECT_TRUE(fs::exists("/var/run/netns/hs-p-retry"));
+  EXPECT_TRUE(listed()) << "still the agent's: the retry must find it";
+  fs::remove(flag);
+  grpc::Status second = del();
+  EXPECT_TRUE(second.ok()) << second.error_message();
+  EXPECT_FALSE(listed());
+  EXPECT_FALSE(fs::exists("/var/run/netns/hs-p-retry"));
+  EXPECT_FALSE(fs::exists(flaky.state_dir() + "/pods/p-retry"));
+  EXPECT_EQ(RunCommand({"cat", "/proc/self/mountinfo"}).output.find("p-retry"), std::string::npos);
+  if (fs::exists("/var/run/netns/hs-p-retry"))
+    (void)RunCommand({real_ip, "netns", "delete", "hs-p-retry"});
+}
+
 TEST_F(AgentTest, DeletingAnAdoptedRunningContainerWithGraceZeroIsImmediate) {
   AgentProcess third(*env_, "runner-c");
   ASSERT_TRUE(third.Start());
