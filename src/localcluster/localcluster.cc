@@ -24,9 +24,9 @@
 
 #include "src/base/log.h"
 #include "src/base/strings.h"
-#include "src/localcluster/internal/pki.h"
 #include "src/localcluster/internal/process.h"
 #include "src/net/http.h"
+#include "src/net/pki.h"
 
 #ifndef HS_SOURCE_DIR
 #error "HS_SOURCE_DIR must name the repository root (set by src/localcluster/CMakeLists.txt)"
@@ -90,7 +90,7 @@ Result<std::string> FindBinDir(const Options& options) {
 }
 
 std::string Kubeconfig(const std::string& server, const std::string& ca_pem,
-                       const std::string& user, const internal::KeyPair& cred) {
+                       const std::string& user, const net::pki::KeyPair& cred) {
   std::string s;
   s += "apiVersion: v1\nkind: Config\n";
   s += "clusters:\n- name: hyperslice-local\n  cluster:\n";
@@ -299,35 +299,39 @@ class LocalClusterImpl final : public LocalCluster {
   }
 
   Status WritePki() {
-    using internal::LeafSpec;
+    using net::pki::CertRequest;
     fs::path pki = fs::path(work_dir_) / "pki";
-    HS_ASSIGN_OR_RETURN(ca_, internal::MakeCa("hyperslice-local-ca"));
+    HS_ASSIGN_OR_RETURN(ca_, net::pki::MakeCa("hyperslice-local-ca"));
     HS_ASSIGN_OR_RETURN(
         auto serving,
-        internal::MakeLeaf(ca_,
-                           LeafSpec{.common_name = "kube-apiserver",
+        net::pki::Issue(ca_,
+                        CertRequest{.common_name = "kube-apiserver",
                                     .dns_names = {"localhost", "kubernetes", "kubernetes.default",
                                                   "kubernetes.default.svc",
                                                   "kubernetes.default.svc.cluster.local"},
                                     .ip_addresses = {"127.0.0.1", "10.0.0.1"},
                                     .server = true}));
     HS_ASSIGN_OR_RETURN(admin_,
-                        internal::MakeLeaf(ca_, LeafSpec{.common_name = "kubernetes-admin",
-                                                         .organizations = {"system:masters"}}));
+                        net::pki::Issue(ca_, CertRequest{.common_name = "kubernetes-admin",
+                                                         .organizations = {"system:masters"},
+                                                         .client = true}));
     HS_ASSIGN_OR_RETURN(
         controller_manager_cred_,
-        internal::MakeLeaf(ca_, LeafSpec{.common_name = "system:kube-controller-manager"}));
+        net::pki::Issue(
+            ca_, CertRequest{.common_name = "system:kube-controller-manager", .client = true}));
     // The apiserver's bootstrap RBAC binds the system:kube-scheduler role to this user.
-    HS_ASSIGN_OR_RETURN(scheduler_cred_,
-                        internal::MakeLeaf(ca_, LeafSpec{.common_name = "system:kube-scheduler"}));
+    HS_ASSIGN_OR_RETURN(
+        scheduler_cred_,
+        net::pki::Issue(ca_, CertRequest{.common_name = "system:kube-scheduler", .client = true}));
     // What the apiserver presents to kubelets (logs, exec): signed by the cluster CA, which is
     // also the client CA kubelets trust (--client-ca-file, the client-ca-file of
     // kube-system/extension-apiserver-authentication). kubeadm issues the same certificate.
     HS_ASSIGN_OR_RETURN(
         auto kubelet_client,
-        internal::MakeLeaf(ca_, LeafSpec{.common_name = "kube-apiserver-kubelet-client",
-                                         .organizations = {"system:masters"}}));
-    HS_ASSIGN_OR_RETURN(auto sa, internal::MakeRsaKey(2048));
+        net::pki::Issue(ca_, CertRequest{.common_name = "kube-apiserver-kubelet-client",
+                                         .organizations = {"system:masters"},
+                                         .client = true}));
+    HS_ASSIGN_OR_RETURN(auto sa, net::pki::MakeRsaKey());
 
     const auto key_perms = fs::perms::owner_read | fs::perms::owner_write;
     const auto cert_perms = key_perms | fs::perms::group_read | fs::perms::others_read;
@@ -343,8 +347,8 @@ class LocalClusterImpl final : public LocalCluster {
         WriteFile(pki / "apiserver-kubelet-client.crt", kubelet_client.cert_pem, cert_perms));
     HS_RETURN_IF_ERROR(
         WriteFile(pki / "apiserver-kubelet-client.key", kubelet_client.key_pem, key_perms));
-    HS_RETURN_IF_ERROR(WriteFile(pki / "sa.key", sa.private_pem, key_perms));
-    HS_RETURN_IF_ERROR(WriteFile(pki / "sa.pub", sa.public_pem, cert_perms));
+    HS_RETURN_IF_ERROR(WriteFile(pki / "sa.key", sa.key_pem, key_perms));
+    HS_RETURN_IF_ERROR(WriteFile(pki / "sa.pub", sa.cert_pem, cert_perms));
     return OkStatus();
   }
 
@@ -660,7 +664,7 @@ class LocalClusterImpl final : public LocalCluster {
   std::string server_url_, kubeconfig_path_, ca_cert_path_, ca_key_path_, etcd_url_;
   std::string audit_policy_path_, audit_log_path_;
   int apiserver_port_ = 0;
-  internal::KeyPair ca_, admin_, controller_manager_cred_, scheduler_cred_;
+  net::pki::KeyPair ca_, admin_, controller_manager_cred_, scheduler_cred_;
   // Declared in start order; StopAll() stops them in reverse.
   Process etcd_, apiserver_, controller_manager_, scheduler_;
 };
