@@ -7,6 +7,7 @@
 #include "src/base/json.h"
 #include "src/gpu/internal/api_caller.h"
 #include "src/kube/object_helpers.h"
+#include "src/net/http.h"
 
 namespace hyperslice::gpu::internal::tailscale {
 
@@ -35,23 +36,6 @@ std::vector<std::string> Strings(const json::object& o, std::string_view key) {
   return out;
 }
 
-// application/x-www-form-urlencoded (the token request): unreserved characters as they are,
-// everything else %XX. A space is %20, which every form decoder reads.
-std::string FormEncode(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 ErrorKind KindOfStatus(int status) {
   if (status == 401 || status == 403) return ErrorKind::kUnauthorized;
   if (status == 404) return ErrorKind::kNotFound;
@@ -63,13 +47,15 @@ ErrorKind KindOfStatus(int status) {
 
 }  // namespace
 
+// application/x-www-form-urlencoded: RFC 3986 percent-encoding (a space as %20, which every form
+// decoder reads), so net::UrlEncode serves.
 std::string EncodeTokenRequest(std::string_view client_id, std::string_view client_secret,
                                const std::vector<std::string>& scopes) {
-  std::string body = "grant_type=client_credentials&client_id=" + FormEncode(client_id) +
-                     "&client_secret=" + FormEncode(client_secret);
+  std::string body = "grant_type=client_credentials&client_id=" + net::UrlEncode(client_id) +
+                     "&client_secret=" + net::UrlEncode(client_secret);
   std::string joined;
   for (const auto& s : scopes) joined += (joined.empty() ? "" : " ") + s;
-  if (!joined.empty()) body += "&scope=" + FormEncode(joined);
+  if (!joined.empty()) body += "&scope=" + net::UrlEncode(joined);
   return body;
 }
 
