@@ -496,7 +496,15 @@ TEST_F(ControlNodeTest, UnlinkedRunnerGetsAOneTimeJoinToken) {
   EXPECT_EQ(Str(*s, "", "type"), cn::kJoinTokenSecretType);
   auto token = Base64Decode(Str(*s, "data", "token"));
   ASSERT_TRUE(token.ok());
-  auto r = Get(cn::Runners(), "", "join-gce");
+  // The Secret is made first and the Runner's status names it after: wait for that write.
+  std::optional<json::object> r;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        r = Get(cn::Runners(), "", "join-gce");
+        return r && !Str(*r, "status", "joinTokenSecret").empty();
+      },
+      30s));
+  ASSERT_TRUE(r);
   EXPECT_EQ(Str(*r, "status", "phase"), "Pending");
   EXPECT_EQ(Str(*r, "status", "joinTokenSecret"), ns_ + "/" + secret);
   auto tokens = set_->join_tokens();
