@@ -136,12 +136,8 @@ Ms GceRunnerProvisioner::Backoff(int64_t failures) const {
 }
 
 Status GceRunnerProvisioner::Record(const std::string& runner, const json::object& instance) {
-  // A merge patch: null drops the fields status.instance no longer has.
-  json::object inst = instance;
-  for (const char* k : {"operation", "lastError", "selfLink", "id", "status", "networkIP"}) {
-    if (!inst.contains(k)) inst[k] = nullptr;
-  }
-  return store_.record(runner, inst);
+  return store_.record(runner, WithDroppedFields(instance, {"operation", "lastError", "selfLink",
+                                                            "id", "status", "networkIP"}));
 }
 
 Result<std::optional<GceOutcome>> GceRunnerProvisioner::WaitRecorded(const std::string& runner,

@@ -108,12 +108,9 @@ Ms MarketRunnerProvisioner::Backoff(int64_t failures) const {
 }
 
 Status MarketRunnerProvisioner::Record(const std::string& runner, const json::object& machine) {
-  json::object m = machine;
-  for (const char* k : {"id", "name", "state", "launchAttempt", "lastError", "offer", "gpuType",
-                        "region", "price", "spot", "provider"}) {
-    if (!m.contains(k)) m[k] = nullptr;
-  }
-  return store_.record(runner, m);
+  return store_.record(runner, WithDroppedFields(machine, {"id", "name", "state", "launchAttempt",
+                                                           "lastError", "offer", "gpuType",
+                                                           "region", "price", "spot", "provider"}));
 }
 
 MarketOutcome MarketRunnerProvisioner::Failed(const std::string& runner, json::object& machine,

@@ -60,4 +60,12 @@ std::optional<Ms> BackoffLeft(const json::object& holder, Ms initial, Ms max) {
   return std::chrono::duration_cast<Ms>(*when + wait - now) + Ms(1);
 }
 
+boost::json::object WithDroppedFields(boost::json::object holder,
+                                      std::initializer_list<const char*> fields) {
+  for (const char* k : fields) {
+    if (!holder.contains(k)) holder[k] = nullptr;
+  }
+  return holder;
+}
+
 }  // namespace hyperslice::runners::controlnode

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +32,11 @@ struct ProvisionStore {
 ProvisionStore ApiProvisionStore(const std::shared_ptr<kube::Client>& client,
                                  const std::shared_ptr<SecretJoinTokens>& tokens,
                                  std::string field);
+
+// `record` is a merge patch: `holder` with null for each of `fields` it lacks, so that a field the
+// provisioner no longer has leaves the status too.
+boost::json::object WithDroppedFields(boost::json::object holder,
+                                      std::initializer_list<const char*> fields);
 
 // `initial` doubled per failure after the first, at most `max`.
 std::chrono::milliseconds DoublingBackoff(std::chrono::milliseconds initial,
