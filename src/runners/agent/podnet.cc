@@ -158,9 +158,11 @@ Result<std::string> PodNetwork::Attach(const std::string& uid, const std::string
 
 Status PodNetwork::Detach(const std::string& uid) {
   const std::string veth = HostVeth(uid);
-  if (!fs::exists("/sys/class/net/" + veth)) return OkStatus();
+  // Asked of ip, not of /sys/class/net: a sysfs mounted in another network namespace (an agent
+  // started in a namespace of its own) does not list this one's links, and the veth was then
+  // left to go only with the pod's namespace, asynchronously.
   auto r = RunCommand({o_.ip_binary, "link", "del", veth});
-  if (r.exit_code != 0 && fs::exists("/sys/class/net/" + veth)) {
+  if (r.exit_code != 0 && r.errors.find("Cannot find device") == std::string::npos) {
     return Internal("cannot delete the pod's veth " + veth, r);
   }
   return OkStatus();
