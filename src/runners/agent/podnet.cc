@@ -91,11 +91,11 @@ std::string PodNetwork::HostVeth(const std::string& uid) {
 
 Status PodNetwork::EnsureBridge() {
   const std::string& br = o_.bridge;
-  if (!fs::exists("/sys/class/net/" + br)) {
-    auto r = RunCommand({o_.ip_binary, "link", "add", br, "type", "bridge"});
-    if (!Done(r)) return Internal("cannot create the pod bridge " + br, r);
-  }
-  auto r = RunCommand(
+  // Created unconditionally ("File exists" is done) rather than looked up in /sys/class/net: see
+  // Attach.
+  auto r = RunCommand({o_.ip_binary, "link", "add", br, "type", "bridge"});
+  if (!Done(r)) return Internal("cannot create the pod bridge " + br, r);
+  r = RunCommand(
       {o_.ip_binary, "addr", "add", gateway_ + "/" + std::to_string(prefix_), "dev", br});
   if (!Done(r)) return Internal("cannot address the pod bridge " + br, r);
   r = RunCommand({o_.ip_binary, "link", "set", br, "up"});
@@ -138,12 +138,14 @@ Result<std::string> PodNetwork::Attach(const std::string& uid, const std::string
   }
   const std::string veth = HostVeth(uid);
   const std::string& ipb = o_.ip_binary;
-  if (!fs::exists("/sys/class/net/" + veth)) {
-    auto r = RunCommand(
-        {ipb, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns});
-    if (!Done(r)) return Internal("cannot create the pod's veth pair", r);
-  }
-  auto r = RunCommand({ipb, "link", "set", veth, "master", o_.bridge, "up"});
+  // Links are asked of ip (here: created, "File exists" meaning a recovered pod's), never looked
+  // up in /sys/class/net: a sysfs mounted in another network namespace (an agent started in a
+  // namespace of its own) lists that namespace's links, so a link missing here was skipped when
+  // one of its name lived there, and a link present here was not seen.
+  auto r = RunCommand(
+      {ipb, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns});
+  if (!Done(r)) return Internal("cannot create the pod's veth pair", r);
+  r = RunCommand({ipb, "link", "set", veth, "master", o_.bridge, "up"});
   if (r.exit_code != 0) return Internal("cannot attach " + veth + " to " + o_.bridge, r);
   r = RunCommand(
       {ipb, "-n", netns, "addr", "add", ip + "/" + std::to_string(prefix_), "dev", "eth0"});
@@ -158,9 +160,8 @@ Result<std::string> PodNetwork::Attach(const std::string& uid, const std::string
 
 Status PodNetwork::Detach(const std::string& uid) {
   const std::string veth = HostVeth(uid);
-  // Asked of ip, not of /sys/class/net: a sysfs mounted in another network namespace (an agent
-  // started in a namespace of its own) does not list this one's links, and the veth was then
-  // left to go only with the pod's namespace, asynchronously.
+  // Asked of ip, not of /sys/class/net (see Attach): the veth was otherwise left to go only with
+  // the pod's namespace, asynchronously.
   auto r = RunCommand({o_.ip_binary, "link", "del", veth});
   if (r.exit_code != 0 && r.errors.find("Cannot find device") == std::string::npos) {
     return Internal("cannot delete the pod's veth " + veth, r);
