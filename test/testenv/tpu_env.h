@@ -1,10 +1,10 @@
 // The TPU operator's test environment, shared by its integration test (test/integration/
-// tpu_operator), its chaos e2e test (test/e2e/tpu_chaos) and the scale benchmark
-// (bench/tpu_scale_bench.cc): the real control plane (testenv.h) with the TPU CRDs of deploy/crds,
-// the GCE simulator (sim/gce) with its control endpoint and a token file, a Compute client on it,
-// `hyperslice operator` as a child process, and kubelet stand-ins that register a Node
+// tpu_operator), its chaos e2e test (test/e2e/tpu_chaos), its end-to-end test with joining VMs
+// (test/e2e/tpu_slice) and the scale benchmark (bench/tpu_scale_bench.cc): the real control plane
+// (testenv.h) with the TPU CRDs of deploy/crds, the GCE simulator (sim/gce) with its control
+// endpoint and a token file, a Compute client on it, and kubelet stand-ins that register a Node
 // (spec.providerID, Ready, google.com/tpu) for every VM that turns RUNNING, as a kubelet joining
-// would. Header-only, so hs_testenv itself does not depend on hs_tpu or the simulator; errors are
+// would. The operator as a process is operator_process.h. Header-only, so hs_testenv itself does not depend on hs_tpu or the simulator; errors are
 // returned as values or strings (no gtest dependency).
 #pragma once
 
@@ -12,7 +12,6 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <csignal>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -29,14 +28,13 @@
 #include <boost/json.hpp>
 
 #include "sim/gce/simulator.h"
-#include "src/gce/auth.h"
 #include "src/gce/compute.h"
 #include "src/kube/client.h"
 #include "src/kube/object_helpers.h"
 #include "src/tpu/api.h"
-#include "test/testenv/child_process.h"
 #include "test/testenv/crds.h"
 #include "test/testenv/gce_control.h"
+#include "test/testenv/sim_compute.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::testenv::tpuenv {
@@ -90,10 +88,7 @@ class Env {
     token = std::string(t->at("access_token").as_string());
     token_file = (dir / "gce-token").string();
     std::ofstream(token_file) << token << "\n";
-    gce::ComputeOptions co;
-    co.endpoint = sim->api_endpoint();
-    co.tokens = gce::StaticTokenSource(token);
-    auto c = gce::Compute::Create(co);
+    auto c = SimCompute(*sim, token);
     if (!c.ok()) {
       error = "compute: " + c.error().ToString();
       return;
@@ -124,50 +119,6 @@ inline Env& SharedEnv(const std::string& name, const sim::gce::Options& sim_opti
   static Env* env = new Env(name, sim_options);
   return *env;
 }
-
-// `hyperslice operator` (HS_HYPERSLICE_BIN) as a child process on an Env.
-class OperatorProcess {
- public:
-  // `extra` flags ("--name=value" or "--name", "value") are appended and replace the defaults
-  // of the same name (leader election is off unless `extra` turns it on).
-  void Start(const Env& env, const std::string& log_path,
-             const std::vector<std::string>& extra = {}, const std::string& workers = "2") {
-    const std::vector<std::pair<std::string, std::string>> defaults = {
-        {"--kubeconfig", env.kubeconfig},
-        {"--gce-endpoint", env.sim->api_endpoint()},
-        {"--gce-access-token-file", env.token_file},
-        {"--health-probe-port", "-1"},
-        {"--orphan-sweep-interval", "0"},
-        {"--drift-check-interval", "1h"},
-        {"--device-plugin-namespace", kOperatorNs},
-        {"--workers", workers},
-        {"--leader-elect", "false"}};
-    std::vector<std::string> args = {HS_HYPERSLICE_BIN, "operator"};
-    for (const auto& [flag, value] : defaults) {
-      bool overridden = false;
-      for (const auto& e : extra) {
-        overridden |= e == flag || e.rfind(flag + "=", 0) == 0;
-      }
-      if (overridden) continue;
-      std::string arg = flag;
-      arg += "=";
-      arg += value;
-      args.push_back(std::move(arg));
-    }
-    args.insert(args.end(), extra.begin(), extra.end());
-    child_.Start(std::move(args), log_path);
-  }
-  bool running() const { return child_.running(); }
-  pid_t pid() const { return child_.pid(); }
-  void Kill() { child_.Kill(); }
-  // SIGTERM; the exit code.
-  int Terminate() { return child_.Stop(SIGTERM); }
-  std::string Log() const { return child_.Log(); }
-  std::string Tail(size_t n = 30) const { return child_.Tail(n); }
-
- private:
-  ChildProcess child_;
-};
 
 // Patches Node `name`'s status as its kubelet would: Ready (or not, as a kubelet that stopped
 // posting) with google.com/tpu capacity 4.

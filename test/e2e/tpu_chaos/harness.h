@@ -20,6 +20,7 @@
 #include "src/kube/object_helpers.h"
 #include "src/tpu/api.h"
 #include "test/testenv/eventually.h"
+#include "test/testenv/operator_process.h"
 #include "test/testenv/tpu_env.h"
 
 namespace hyperslice::tpu::chaos {

@@ -25,23 +25,16 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <yaml-cpp/yaml.h>
-
 #include <boost/json.hpp>
 
-#include "sim/gce/simulator.h"
 #include "sim/kubelet/fleet.h"
 #include "src/base/base64.h"
 #include "src/base/envsubst.h"
 #include "src/base/log.h"
-#include "src/gce/auth.h"
 #include "src/gce/compute.h"
 #include "src/kube/client.h"
 #include "src/kube/manager.h"
 #include "src/kube/object_helpers.h"
-#include "src/kube/yaml.h"
-#include "src/localcluster/localcluster.h"
-#include "src/net/http.h"
 #include "src/net/pki.h"
 #include "src/tpu/api.h"
 #include "src/tpu/internal/device_plugin.h"
@@ -49,7 +42,12 @@
 #include "src/webhook/webhook.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/examples.h"
+#include "test/testenv/joining_cluster.h"
+#include "test/testenv/json_str.h"
+#include "test/testenv/node_ready.h"
 #include "test/testenv/shell.h"
+#include "test/testenv/sim_fleet.h"
+#include "test/testenv/tpu_env.h"
 
 namespace hyperslice::tpu {
 namespace {
@@ -57,23 +55,18 @@ namespace {
 namespace json = boost::json;
 using namespace std::chrono_literals;
 
-constexpr char kProject[] = "my-gcp-project";
-constexpr char kRegion[] = "us-central1";
-constexpr char kZone[] = "us-central1-c";
+// The operator's test environment (test/testenv/tpu_env.h): seed 000's project, region and zone;
+// the device-plugin DaemonSet's namespace.
+using testenv::tpuenv::kProject;
+using testenv::tpuenv::kRegion;
+using testenv::tpuenv::kZone;
+constexpr const char* kDevicePluginNs = testenv::tpuenv::kOperatorNs;
 constexpr char kReservation[] = "my-tpu-reservation";
-constexpr char kDevicePluginNs[] = "tpu-node-group";
 constexpr char kGroup[] = "my-tpu-node-group";
 
 using testenv::Eventually;  // polls a condition until it holds or the timeout passes
-
-using testenv::Shell;  // {exit code, stdout+stderr}
-
-std::string Str(const json::object& o, std::string_view k) {
-  auto* v = o.if_contains(k);
-  return v && v->is_string() ? std::string(v->as_string()) : std::string();
-}
-
-using kube::YamlToJson;
+using testenv::Shell;       // {exit code, stdout+stderr}
+using testenv::Str;         // a string field, "" when absent
 
 // Follows one resource with a watch (re-opened when it ends) and hands every event to `on_event`.
 class Follower {
@@ -155,65 +148,23 @@ class TpuSliceE2eTest : public ::testing::Test {
       std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
     });
 
-    localcluster::Options lo;
-    lo.controller_manager = true;
-    lo.kubeadm_bootstrap = true;
-    lo.scheduler = true;
-    lo.extra_controller_manager_flags = {"--node-monitor-grace-period=8s",
-                                         "--node-monitor-period=1s"};
-    auto cluster = localcluster::LocalCluster::Start(lo);
-    ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
-    cluster_ = std::move(cluster).value();
-    auto client = kube::Client::Create(cluster_->AdminConfig());
-    ASSERT_TRUE(client.ok());
-    client_ = *client;
-    kubectl_ = "KUBECONFIG=" + cluster_->kubeconfig_path() + " kubectl ";
-
-    for (const char* crd :
-         {"tpunodegroups", "resourcepolicies", "instancetemplates", "managedinstancegroups"}) {
-      auto docs = YAML::LoadAllFromFile(std::string(HS_DEPLOY_DIR) + "/crds/tpu.google.com_" + crd +
-                                        ".yaml");
-      ASSERT_FALSE(docs.empty());
-      auto created = client_->Create(kube::resources::CustomResourceDefinitions(), "",
-                                     YamlToJson(docs[0]).as_object());
-      ASSERT_TRUE(created.ok()) << crd << ": " << created.error().ToString();
-      kube::Resource r{tpu::kGroup, kVersion, crd, "", true};
-      ASSERT_TRUE(Eventually([&] { return client_->List(r, "default").ok(); }, 60s)) << crd;
-    }
-    kube::Object ns{{"apiVersion", "v1"},
-                    {"kind", "Namespace"},
-                    {"metadata", json::object{{"name", kDevicePluginNs}}}};
-    ASSERT_TRUE(client_->Create(kube::resources::Namespaces(), "", ns).ok());
+    // The shared environment on a control plane the VMs join (kube-controller-manager with
+    // kubeadm's join objects, kube-scheduler): TPU CRDs, the device-plugin namespace, the GCE
+    // simulator with the seed's reservation, and the real GCE client on it.
+    testenv::ConfigureCluster(testenv::JoiningClusterOptions());
+    sim::gce::Options so = testenv::tpuenv::SimOptions();
+    so.instance_boot_latency = 200ms;
+    so.reservations.push_back({kProject, kZone, kReservation, "tpu7x-standard-4t", 2});
+    env_ = &testenv::tpuenv::SharedEnv("tpu-slice-e2e", so);
+    ASSERT_TRUE(env_->error.empty()) << env_->error;
+    client_ = env_->client;
+    compute_ = env_->compute;
+    kubectl_ = "KUBECONFIG=" + env_->kubeconfig + " kubectl ";
     StartWebhook();
 
-    sim::gce::Options so;
-    so.projects = {kProject};
-    so.regions = {kRegion};
-    so.operation_latency = 100ms;
-    so.instance_boot_latency = 200ms;
-    so.mig_retry_interval = 200ms;
-    so.reservations.push_back({kProject, kZone, kReservation, "tpu7x-standard-4t", 2});
-    so.static_tokens = {"tpu-slice-e2e-gce-token"};
-    auto sim = sim::gce::Simulator::Start(so);
-    ASSERT_TRUE(sim.ok()) << sim.error().ToString();
-    sim_ = std::move(sim).value();
-    gce::ComputeOptions co;
-    co.endpoint = sim_->api_endpoint();
-    co.tokens = gce::StaticTokenSource("tpu-slice-e2e-gce-token");
-    auto compute = gce::Compute::Create(co);
-    ASSERT_TRUE(compute.ok());
-    compute_ = std::move(*compute);
-
     // The VMs: the seed's control-plane address (10.128.0.2) is routed to the local apiserver.
-    sim::kubelet::FleetOptions fo;
-    fo.simulator = sim_.get();
-    fo.apiserver_url = cluster_->server_url();
-    fo.agent.lease_renew_interval = 1s;
-    fo.agent.lease_duration_seconds = 10;
-    fo.agent.node_status_update_interval = 1s;
-    fo.agent.node_status_report_interval = 5s;
-    fo.agent.retry_interval = 200ms;
-    fo.agent.metadata_wait = 1s;
+    sim::kubelet::FleetOptions fo =
+        testenv::QuickFleetOptions(env_->sim.get(), testenv::Cluster().server_url());
     fo.agent.run_pods = true;
     auto fleet = sim::kubelet::Fleet::Start(fo);
     ASSERT_TRUE(fleet.ok()) << fleet.error().ToString();
@@ -276,9 +227,7 @@ class TpuSliceE2eTest : public ::testing::Test {
     webhook_.reset();
     if (!webhook_dir_.empty()) std::filesystem::remove_all(webhook_dir_);
     compute_.reset();
-    sim_.reset();
     client_.reset();
-    cluster_.reset();
     log::SetSink(nullptr);
   }
 
@@ -326,14 +275,18 @@ class TpuSliceE2eTest : public ::testing::Test {
   }
 
   std::optional<kube::Condition> GroupCondition(const std::string& type) {
-    auto g = client_->Get(TPUNodeGroups(), "default", kGroup);
-    if (!g.ok()) return std::nullopt;
-    return kube::FindCondition(*g, type);
+    return testenv::tpuenv::Cond(*client_, "default", kGroup, type);
   }
-  std::string DescribeGroup() {
-    auto g = client_->Get(TPUNodeGroups(), "default", kGroup);
-    return g.ok() ? json::serialize(g->at("status")) : g.error().ToString();
+  // Whether the group's Ready condition has `status`, within `timeout`.
+  bool GroupReadyBecomes(const std::string& status, std::chrono::milliseconds timeout) {
+    return Eventually(
+        [&] {
+          auto c = GroupCondition(kCondReady);
+          return c && c->status == status;
+        },
+        timeout);
   }
+  std::string DescribeGroup() { return testenv::tpuenv::DescribeGroup(*client_, "default", kGroup); }
 
   std::vector<json::object> Instances() {
     auto l = compute_->ListInstances(kProject, kZone, {});
@@ -341,10 +294,7 @@ class TpuSliceE2eTest : public ::testing::Test {
   }
 
   std::string NodeReady(const std::string& name) {
-    auto n = client_->Get(kube::resources::Nodes(), "", name);
-    if (!n.ok()) return "";
-    auto c = kube::FindCondition(*n, "Ready");
-    return c ? c->status : "";
+    return testenv::NodeReadyStatus(*client_, name);
   }
 
   std::set<std::string> Tokens() {
@@ -352,10 +302,9 @@ class TpuSliceE2eTest : public ::testing::Test {
     return tokens_;
   }
 
-  std::unique_ptr<localcluster::LocalCluster> cluster_;
+  testenv::tpuenv::Env* env_ = nullptr;  // the binary's; lives until exit
   std::shared_ptr<kube::Client> client_;
   std::string kubectl_;
-  std::unique_ptr<sim::gce::Simulator> sim_;
   std::shared_ptr<gce::Compute> compute_;
   std::unique_ptr<sim::kubelet::Fleet> fleet_;
   std::unique_ptr<webhook::Server> webhook_;
@@ -526,28 +475,16 @@ TEST_F(TpuSliceE2eTest, SeedExampleJoinsForRealSurvivesAHostFailureAndTearsDown)
         30s))
         << DescribeGroup();
     std::ofstream(chip).flush();
-    ASSERT_TRUE(Eventually(
-        [&] {
-          auto c = GroupCondition(kCondReady);
-          return c && c->status == "True";
-        },
-        30s))
-        << DescribeGroup();
+    ASSERT_TRUE(GroupReadyBecomes("True", 30s)) << DescribeGroup();
   }
 
   // 4. One host dies (the VM stops): its Node goes silent, kube-controller-manager marks it
   //    Unknown, the group is not Ready and names it. Restored: Ready again.
   const std::string victim = names[0];
   const int64_t attempts_before = fleet_->agent(kProject, kZone, victim)->agent.join_attempts;
-  auto control = net::HttpClient::Create({.base_url = sim_->control_endpoint()});
-  ASSERT_TRUE(control.ok());
   auto call = [&](const std::string& path, const json::object& body) {
-    auto r = (*control)->Do({.method = "POST",
-                             .target = path,
-                             .headers = {{"Content-Type", "application/json"}},
-                             .body = json::serialize(body)});
-    ASSERT_TRUE(r.ok());
-    ASSERT_EQ(r->status, 200) << r->body;
+    auto r = env_->control->Call("POST", path, body);  // an error unless 200
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
   };
   call("/control/instances/kill", {{"zone", kZone}, {"name", victim}, {"mode", "stop"}});
   ASSERT_TRUE(Eventually(
@@ -559,13 +496,7 @@ TEST_F(TpuSliceE2eTest, SeedExampleJoinsForRealSurvivesAHostFailureAndTearsDown)
       << DescribeGroup();
   EXPECT_TRUE(Eventually([&] { return NodeReady(victim) == "Unknown"; }, 30s));
   call("/control/instances/restore", {{"zone", kZone}, {"name", victim}});
-  ASSERT_TRUE(Eventually(
-      [&] {
-        auto c = GroupCondition(kCondReady);
-        return c && c->status == "True";
-      },
-      60s))
-      << DescribeGroup();
+  ASSERT_TRUE(GroupReadyBecomes("True", 60s)) << DescribeGroup();
   EXPECT_EQ(NodeReady(victim), "True");
   EXPECT_EQ(fleet_->agent(kProject, kZone, victim)->agent.join_attempts, attempts_before)
       << "a restarted VM keeps its node credentials: no second join";
@@ -574,12 +505,9 @@ TEST_F(TpuSliceE2eTest, SeedExampleJoinsForRealSurvivesAHostFailureAndTearsDown)
   auto [drc, dout] =
       Shell(kubectl_ + "delete tpunodegroup/my-tpu-node-group -n default --wait=false");
   ASSERT_EQ(drc, 0) << dout;
-  ASSERT_TRUE(Eventually(
-      [&] {
-        auto g = client_->Get(TPUNodeGroups(), "default", kGroup);
-        return !g.ok() && g.error().code == Error::Code::kNotFound;
-      },
-      120s))
+  ASSERT_TRUE(
+      Eventually([&] { return testenv::tpuenv::IsGone(*client_, TPUNodeGroups(), "default", kGroup); },
+                 120s))
       << DescribeGroup();
   for (const auto& name : names) {
     EXPECT_FALSE(client_->Get(kube::resources::Nodes(), "", name).ok()) << name << " is left";
@@ -599,9 +527,8 @@ TEST_F(TpuSliceE2eTest, SeedExampleJoinsForRealSurvivesAHostFailureAndTearsDown)
   EXPECT_TRUE(policies->empty());
   EXPECT_TRUE(Eventually(
       [&] {
-        auto ds = client_->Get(kube::resources::DaemonSets(), kDevicePluginNs,
-                               internal::kDevicePluginDaemonSetName);
-        return !ds.ok() && ds.error().code == Error::Code::kNotFound;
+        return testenv::tpuenv::IsGone(*client_, kube::resources::DaemonSets(), kDevicePluginNs,
+                                       internal::kDevicePluginDaemonSetName);
       },
       30s));
   EXPECT_TRUE(Eventually([&] { return fleet_->agents().empty(); }, 30s));

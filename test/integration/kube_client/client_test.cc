@@ -10,7 +10,7 @@
 
 #include "src/kube/client.h"
 #include "src/kube/internal/rest_metrics.h"
-#include "src/localcluster/localcluster.h"
+#include "test/testenv/own_cluster.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::kube {
@@ -426,26 +426,23 @@ TEST_F(ClientTest, WatchListSendsInitialEventsThenABookmark) {
 // The shared cluster serves watches from the watch cache, which keeps history since it started;
 // a cluster without it sends watches to etcd, where compaction makes old versions Gone.
 TEST(WatchGoneTest, WatchFromACompactedVersionIsGone) {
-  localcluster::Options o;
-  o.watch_cache = false;
-  auto cluster = localcluster::LocalCluster::Start(o);
-  ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
-  auto client = Client::Create((*cluster)->AdminConfig());
-  ASSERT_TRUE(client.ok()) << client.error().ToString();
+  auto own = testenv::StartOwnCluster({.watch_cache = false});
+  ASSERT_TRUE(own.ok()) << own.error().ToString();
+  Client& client = *own->client;
   const auto& cm = resources::ConfigMaps();
-  auto first = (*client)->Create(cm, "default", ConfigMap("old", {}));
+  auto first = client.Create(cm, "default", ConfigMap("old", {}));
   ASSERT_TRUE(first.ok()) << first.error().ToString();
   for (int i = 0; i < 5; ++i) {
-    ASSERT_TRUE((*client)
-                    ->Patch(cm, "default", "old", PatchType::kMerge,
+    ASSERT_TRUE(client
+                    .Patch(cm, "default", "old", PatchType::kMerge,
                             R"({"data":{"i":")" + std::to_string(i) + R"("}})")
                     .ok());
   }
-  ASSERT_TRUE((*cluster)->CompactEtcd().ok());
+  ASSERT_TRUE(own->cluster->CompactEtcd().ok());
   ListOptions opts;
   opts.resource_version = Rv(*first);
   opts.timeout_seconds = 10;
-  auto watch = (*client)->Watch(cm, "default", opts);
+  auto watch = client.Watch(cm, "default", opts);
   // Either the request fails with 410, or the stream starts with an ERROR event carrying a 410
   // Expired Status.
   if (!watch.ok()) {
@@ -462,7 +459,7 @@ TEST(WatchGoneTest, WatchFromACompactedVersionIsGone) {
   // A paged list whose continue token outlived a compaction falls back to one full list.
   ListOptions paged;
   paged.limit = 1;
-  auto all = (*client)->ListAll(resources::Namespaces(), "", paged);
+  auto all = client.ListAll(resources::Namespaces(), "", paged);
   ASSERT_TRUE(all.ok()) << all.error().ToString();
   EXPECT_GE(all->items.size(), 4u);  // default, kube-system, kube-public, kube-node-lease
 }

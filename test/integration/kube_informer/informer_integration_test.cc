@@ -30,6 +30,8 @@
 #include "src/kube/informer.h"
 #include "src/localcluster/localcluster.h"
 #include "test/integration/kube_informer/tcp_proxy.h"
+#include "test/testenv/eventually.h"
+#include "test/testenv/own_cluster.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::kube {
@@ -232,12 +234,7 @@ bool Converged(Workload& w, Recorder& rec, const std::string& ns) {
 }
 
 bool WaitConverged(Workload& w, Recorder& rec, const std::string& ns) {
-  auto deadline = std::chrono::steady_clock::now() + kConverge;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (Converged(w, rec, ns)) return true;
-    std::this_thread::sleep_for(200ms);
-  }
-  return false;
+  return testenv::Eventually([&] { return Converged(w, rec, ns); }, kConverge, 200ms);
 }
 
 // Checks every object's delivered sequence (see the file comment). `strict`: no relist happened,
@@ -335,6 +332,26 @@ std::string JoinFirst(const std::vector<std::string>& v) {
 
 int PortOf(const std::string& url) { return std::atoi(url.substr(url.rfind(':') + 1).c_str()); }
 
+// A client of `cluster` that reaches its apiserver through a proxy of it (the tests cut and
+// partition the proxy, never the apiserver's own port).
+Result<std::shared_ptr<Client>> ClientVia(const testing::TcpProxy& proxy,
+                                          const localcluster::LocalCluster& cluster) {
+  Config via_proxy = cluster.AdminConfig();
+  via_proxy.server = "https://127.0.0.1:" + std::to_string(proxy.port());
+  return Client::Create(via_proxy);
+}
+
+// An informer on the namespace's ConfigMaps, started, whose every handler call `rec` records.
+struct RecordedInformer {
+  RecordedInformer(std::shared_ptr<Client> client, const std::string& ns)
+      : informer(std::move(client), resources::ConfigMaps(), Options(ns)) {
+    informer.AddEventHandler(rec.Handler());
+    informer.Start();
+  }
+  Recorder rec;  // before the informer, which may call it until it stops
+  SharedInformer informer;
+};
+
 // Phases shared by the tests: 0 create all; 1 update all; 2 delete 4 of 5, update the fifth.
 bool Live(int i) { return i % 5 == 0; }
 void FinalStep(Workload& w, int i) {
@@ -349,10 +366,9 @@ TEST(InformerIntegrationTest, SeesEveryChangeOf5000ObjectsInOrder) {
   auto client = testenv::AdminClient();
   ASSERT_NE(client, nullptr);
   const std::string ns = testenv::TestNamespace();
-  SharedInformer informer(client, resources::ConfigMaps(), Options(ns));
-  Recorder rec;
-  informer.AddEventHandler(rec.Handler());
-  informer.Start();
+  RecordedInformer recorded(client, ns);
+  SharedInformer& informer = recorded.informer;
+  Recorder& rec = recorded.rec;
   ASSERT_TRUE(informer.WaitForCacheSync(60s));
 
   Workload w(client, ns, kObjects);
@@ -377,10 +393,9 @@ TEST(InformerIntegrationTest, NoLossWhileApiserverRestartsMidStream) {
   auto client = testenv::AdminClient();
   ASSERT_NE(client, nullptr);
   const std::string ns = testenv::TestNamespace();
-  SharedInformer informer(client, resources::ConfigMaps(), Options(ns));
-  Recorder rec;
-  informer.AddEventHandler(rec.Handler());
-  informer.Start();
+  RecordedInformer recorded(client, ns);
+  SharedInformer& informer = recorded.informer;
+  Recorder& rec = recorded.rec;
   ASSERT_TRUE(informer.WaitForCacheSync(60s));
 
   Workload w(client, ns, kObjects);
@@ -418,42 +433,34 @@ TEST(InformerIntegrationTest, NoLossWhileApiserverRestartsMidStream) {
 // it while the test writes directly, compacts etcd, then heals: the resumed watch gets 410 and the
 // informer relists.
 TEST(InformerIntegrationTest, RelistsAfter410GoneFromEtcdCompactionWithoutLoss) {
-  localcluster::Options copts;
-  copts.watch_cache = false;
-  auto cluster = localcluster::LocalCluster::Start(copts);
-  ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
-  auto direct = Client::Create((*cluster)->AdminConfig());
-  ASSERT_TRUE(direct.ok()) << direct.error().ToString();
-  testing::TcpProxy proxy(PortOf((*cluster)->server_url()));
-  Config via_proxy = (*cluster)->AdminConfig();
-  via_proxy.server = "https://127.0.0.1:" + std::to_string(proxy.port());
-  auto proxied = Client::Create(via_proxy);
+  auto own = testenv::StartOwnCluster({.watch_cache = false});
+  ASSERT_TRUE(own.ok()) << own.error().ToString();
+  localcluster::LocalCluster* cluster = own->cluster.get();
+  std::shared_ptr<Client> direct = own->client;
+  testing::TcpProxy proxy(PortOf(cluster->server_url()));
+  auto proxied = ClientVia(proxy, *cluster);
   ASSERT_TRUE(proxied.ok()) << proxied.error().ToString();
 
   const std::string ns = "informer-gone";
   Object nso{
       {"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", boost::json::object{{"name", ns}}}};
-  ASSERT_TRUE((*direct)->Create(resources::Namespaces(), "", nso).ok());
+  ASSERT_TRUE(direct->Create(resources::Namespaces(), "", nso).ok());
 
-  SharedInformer informer(*proxied, resources::ConfigMaps(), Options(ns));
-  Recorder rec;
-  informer.AddEventHandler(rec.Handler());
-  informer.Start();
+  RecordedInformer recorded(*proxied, ns);
+  SharedInformer& informer = recorded.informer;
+  Recorder& rec = recorded.rec;
   ASSERT_TRUE(informer.WaitForCacheSync(60s));
 
-  Workload w(*direct, ns, kObjects);
+  Workload w(direct, ns, kObjects);
   w.ForEach([](int) { return true; }, [&](int i) { w.Create(i); });
   // Let the informer see the creates live, then cut it off.
-  auto deadline = std::chrono::steady_clock::now() + kConverge;
-  while (informer.store().Size() < static_cast<size_t>(kObjects) &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(100ms);
-  }
+  testenv::Eventually(
+      [&] { return informer.store().Size() >= static_cast<size_t>(kObjects); }, kConverge, 100ms);
   ASSERT_EQ(informer.store().Size(), static_cast<size_t>(kObjects));
   proxy.Partition();
   w.ForEach([](int) { return true; }, [&](int i) { w.Update(i); });
   w.ForEach([](int i) { return i % 2 == 0; }, [&](int i) { FinalStep(w, i); });
-  auto compacted = (*cluster)->CompactEtcd();
+  auto compacted = cluster->CompactEtcd();
   ASSERT_TRUE(compacted.ok()) << compacted.error().ToString();
   proxy.Heal();
   w.ForEach([](int i) { return i % 2 == 1; }, [&](int i) { FinalStep(w, i); });
@@ -478,7 +485,7 @@ TEST(InformerIntegrationTest, RelistsAfter410GoneFromEtcdCompactionWithoutLoss) 
     ++unknown_deletes;
   }
   EXPECT_EQ(unknown_deletes, kObjects / 2 - kObjects / 10);
-  ExpectCacheEqualsList(informer, **direct, ns);
+  ExpectCacheEqualsList(informer, *direct, ns);
   informer.Stop();
 }
 
@@ -486,27 +493,20 @@ TEST(InformerIntegrationTest, WatchStreamCutMidObjectIsReportedAndRecovered) {
   auto direct = testenv::AdminClient();
   ASSERT_NE(direct, nullptr);
   testing::TcpProxy proxy(PortOf(testenv::Cluster().server_url()));
-  Config via_proxy = testenv::Cluster().AdminConfig();
-  via_proxy.server = "https://127.0.0.1:" + std::to_string(proxy.port());
-  auto proxied = Client::Create(via_proxy);
+  auto proxied = ClientVia(proxy, testenv::Cluster());
   ASSERT_TRUE(proxied.ok()) << proxied.error().ToString();
   const std::string ns = testenv::TestNamespace();
 
   Workload w(direct, ns, 1);
   w.Create(0);
-  SharedInformer informer(*proxied, resources::ConfigMaps(), Options(ns));
-  Recorder rec;
-  informer.AddEventHandler(rec.Handler());
-  informer.Start();
+  RecordedInformer recorded(*proxied, ns);
+  SharedInformer& informer = recorded.informer;
+  Recorder& rec = recorded.rec;
   ASSERT_TRUE(informer.WaitForCacheSync(60s));
   ASSERT_EQ(rec.Of(ns + "/" + Name(0)).size(), 1u);
   // The cut applies to connections open at the time: wait until the watch stream is open (its
   // headers arrived), or a slow machine arms the cut before the watch exists and nothing is cut.
-  auto watch_deadline = std::chrono::steady_clock::now() + 60s;
-  while (informer.reflector_stats().watches < 1 &&
-         std::chrono::steady_clock::now() < watch_deadline) {
-    std::this_thread::sleep_for(20ms);
-  }
+  testenv::Eventually([&] { return informer.reflector_stats().watches >= 1; }, 60s, 20ms);
   ASSERT_GE(informer.reflector_stats().watches, 1) << "the watch never opened";
 
   // The next event (a ~256 KiB object) is cut after 16 KiB reach the client.
@@ -521,13 +521,13 @@ TEST(InformerIntegrationTest, WatchStreamCutMidObjectIsReportedAndRecovered) {
   ASSERT_TRUE(updated.ok()) << updated.error().ToString();
   std::string want_rv(ResourceVersionOf(*updated));
 
-  auto deadline = std::chrono::steady_clock::now() + kConverge;
   ObjectPtr cached;
-  while (std::chrono::steady_clock::now() < deadline) {
-    cached = informer.store().Get(ns + "/" + Name(0));
-    if (cached && ResourceVersionOf(*cached) == want_rv) break;
-    std::this_thread::sleep_for(50ms);
-  }
+  testenv::Eventually(
+      [&] {
+        cached = informer.store().Get(ns + "/" + Name(0));
+        return cached && ResourceVersionOf(*cached) == want_rv;
+      },
+      kConverge, 50ms);
   ASSERT_TRUE(cached && ResourceVersionOf(*cached) == want_rv) << "update never arrived";
   EXPECT_GE(proxy.connections_cut(), 1u);
   auto stats = informer.reflector_stats();

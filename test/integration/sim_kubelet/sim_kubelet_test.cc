@@ -5,7 +5,6 @@
 // values in the VM's metadata.
 #include <unistd.h>
 
-#include <cstdio>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -18,13 +17,18 @@
 
 #include "sim/gce/simulator.h"
 #include "sim/kubelet/fleet.h"
-#include "src/gce/auth.h"
 #include "src/gce/compute.h"
 #include "src/kube/client.h"
-#include "src/localcluster/localcluster.h"
-#include "src/net/http.h"
 #include "src/tpu/internal/device_plugin.h"
 #include "test/testenv/eventually.h"
+#include "test/testenv/gce_control.h"
+#include "test/testenv/joining_cluster.h"
+#include "test/testenv/json_str.h"
+#include "test/testenv/node_ready.h"
+#include "test/testenv/shell.h"
+#include "test/testenv/sim_compute.h"
+#include "test/testenv/sim_fleet.h"
+#include "test/testenv/testenv.h"
 
 namespace hyperslice::sim::kubelet {
 namespace {
@@ -38,24 +42,16 @@ constexpr char kZone[] = "us-central1-c";
 constexpr char kMachineType[] = "tpu7x-standard-4t";
 
 using testenv::Eventually;  // polls a condition until it holds or the timeout passes
-
-std::string Str(const json::object& o, std::string_view k) {
-  auto* v = o.if_contains(k);
-  return v && v->is_string() ? std::string(v->as_string()) : std::string();
-}
+using testenv::Str;         // a string field, "" when absent
 
 // The pin as kubeadm's documentation computes it, with the openssl CLI (independent of the
 // agent's own code): sha256 of the DER SubjectPublicKeyInfo of the CA certificate.
 std::string OpensslCaHash(const std::string& ca_path) {
-  std::string cmd = "openssl x509 -in '" + ca_path +
-                    "' -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 "
-                    "-hex";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return "";
-  std::string out;
-  char buf[256];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  pclose(p);
+  auto [rc, out] = testenv::Shell("openssl x509 -in '" + ca_path +
+                                       "' -pubkey -noout | openssl pkey -pubin -outform der | "
+                                       "openssl dgst -sha256 -hex",
+                                   /*with_stderr=*/false);
+  if (rc != 0) return "";
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
   return "sha256:" + out.substr(out.rfind(' ') + 1);
 }
@@ -77,18 +73,11 @@ struct Token {
 class SimKubeletTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    localcluster::Options lo;
-    lo.controller_manager = true;
-    lo.kubeadm_bootstrap = true;
-    lo.scheduler = true;  // the pod tests: pods are bound to the simulated VMs
-    lo.extra_controller_manager_flags = {"--node-monitor-grace-period=8s",
-                                         "--node-monitor-period=1s"};
-    auto cluster = localcluster::LocalCluster::Start(lo);
-    ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
-    cluster_ = std::move(cluster).value().release();
-    auto admin = kube::Client::Create(cluster_->AdminConfig());
-    ASSERT_TRUE(admin.ok()) << admin.error().ToString();
-    admin_ = new std::shared_ptr<kube::Client>(*admin);
+    // kube-scheduler too: the pod tests' pods are bound to the simulated VMs.
+    testenv::ConfigureCluster(testenv::JoiningClusterOptions());
+    cluster_ = &testenv::Cluster();
+    admin_ = new std::shared_ptr<kube::Client>(testenv::AdminClient());
+    ASSERT_TRUE(*admin_);
 
     gce::Options so;
     so.projects = {kProject};
@@ -99,23 +88,11 @@ class SimKubeletTest : public ::testing::Test {
     auto sim = gce::Simulator::Start(so);
     ASSERT_TRUE(sim.ok()) << sim.error().ToString();
     sim_ = std::move(sim).value().release();
-
-    hyperslice::gce::ComputeOptions co;
-    co.endpoint = sim_->api_endpoint();
-    co.tokens = hyperslice::gce::StaticTokenSource("sim-kubelet-test-token");
-    auto compute = hyperslice::gce::Compute::Create(co);
+    auto compute = testenv::SimCompute(*sim_, "sim-kubelet-test-token");
     ASSERT_TRUE(compute.ok()) << compute.error().ToString();
     compute_ = std::move(compute).value().release();
 
-    FleetOptions fo;
-    fo.simulator = sim_;
-    fo.apiserver_url = cluster_->server_url();
-    fo.agent.lease_renew_interval = milliseconds(1000);
-    fo.agent.lease_duration_seconds = 10;
-    fo.agent.node_status_update_interval = milliseconds(1000);
-    fo.agent.node_status_report_interval = milliseconds(5000);
-    fo.agent.retry_interval = milliseconds(200);
-    fo.agent.metadata_wait = seconds(1);
+    FleetOptions fo = testenv::QuickFleetOptions(sim_, cluster_->server_url());
     // VMs of MIGs named pods-* run their pods (a second fleet); the others only join.
     auto running_pods = [](const std::string&, const std::string&, const std::string& name,
                            const std::string&) { return name.rfind("pods-", 0) == 0; };
@@ -155,7 +132,6 @@ class SimKubeletTest : public ::testing::Test {
     delete compute_;
     delete sim_;
     delete admin_;
-    delete cluster_;
   }
 
   kube::Client& admin() { return **admin_; }
@@ -246,15 +222,7 @@ class SimKubeletTest : public ::testing::Test {
   }
 
   // The status of the Node's Ready condition ("" when absent).
-  std::string NodeReady(const std::string& name) {
-    auto n = GetNode(name);
-    if (!n) return "";
-    auto* conds = (*n)["status"].as_object().if_contains("conditions");
-    if (conds == nullptr || !conds->is_array()) return "";
-    for (const auto& c : conds->as_array())
-      if (Str(c.as_object(), "type") == "Ready") return Str(c.as_object(), "status");
-    return "";
-  }
+  std::string NodeReady(const std::string& name) { return testenv::NodeReadyStatus(admin(), name); }
 
   std::vector<kube::Object> CsrsOf(const std::string& username) {
     std::vector<kube::Object> out;
@@ -287,7 +255,7 @@ class SimKubeletTest : public ::testing::Test {
     return vm;
   }
 
-  static localcluster::LocalCluster* cluster_;
+  static localcluster::LocalCluster* cluster_;  // the binary's (testenv.h)
   static std::shared_ptr<kube::Client>* admin_;
   static gce::Simulator* sim_;
   static hyperslice::gce::Compute* compute_;
@@ -437,15 +405,10 @@ TEST_F(SimKubeletTest, FleetFollowsKillAndRestoreOfTheSimulatedVm) {
   ASSERT_FALSE(vm.empty());
   std::string csr = AgentOf(vm)->csr_name;
   int64_t attempts = AgentOf(vm)->join_attempts;
-  auto control = net::HttpClient::Create({.base_url = sim_->control_endpoint()});
-  ASSERT_TRUE(control.ok());
+  testenv::GceControl control(sim_->control_endpoint());
   auto call = [&](const std::string& path, const json::object& body) {
-    auto r = (*control)->Do({.method = "POST",
-                             .target = path,
-                             .headers = {{"Content-Type", "application/json"}},
-                             .body = json::serialize(body)});
+    auto r = control.Call("POST", path, body);  // an error unless 200
     ASSERT_TRUE(r.ok()) << r.error().ToString();
-    ASSERT_EQ(r->status, 200) << r->body;
   };
 
   // Stopped VM: its agent is gone, the lease stops.
@@ -490,10 +453,7 @@ TEST(SimulatorInstanceEvents, ReportCreationStatusChangesDeletionAndStopAfterUns
   so.static_tokens = {"t"};
   auto sim = gce::Simulator::Start(so);
   ASSERT_TRUE(sim.ok()) << sim.error().ToString();
-  hyperslice::gce::ComputeOptions co;
-  co.endpoint = (*sim)->api_endpoint();
-  co.tokens = hyperslice::gce::StaticTokenSource("t");
-  auto compute = hyperslice::gce::Compute::Create(co);
+  auto compute = testenv::SimCompute(**sim, "t");
   ASSERT_TRUE(compute.ok());
 
   std::mutex mu;
@@ -551,15 +511,10 @@ TEST(SimulatorInstanceEvents, ReportCreationStatusChangesDeletionAndStopAfterUns
   EXPECT_EQ(late[0].status, "RUNNING");
   (*sim)->UnsubscribeInstances(sub2);
 
-  auto control = net::HttpClient::Create({.base_url = (*sim)->control_endpoint()});
-  ASSERT_TRUE(control.ok());
+  testenv::GceControl control((*sim)->control_endpoint());
   auto call = [&](const std::string& path, const json::object& body) {
-    auto r = (*control)->Do({.method = "POST",
-                             .target = path,
-                             .headers = {{"Content-Type", "application/json"}},
-                             .body = json::serialize(body)});
-    ASSERT_TRUE(r.ok());
-    ASSERT_EQ(r->status, 200) << r->body;
+    auto r = control.Call("POST", path, body);  // an error unless 200
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
   };
   call("/control/instances/kill", {{"zone", kZone}, {"name", first.name}, {"mode", "stop"}});
   call("/control/instances/restore", {{"zone", kZone}, {"name", first.name}});

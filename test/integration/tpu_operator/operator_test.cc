@@ -37,6 +37,7 @@
 #include "test/testenv/examples.h"
 #include "test/testenv/shell.h"
 #include "test/testenv/testenv.h"
+#include "test/testenv/operator_process.h"
 #include "test/testenv/tpu_env.h"
 #include "test/testenv/yaml_file.h"
 
@@ -47,8 +48,8 @@ namespace json = boost::json;
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
-// The shared environment (test/testenv/tpu_env.h): Env, GceControl, OperatorProcess,
-// FakeKubelets, the zones (kZone is the seed's, with the reservation).
+// The shared environment (test/testenv/tpu_env.h, operator_process.h): Env, GceControl,
+// OperatorProcess, FakeKubelets, the zones (kZone is the seed's, with the reservation).
 using namespace testenv::tpuenv;  // NOLINT(google-build-using-namespace)
 
 constexpr char kReservation[] = "my-tpu-reservation";
