@@ -1,5 +1,6 @@
-// The kubelet side of the device-plugin API for a simulated VM (device_manager.h). Written from
-// kubelet's devicemanager (manager.go, plugin/v1beta1/{server,handler,client}.go).
+// The kubelet side of the device-plugin API for a simulated VM and the device plugin's restart
+// tests (device_manager.h). Written from kubelet's devicemanager (manager.go,
+// plugin/v1beta1/{server,handler,client}.go).
 #include "sim/kubelet/device_manager.h"
 
 #include <sys/stat.h>
@@ -25,8 +26,11 @@ constexpr char kHealthy[] = "Healthy";
 
 class DeviceManagerImpl final : public DeviceManager {
  public:
-  DeviceManagerImpl(std::string dir, std::function<void()> on_change)
-      : dir_(std::move(dir)), on_change_(std::move(on_change)) {}
+  explicit DeviceManagerImpl(DeviceManagerOptions o)
+      : dir_(std::move(o.plugin_dir)),
+        on_change_(std::move(o.on_change)),
+        cleanup_(o.cleanup),
+        listen_delay_(o.listen_delay) {}
   ~DeviceManagerImpl() override { Stop(); }
 
   Status Init() {
@@ -34,7 +38,8 @@ class DeviceManagerImpl final : public DeviceManager {
     fs::create_directories(dir_, ec);
     if (ec)
       return Error::Make(Error::Code::kInternal, "sim kubelet: " + dir_ + ": " + ec.message());
-    CleanupPluginDirectory();
+    if (cleanup_) CleanupPluginDirectory();
+    if (listen_delay_.count() > 0) std::this_thread::sleep_for(listen_delay_);
     service_ = std::make_unique<Service>(this);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix:" + dir_ + "/kubelet.sock", grpc::InsecureServerCredentials());
@@ -60,14 +65,15 @@ class DeviceManagerImpl final : public DeviceManager {
       for (const auto& [uid, held] : allocated_)
         for (const auto& [key, ids] : held)
           if (key.first == name) d.allocated += static_cast<int>(ids.size());
+      d.connected = r.connected;
       out[name] = std::move(d);
     }
     return out;
   }
 
-  int registrations() const override {
+  DeviceManagerReport report() const override {
     std::lock_guard lock(mu_);
-    return registrations_;
+    return report_;
   }
 
   Result<ContainerAllocation> Allocate(const std::string& resource, const std::string& pod_uid,
@@ -147,7 +153,11 @@ class DeviceManagerImpl final : public DeviceManager {
     if (on_change_) on_change_();
   }
 
-  void Stop() override {
+  void Stop() override { End(/*remove_socket=*/true); }
+  void Crash() override { End(/*remove_socket=*/false); }
+
+ private:
+  void End(bool remove_socket) {
     std::vector<std::shared_ptr<Client>> clients;
     {
       std::lock_guard lock(mu_);
@@ -168,11 +178,11 @@ class DeviceManagerImpl final : public DeviceManager {
       }
       if (t.joinable()) t.join();
     }
+    if (!remove_socket) return;
     std::error_code ec;
     fs::remove(dir_ + "/kubelet.sock", ec);
   }
 
- private:
   struct Client {
     std::unique_ptr<v1beta1::DevicePlugin::Stub> stub;
     grpc::ClientContext ctx;
@@ -188,9 +198,10 @@ class DeviceManagerImpl final : public DeviceManager {
   class Service final : public v1beta1::Registration::Service {
    public:
     explicit Service(DeviceManagerImpl* m) : m_(m) {}
-    grpc::Status Register(grpc::ServerContext* /*ctx*/, const v1beta1::RegisterRequest* req,
+    grpc::Status Register(grpc::ServerContext* ctx, const v1beta1::RegisterRequest* req,
                           v1beta1::Empty* /*resp*/) override {
-      return m_->OnRegister(*req);
+      grpc::string_ref authority = ctx->ExperimentalGetAuthority();
+      return m_->OnRegister(*req, std::string(authority.data(), authority.size()));
     }
 
    private:
@@ -209,21 +220,30 @@ class DeviceManagerImpl final : public DeviceManager {
     }
   }
 
-  grpc::Status OnRegister(const v1beta1::RegisterRequest& req) {
+  grpc::Status OnRegister(const v1beta1::RegisterRequest& req, std::string authority) {
+    {
+      std::lock_guard lock(mu_);
+      ++report_.registrations;
+      report_.authority = std::move(authority);
+    }
     if (req.version() != "v1beta1")
-      return {grpc::StatusCode::INVALID_ARGUMENT,
-              "invalid version \"" + req.version() + "\", supported: v1beta1"};
+      return Refuse(grpc::StatusCode::INVALID_ARGUMENT,
+                    "invalid version \"" + req.version() + "\", supported: v1beta1");
     if (req.resource_name().empty() || req.resource_name().find('/') == std::string::npos)
-      return {grpc::StatusCode::INVALID_ARGUMENT,
-              "invalid extended resource name \"" + req.resource_name() + "\""};
+      return Refuse(grpc::StatusCode::INVALID_ARGUMENT,
+                    "invalid extended resource name \"" + req.resource_name() + "\"");
     auto c = std::make_shared<Client>();
     std::shared_ptr<Client> replaced;
     {
       std::lock_guard lock(mu_);
       if (stopping_) return {grpc::StatusCode::UNAVAILABLE, "kubelet is stopping"};
-      ++registrations_;
       Resource& r = resources_[req.resource_name()];
       replaced = r.client;
+      if (replaced) {
+        ++report_.replaced_clients;
+        report_.errors.push_back("second Register for " + req.resource_name() +
+                                 " while a client was connected");
+      }
       r.client = c;
       r.connected = false;
       all_clients_.push_back(c);
@@ -245,6 +265,7 @@ class DeviceManagerImpl final : public DeviceManager {
       std::lock_guard lock(mu_);
       Resource& r = resources_[req.resource_name()];
       if (r.client == c) r.client.reset();
+      report_.errors.push_back("cannot connect to the plugin: " + st.error_message());
       return {grpc::StatusCode::UNAVAILABLE, "failed to dial device plugin: " + st.error_message()};
     }
     c->preferred = options.get_preferred_allocation_available();
@@ -257,13 +278,21 @@ class DeviceManagerImpl final : public DeviceManager {
     return grpc::Status::OK;
   }
 
-  // runClient: ListAndWatch until the stream ends; then the resource's devices are Unhealthy.
+  grpc::Status Refuse(grpc::StatusCode code, const std::string& message) {
+    std::lock_guard lock(mu_);
+    report_.errors.push_back(message);
+    return {code, message};
+  }
+
+  // runClient: ListAndWatch until the stream ends; then getClient(resource) — whichever client is
+  // current now — is disconnected and the resource's devices are Unhealthy.
   void Run(const std::shared_ptr<Client>& c, const std::string& resource) {
     auto reader = c->stub->ListAndWatch(&c->ctx, v1beta1::Empty());
     v1beta1::ListAndWatchResponse resp;
     while (reader->Read(&resp)) {
       {
         std::lock_guard lock(mu_);
+        ++report_.lists;
         Resource& r = resources_[resource];
         if (r.client != c) continue;
         r.health.clear();
@@ -275,8 +304,10 @@ class DeviceManagerImpl final : public DeviceManager {
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;
+      ++report_.unexpected_ends;
+      report_.errors.push_back("ListAndWatch ended unexpectedly: " + st.error_message());
       Resource& r = resources_[resource];
-      if (r.client != c) return;  // replaced by a newer registration
+      if (r.client) r.client->ctx.TryCancel();
       r.connected = false;
       r.client.reset();
       log::Warn("sim kubelet: ListAndWatch ended unexpectedly",
@@ -287,12 +318,14 @@ class DeviceManagerImpl final : public DeviceManager {
 
   const std::string dir_;
   const std::function<void()> on_change_;
+  const bool cleanup_;
+  const std::chrono::microseconds listen_delay_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
 
   mutable std::mutex mu_;
   bool stopping_ = false;
-  int registrations_ = 0;
+  DeviceManagerReport report_;
   std::map<std::string, Resource> resources_;
   std::vector<std::shared_ptr<Client>> all_clients_;
   // pod uid -> (resource, container) -> device ids
@@ -302,9 +335,8 @@ class DeviceManagerImpl final : public DeviceManager {
 
 }  // namespace
 
-Result<std::unique_ptr<DeviceManager>> DeviceManager::Start(std::string plugin_dir,
-                                                            std::function<void()> on_change) {
-  auto m = std::make_unique<DeviceManagerImpl>(std::move(plugin_dir), std::move(on_change));
+Result<std::unique_ptr<DeviceManager>> DeviceManager::Start(DeviceManagerOptions options) {
+  auto m = std::make_unique<DeviceManagerImpl>(std::move(options));
   HS_RETURN_IF_ERROR(m->Init());
   return std::unique_ptr<DeviceManager>(std::move(m));
 }

@@ -139,9 +139,10 @@ class PodRuntimeImpl final : public PodRuntime {
     if (ec) return Error::Make(Error::Code::kInternal, "sim kubelet: " + ec.message());
     HS_RETURN_IF_ERROR(ServeKubeletApi());
     if (!o_.run_pods) return OkStatus();
-    HS_ASSIGN_OR_RETURN(devices_, DeviceManager::Start(o_.vm_root + kPluginDir, [this] {
-                          if (o_.on_resources_changed) o_.on_resources_changed();
-                        }));
+    HS_ASSIGN_OR_RETURN(
+        devices_, DeviceManager::Start({.plugin_dir = o_.vm_root + kPluginDir, .on_change = [this] {
+                                          if (o_.on_resources_changed) o_.on_resources_changed();
+                                        }}));
     kube::InformerOptions io;
     io.field_selector = "spec.nodeName=" + o_.node_name;
     pods_ = std::make_unique<kube::SharedInformer>(o_.node_client, kube::resources::Pods(), io);
@@ -172,7 +173,9 @@ class PodRuntimeImpl final : public PodRuntime {
     }
     return out;
   }
-  int plugin_registrations() const override { return devices_ ? devices_->registrations() : 0; }
+  int plugin_registrations() const override {
+    return devices_ ? devices_->report().registrations : 0;
+  }
 
   std::map<std::string, ContainerRecord> Containers() const override {
     std::lock_guard lock(mu_);

@@ -22,22 +22,14 @@
 #include "src/gpu/claim_controller.h"
 #include "src/kube/client.h"
 #include "src/kube/object_helpers.h"
-#include "src/localcluster/localcluster.h"
 #include "test/testenv/eventually.h"
+#include "test/testenv/joining_cluster.h"
 #include "test/testenv/testenv.h"
 #include "test/testenv/tgp.h"
 
 namespace hyperslice::testenv {
 
-// kube-scheduler, kube-controller-manager (CSR approval and signing, node lifecycle) and
-// kubeadm's bootstrap RBAC: what a joining machine's kubelet needs.
-inline localcluster::Options JoiningClusterOptions() {
-  localcluster::Options o;
-  o.scheduler = true;
-  o.controller_manager = true;
-  o.kubeadm_bootstrap = true;
-  return o;
-}
+// The cluster shape they need: JoiningClusterOptions (joining_cluster.h).
 
 // kube-controller-manager creates namespace default's ServiceAccount shortly after it starts; the
 // ServiceAccount admission plugin refuses pods until then. False when it has not within 60 s.

@@ -13,10 +13,10 @@
 namespace hyperslice::testenv {
 
 // Agents on every instance of `simulator` (which must outlive the fleet) that reach the
-// apiserver at `apiserver_url` (JoiningClusterOptions' server_url()): Lease renewed every second
-// (10 s long, within the 8 s node-monitor grace), node status posted every second and reported
-// every 5 s, join steps retried every 200 ms, metadata polled every second. Pods are not run
-// unless the test sets agent.run_pods.
+// apiserver at `apiserver_url` (a QuickJoiningClusterOptions cluster's server_url()): Lease of
+// 10 s renewed every second, node status posted every second and reported every 5 s, join steps
+// retried every 200 ms, metadata polled every second. Pods are run only if the test sets
+// agent.run_pods.
 inline sim::kubelet::FleetOptions QuickFleetOptions(sim::gce::Simulator* simulator,
                                                     const std::string& apiserver_url) {
   using namespace std::chrono_literals;

@@ -151,7 +151,7 @@ class TpuSliceE2eTest : public ::testing::Test {
     // The shared environment on a control plane the VMs join (kube-controller-manager with
     // kubeadm's join objects, kube-scheduler): TPU CRDs, the device-plugin namespace, the GCE
     // simulator with the seed's reservation, and the real GCE client on it.
-    testenv::ConfigureCluster(testenv::JoiningClusterOptions());
+    testenv::ConfigureCluster(testenv::QuickJoiningClusterOptions());
     sim::gce::Options so = testenv::tpuenv::SimOptions();
     so.instance_boot_latency = 200ms;
     so.reservations.push_back({kProject, kZone, kReservation, "tpu7x-standard-4t", 2});
@@ -286,7 +286,9 @@ class TpuSliceE2eTest : public ::testing::Test {
         },
         timeout);
   }
-  std::string DescribeGroup() { return testenv::tpuenv::DescribeGroup(*client_, "default", kGroup); }
+  std::string DescribeGroup() {
+    return testenv::tpuenv::DescribeGroup(*client_, "default", kGroup);
+  }
 
   std::vector<json::object> Instances() {
     auto l = compute_->ListInstances(kProject, kZone, {});
@@ -505,9 +507,8 @@ TEST_F(TpuSliceE2eTest, SeedExampleJoinsForRealSurvivesAHostFailureAndTearsDown)
   auto [drc, dout] =
       Shell(kubectl_ + "delete tpunodegroup/my-tpu-node-group -n default --wait=false");
   ASSERT_EQ(drc, 0) << dout;
-  ASSERT_TRUE(
-      Eventually([&] { return testenv::tpuenv::IsGone(*client_, TPUNodeGroups(), "default", kGroup); },
-                 120s))
+  ASSERT_TRUE(Eventually(
+      [&] { return testenv::tpuenv::IsGone(*client_, TPUNodeGroups(), "default", kGroup); }, 120s))
       << DescribeGroup();
   for (const auto& name : names) {
     EXPECT_FALSE(client_->Get(kube::resources::Nodes(), "", name).ok()) << name << " is left";

@@ -435,7 +435,7 @@ TEST(WatchGoneTest, WatchFromACompactedVersionIsGone) {
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(client
                     .Patch(cm, "default", "old", PatchType::kMerge,
-                            R"({"data":{"i":")" + std::to_string(i) + R"("}})")
+                           R"({"data":{"i":")" + std::to_string(i) + R"("}})")
                     .ok());
   }
   ASSERT_TRUE(own->cluster->CompactEtcd().ok());
@@ -476,6 +476,7 @@ TEST_F(ClientTest, ConcurrentRequestsShareOneRateLimitedClient) {
   constexpr int kThreads = 6, kPerThread = 10;
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {

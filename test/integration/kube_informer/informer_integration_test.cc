@@ -87,6 +87,7 @@ class Workload {
   void ForEach(const std::function<bool(int)>& filter, const std::function<void(int)>& fn) {
     std::atomic<int> next{0};
     std::vector<std::thread> threads;
+    threads.reserve(kWriters);
     for (int t = 0; t < kWriters; ++t) {
       threads.emplace_back([&] {
         for (int i = next++; i < size(); i = next++) {
@@ -454,8 +455,8 @@ TEST(InformerIntegrationTest, RelistsAfter410GoneFromEtcdCompactionWithoutLoss) 
   Workload w(direct, ns, kObjects);
   w.ForEach([](int) { return true; }, [&](int i) { w.Create(i); });
   // Let the informer see the creates live, then cut it off.
-  testenv::Eventually(
-      [&] { return informer.store().Size() >= static_cast<size_t>(kObjects); }, kConverge, 100ms);
+  testenv::Eventually([&] { return informer.store().Size() >= static_cast<size_t>(kObjects); },
+                      kConverge, 100ms);
   ASSERT_EQ(informer.store().Size(), static_cast<size_t>(kObjects));
   proxy.Partition();
   w.ForEach([](int) { return true; }, [&](int i) { w.Update(i); });
@@ -510,13 +511,13 @@ TEST(InformerIntegrationTest, WatchStreamCutMidObjectIsReportedAndRecovered) {
   ASSERT_GE(informer.reflector_stats().watches, 1) << "the watch never opened";
 
   // The next event (a ~256 KiB object) is cut after 16 KiB reach the client.
-  proxy.CutOpenConnectionsAfter(16 * 1024);
+  proxy.CutOpenConnectionsAfter(uint64_t{16} * 1024);
   Object big{{"apiVersion", "v1"},
              {"kind", "ConfigMap"},
              {"metadata",
               boost::json::object{
                   {"name", Name(0)}, {"namespace", ns}, {"resourceVersion", w.rvs(0).back()}}},
-             {"data", boost::json::object{{"v", "1"}, {"blob", std::string(256 * 1024, 'x')}}}};
+             {"data", boost::json::object{{"v", "1"}, {"blob", std::string(size_t{256} * 1024, 'x')}}}};
   auto updated = direct->Update(resources::ConfigMaps(), ns, big);
   ASSERT_TRUE(updated.ok()) << updated.error().ToString();
   std::string want_rv(ResourceVersionOf(*updated));

@@ -48,9 +48,9 @@ using testenv::Str;         // a string field, "" when absent
 // agent's own code): sha256 of the DER SubjectPublicKeyInfo of the CA certificate.
 std::string OpensslCaHash(const std::string& ca_path) {
   auto [rc, out] = testenv::Shell("openssl x509 -in '" + ca_path +
-                                       "' -pubkey -noout | openssl pkey -pubin -outform der | "
-                                       "openssl dgst -sha256 -hex",
-                                   /*with_stderr=*/false);
+                                      "' -pubkey -noout | openssl pkey -pubin -outform der | "
+                                      "openssl dgst -sha256 -hex",
+                                  /*with_stderr=*/false);
   if (rc != 0) return "";
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
   return "sha256:" + out.substr(out.rfind(' ') + 1);
@@ -74,7 +74,7 @@ class SimKubeletTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     // kube-scheduler too: the pod tests' pods are bound to the simulated VMs.
-    testenv::ConfigureCluster(testenv::JoiningClusterOptions());
+    testenv::ConfigureCluster(testenv::QuickJoiningClusterOptions());
     cluster_ = &testenv::Cluster();
     admin_ = new std::shared_ptr<kube::Client>(testenv::AdminClient());
     ASSERT_TRUE(*admin_);

@@ -35,9 +35,9 @@
 #include "src/webhook/webhook.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/examples.h"
+#include "test/testenv/operator_process.h"
 #include "test/testenv/shell.h"
 #include "test/testenv/testenv.h"
-#include "test/testenv/operator_process.h"
 #include "test/testenv/tpu_env.h"
 #include "test/testenv/yaml_file.h"
 

@@ -1,6 +1,7 @@
-// The device plugin under real kubelet restarts, against KubeletStandIn (kubelet_standin.h): every
-// restart removes every socket in the folder (the plugin's included) and then listens on
-// kubelet.sock again. Each kubelet instance must see exactly one Register, and the ListAndWatch
+// The device plugin under real kubelet restarts, against the kubelet's device manager of the
+// simulated VMs (sim/kubelet/device_manager.h), one instance per kubelet process: every restart
+// removes every socket in the folder (the plugin's included) and then listens on kubelet.sock
+// again. Each kubelet instance must see exactly one Register, and the ListAndWatch
 // stream it opens must deliver the devices and never be ended by the plugin. Many rounds with
 // varied timing, because the failure this guards against is a race between the plugin's reaction
 // to its own socket's removal and to kubelet.sock's creation.
@@ -15,17 +16,20 @@
 
 #include <gtest/gtest.h>
 
+#include "sim/kubelet/device_manager.h"
 #include "src/deviceplugin/deviceplugin.h"
+#include "test/testenv/eventually.h"
 #include "test/unit/deviceplugin/fake_node.h"
-#include "test/unit/deviceplugin/kubelet_standin.h"
 
 namespace hyperslice::deviceplugin {
 namespace {
 
 using namespace std::chrono_literals;
+using sim::kubelet::DeviceManager;
 using testing::FakeNode;
-using testing::KubeletStandIn;
 using testing::SteadyClock;
+
+constexpr char kTpu[] = "google.com/tpu";
 
 // Waits for events, never for time: this bound only ends a test that would otherwise hang.
 constexpr auto kEventually = 20s;
@@ -37,23 +41,43 @@ int Rounds() {
   return 150;
 }
 
-std::string Describe(const KubeletStandIn::Report& r) {
+// What one kubelet instance has seen: its report, and google.com/tpu as it holds it (healthy =
+// the Healthy devices the current client listed last, 0 once disconnected).
+struct Seen {
+  sim::kubelet::DeviceManagerReport r;
+  int healthy = 0;
+  bool connected = false;
+};
+
+Seen SeenBy(const DeviceManager& kubelet) {
+  Seen s{kubelet.report()};
+  auto resources = kubelet.Resources();
+  if (auto it = resources.find(kTpu); it != resources.end()) {
+    s.healthy = it->second.allocatable;
+    s.connected = it->second.connected;
+  }
+  return s;
+}
+
+std::string Describe(const Seen& s) {
+  const auto& r = s.r;
   std::string out = "registrations=" + std::to_string(r.registrations) +
                     " replaced=" + std::to_string(r.replaced_clients) +
                     " unexpected_ends=" + std::to_string(r.unexpected_ends) +
-                    " lists=" + std::to_string(r.lists) + " healthy=" + std::to_string(r.healthy) +
-                    " connected=" + std::to_string(r.connected);
+                    " lists=" + std::to_string(r.lists) + " healthy=" + std::to_string(s.healthy) +
+                    " connected=" + std::to_string(s.connected);
   for (const auto& e : r.errors) out += "\n  " + e;
   return out;
 }
 
 // What every kubelet instance must have seen by the time it stops.
-void ExpectOneCleanRegistration(const KubeletStandIn::Report& r, int round) {
-  EXPECT_EQ(r.registrations, 1) << "round " << round << ": " << Describe(r);
-  EXPECT_EQ(r.replaced_clients, 0) << "round " << round << ": " << Describe(r);
-  EXPECT_EQ(r.unexpected_ends, 0) << "round " << round << ": " << Describe(r);
-  EXPECT_TRUE(r.connected) << "round " << round << ": " << Describe(r);
-  EXPECT_EQ(r.healthy, 8) << "round " << round << ": " << Describe(r);
+void ExpectOneCleanRegistration(const Seen& s, int round) {
+  const auto& r = s.r;
+  EXPECT_EQ(r.registrations, 1) << "round " << round << ": " << Describe(s);
+  EXPECT_EQ(r.replaced_clients, 0) << "round " << round << ": " << Describe(s);
+  EXPECT_EQ(r.unexpected_ends, 0) << "round " << round << ": " << Describe(s);
+  EXPECT_TRUE(s.connected) << "round " << round << ": " << Describe(s);
+  EXPECT_EQ(s.healthy, 8) << "round " << round << ": " << Describe(s);
   // What kubelet's own plugin client sends (client.go); not checked by kubelet's server.
   EXPECT_EQ(r.authority, "localhost") << "round " << round;
 }
@@ -77,16 +101,48 @@ class KubeletRestartTest : public ::testing::Test {
 
   std::string PluginSocket() const { return node_.plugin_dir() + "/hyperslice-tpu.sock"; }
 
+  // A kubelet start: a new device manager (the previous one has stopped). `cleanup` false leaves
+  // the folder as it is; `listen_delay` separates the cleanup from the listen.
+  bool StartKubelet(bool cleanup = true, std::chrono::microseconds listen_delay = {}) {
+    auto m = DeviceManager::Start(
+        {.plugin_dir = node_.plugin_dir(), .cleanup = cleanup, .listen_delay = listen_delay});
+    if (!m.ok()) {
+      ADD_FAILURE() << m.error().ToString();
+      return false;
+    }
+    kubelet_ = std::move(*m);
+    return true;
+  }
+  // The kubelet process ends (a crash leaves kubelet.sock behind); what it had seen, final.
+  Seen StopKubelet(bool remove_socket) {
+    if (remove_socket) {
+      kubelet_->Stop();
+    } else {
+      kubelet_->Crash();
+    }
+    return SeenBy(*kubelet_);
+  }
+  // Waits until the current client's latest list has `devices` Healthy devices.
+  bool WaitHealthy(int devices) {
+    return testenv::Eventually(
+        [&] {
+          Seen s = SeenBy(*kubelet_);
+          return s.connected && s.healthy == devices;
+        },
+        kEventually, 1ms);
+  }
+  Seen Snapshot() const { return SeenBy(*kubelet_); }
+
   FakeNode node_;
-  KubeletStandIn kubelet_{node_.plugin_dir(), "google.com/tpu"};
+  std::unique_ptr<DeviceManager> kubelet_;
 };
 
 TEST_F(KubeletRestartTest, EveryRestartGetsExactlyOneRegistrationAndAnUnbrokenStream) {
   const int rounds = Rounds();
-  ASSERT_TRUE(kubelet_.Start());
+  ASSERT_TRUE(StartKubelet());
   auto plugin = StartPlugin();
   ASSERT_NE(plugin, nullptr);
-  ASSERT_TRUE(kubelet_.WaitHealthy(8, kEventually)) << Describe(kubelet_.Snapshot());
+  ASSERT_TRUE(WaitHealthy(8)) << Describe(Snapshot());
 
   std::mt19937 rng(20240613);  // fixed: a failure names its round, and the round reproduces
   std::vector<double> to_healthy_ms;
@@ -94,19 +150,18 @@ TEST_F(KubeletRestartTest, EveryRestartGetsExactlyOneRegistrationAndAnUnbrokenSt
   for (int round = 1; round <= rounds && !HasFailure(); ++round) {
     // The running kubelet dies: a crash leaves kubelet.sock behind, a clean stop removes it.
     bool crash = rng() % 2 == 0;
-    ExpectOneCleanRegistration(kubelet_.Stop(/*remove_socket=*/!crash), round - 1);
+    ExpectOneCleanRegistration(StopKubelet(/*remove_socket=*/!crash), round - 1);
     // The next one cleans the folder and listens, sometimes at once, sometimes a little later, so
     // the plugin sees the events in every order and split across its reads.
     auto delay = std::chrono::microseconds(rng() % 3 == 0 ? 0 : rng() % 3000);
     auto t0 = SteadyClock::now();
-    ASSERT_TRUE(kubelet_.Start(/*cleanup=*/true, delay)) << "round " << round;
-    ASSERT_TRUE(kubelet_.WaitHealthy(8, kEventually))
-        << "round " << round << " (crash=" << crash << ", delay=" << delay.count()
-        << " us): " << Describe(kubelet_.Snapshot());
+    ASSERT_TRUE(StartKubelet(/*cleanup=*/true, delay)) << "round " << round;
+    ASSERT_TRUE(WaitHealthy(8)) << "round " << round << " (crash=" << crash
+                                << ", delay=" << delay.count() << " us): " << Describe(Snapshot());
     to_healthy_ms.push_back(
         std::chrono::duration<double, std::milli>(SteadyClock::now() - t0).count());
   }
-  ExpectOneCleanRegistration(kubelet_.Stop(/*remove_socket=*/true), rounds);
+  ExpectOneCleanRegistration(StopKubelet(/*remove_socket=*/true), rounds);
   PluginStatus status = plugin->CurrentStatus();
   EXPECT_EQ(status.registrations, rounds + 1);
   plugin->Stop();
@@ -128,36 +183,33 @@ TEST_F(KubeletRestartTest, EveryRestartGetsExactlyOneRegistrationAndAnUnbrokenSt
 // Kubelets that do not clean the folder (the plugin's socket survives the restart): the new
 // instance still gets exactly one registration, served by the server that is already running.
 TEST_F(KubeletRestartTest, RestartWithoutCleanupRegistersOnceOnTheRunningServer) {
-  ASSERT_TRUE(kubelet_.Start());
+  ASSERT_TRUE(StartKubelet());
   auto plugin = StartPlugin();
   ASSERT_NE(plugin, nullptr);
-  ASSERT_TRUE(kubelet_.WaitHealthy(8, kEventually)) << Describe(kubelet_.Snapshot());
+  ASSERT_TRUE(WaitHealthy(8)) << Describe(Snapshot());
   int generation = plugin->CurrentStatus().serve_generation;
   for (int round = 1; round <= 10 && !HasFailure(); ++round) {
-    ExpectOneCleanRegistration(kubelet_.Stop(/*remove_socket=*/round % 2 == 0), round - 1);
-    ASSERT_TRUE(kubelet_.Start(/*cleanup=*/false));
-    ASSERT_TRUE(kubelet_.WaitHealthy(8, kEventually))
-        << "round " << round << ": " << Describe(kubelet_.Snapshot());
+    ExpectOneCleanRegistration(StopKubelet(/*remove_socket=*/round % 2 == 0), round - 1);
+    ASSERT_TRUE(StartKubelet(/*cleanup=*/false));
+    ASSERT_TRUE(WaitHealthy(8)) << "round " << round << ": " << Describe(Snapshot());
   }
-  ExpectOneCleanRegistration(kubelet_.Stop(true), 10);
+  ExpectOneCleanRegistration(StopKubelet(true), 10);
   EXPECT_EQ(plugin->CurrentStatus().serve_generation, generation) << "no reason to re-serve";
 }
 
 // The plugin's socket removed while the kubelet keeps running (by hand, or a tool cleaning the
 // folder): the path is served again, and the kubelet's stream — on the old server — goes on.
 TEST_F(KubeletRestartTest, OwnSocketRemovedUnderARunningKubeletKeepsItsStream) {
-  ASSERT_TRUE(kubelet_.Start());
+  ASSERT_TRUE(StartKubelet());
   auto plugin = StartPlugin();
   ASSERT_NE(plugin, nullptr);
-  ASSERT_TRUE(kubelet_.WaitHealthy(8, kEventually)) << Describe(kubelet_.Snapshot());
+  ASSERT_TRUE(WaitHealthy(8)) << Describe(Snapshot());
   int generation = plugin->CurrentStatus().serve_generation;
 
   std::filesystem::remove(PluginSocket());
   // Served again: a new server generation on the path.
-  auto deadline = SteadyClock::now() + kEventually;
-  while (plugin->CurrentStatus().serve_generation == generation && SteadyClock::now() < deadline) {
-    std::this_thread::sleep_for(5ms);
-  }
+  testenv::Eventually([&] { return plugin->CurrentStatus().serve_generation != generation; },
+                      kEventually, 5ms);
   ASSERT_GT(plugin->CurrentStatus().serve_generation, generation);
   ASSERT_TRUE(std::filesystem::exists(PluginSocket()));
   testing::Watch fresh(PluginSocket());
@@ -165,15 +217,15 @@ TEST_F(KubeletRestartTest, OwnSocketRemovedUnderARunningKubeletKeepsItsStream) {
 
   // The kubelet's stream is alive: a health change still reaches it.
   std::filesystem::remove(node_.AccelPath(6));
-  ASSERT_TRUE(kubelet_.WaitHealthy(7, kEventually)) << Describe(kubelet_.Snapshot());
+  ASSERT_TRUE(WaitHealthy(7)) << Describe(Snapshot());
   FakeNode::Write(node_.AccelPath(6), "");
-  ASSERT_TRUE(kubelet_.WaitHealthy(8, kEventually)) << Describe(kubelet_.Snapshot());
+  ASSERT_TRUE(WaitHealthy(8)) << Describe(Snapshot());
 
   // And the next kubelet restart registers once, on the new server.
-  ExpectOneCleanRegistration(kubelet_.Stop(false), 0);
-  ASSERT_TRUE(kubelet_.Start());
-  ASSERT_TRUE(kubelet_.WaitHealthy(8, kEventually)) << Describe(kubelet_.Snapshot());
-  ExpectOneCleanRegistration(kubelet_.Stop(true), 1);
+  ExpectOneCleanRegistration(StopKubelet(false), 0);
+  ASSERT_TRUE(StartKubelet());
+  ASSERT_TRUE(WaitHealthy(8)) << Describe(Snapshot());
+  ExpectOneCleanRegistration(StopKubelet(true), 1);
 }
 
 }  // namespace
