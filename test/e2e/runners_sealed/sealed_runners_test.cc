@@ -26,7 +26,6 @@
 #include <set>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -37,6 +36,7 @@
 #include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/kube/client.h"
+#include "src/kube/metrics.h"
 #include "src/kube/resource.h"
 #include "src/net/http.h"
 #include "src/runners/agent/agent.h"
@@ -251,6 +251,24 @@ class SealedRunnersTest : public ::testing::Test {
     return {"", ""};
   }
   static int64_t NodeCpuMilli() { return env_->NodeMilli(kControlNode, "capacity", "cpu"); }
+  // The runners the ControlNode's status counts (-1 when absent).
+  struct RunnerCounts {
+    int64_t linked = -1, healthy = -1;
+  };
+  static RunnerCounts ControlNodeCounts() {
+    auto c = Get(cn::ControlNodes(), "", kControlNode);
+    const json::object* st = c ? jsonfield::ObjectField(*c, "status") : nullptr;
+    if (st == nullptr) return {};
+    return {jsonfield::IntField(*st, "linkedRunners").value_or(-1),
+            jsonfield::IntField(*st, "healthyRunners").value_or(-1)};
+  }
+  // Finished ControlNode reconciles (each requeues itself for the Lease renewal).
+  static double ControlNodeReconciles() {
+    return kube::metrics::Registry::Default()
+        .GetCounter("controller_runtime_reconcile_total", "",
+                    {{"controller", "runners-controlnode"}, {"result", "requeue_after"}})
+        .Value();
+  }
   static std::string Diagnostics() {
     std::string out;
     for (const char* r : {"runner-good", "runner-bad"}) {
@@ -332,12 +350,25 @@ TEST_F(SealedRunnersTest, ARunnerWhoseConfigDiffersIsUntrustedNamedAndNeverSched
         return false;
       },
       20s));
-  // Linked and healthy, but its capacity never reaches the Node: only runner-good's 4 CPUs.
+  // Linked and healthy, but its capacity never reaches the Node: only runner-good's 4 CPUs, from
+  // a ControlNode reconcile that saw both runners answer and runner-good usable (its status; the
+  // Node is written before it) and still two reconciles later (the controller's metric).
   ASSERT_TRUE(Eventually([] { return RunnerPhase("runner-good") == "Linked"; }, 60s))
       << RunnerPhase("runner-good") << Diagnostics();
-  ASSERT_TRUE(Eventually([] { return NodeCpuMilli() == 4000; }, 30s)) << NodeCpuMilli();
-  std::this_thread::sleep_for(3s);  // several reconciles later, still only runner-good's
+  RunnerCounts counts;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        counts = ControlNodeCounts();
+        return counts.linked == 2 && counts.healthy >= 1;
+      },
+      30s))
+      << counts.linked << " linked" << Diagnostics();
+  EXPECT_EQ(counts.healthy, 1) << "runner-bad counted";
   EXPECT_EQ(NodeCpuMilli(), 4000);
+  const double reconciled = ControlNodeReconciles();
+  ASSERT_TRUE(Eventually([&] { return ControlNodeReconciles() >= reconciled + 2; }, 30s));
+  EXPECT_EQ(NodeCpuMilli(), 4000);
+  EXPECT_EQ(ControlNodeCounts().healthy, 1);
   EXPECT_EQ(RunnerPhase("runner-bad"), "Untrusted");
   std::printf("untrusted after %.1f s\n", std::chrono::duration<double>(took).count());
 }

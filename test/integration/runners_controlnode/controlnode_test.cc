@@ -514,8 +514,20 @@ TEST_F(ControlNodeTest, UnlinkedRunnerGetsAOneTimeJoinToken) {
   ASSERT_FALSE(twice.ok());
   EXPECT_EQ(twice.error().reason, runners::link::kReasonJoinTokenRefused);
   EXPECT_FALSE(Get(kube::resources::Secrets(), ns_, secret));
-  // No new token once consumed.
-  std::this_thread::sleep_for(1500ms);  // a runner resync period: nothing must appear
+  // No new token once consumed: a no-op spec change (requireDigest's default) makes a generation
+  // that only a reconcile of the consumed Runner can observe; by its status write that reconcile
+  // has passed the point where it would have minted one.
+  auto poked = client_->Patch(cn::Runners(), "", "join-gce", kube::PatchType::kMerge,
+                              R"({"spec":{"policy":{"requireDigest":true}}})");
+  ASSERT_TRUE(poked.ok()) << poked.error().message;
+  const int64_t generation = kube::Generation(*poked);
+  EXPECT_TRUE(Eventually(
+      [&] {
+        r = Get(cn::Runners(), "", "join-gce");
+        const json::object* st = r ? jsonfield::ObjectField(*r, "status") : nullptr;
+        return st && jsonfield::IntField(*st, "observedGeneration").value_or(0) >= generation;
+      },
+      30s));
   EXPECT_FALSE(Get(kube::resources::Secrets(), ns_, secret));
 }
 
