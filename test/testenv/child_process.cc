@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "test/testenv/eventually.h"
 #include "test/testenv/files.h"
 
 namespace hyperslice::testenv {
@@ -38,6 +39,16 @@ int ChildProcess::Stop(int signal) {
   kill(pid_, signal);
   int status = 0;
   waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::optional<int> ChildProcess::Wait(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return -1;
+  int status = 0;
+  bool exited = Eventually([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, timeout,
+                           std::chrono::milliseconds(50));
+  if (!exited) return std::nullopt;
   pid_ = -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

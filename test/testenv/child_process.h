@@ -5,7 +5,9 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <csignal>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,9 @@ class ChildProcess {
   int Stop(int signal);
   // SIGKILL: no shutdown path runs (no status written, no connection closed politely).
   void Kill() { (void)Stop(SIGKILL); }
+  // Waits up to `timeout` for the child to exit by itself: its exit code (-1 when it died of a
+  // signal or was not running), or nullopt while it still runs.
+  std::optional<int> Wait(std::chrono::milliseconds timeout);
   // True while the child has not exited by itself.
   bool Alive();
   bool running() const { return pid_ > 0; }

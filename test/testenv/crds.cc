@@ -15,6 +15,11 @@ Status InstallCrds(const std::vector<std::string>& files,
                    const std::vector<kube::Resource>& served) {
   auto client = AdminClient();
   if (!client) return Error::Make(Error::Code::kInternal, "no admin client");
+  return InstallCrds(*client, files, served);
+}
+
+Status InstallCrds(kube::Client& client, const std::vector<std::string>& files,
+                   const std::vector<kube::Resource>& served) {
   for (const std::string& file : files) {
     boost::json::value crd;
     try {
@@ -23,14 +28,13 @@ Status InstallCrds(const std::vector<std::string>& files,
       return Error::Make(Error::Code::kInvalidArgument, file + ": " + e.what());
     }
     if (!crd.is_object()) return Error::Make(Error::Code::kInvalidArgument, file + ": not a map");
-    auto created =
-        client->Create(kube::resources::CustomResourceDefinitions(), "", crd.as_object());
+    auto created = client.Create(kube::resources::CustomResourceDefinitions(), "", crd.as_object());
     if (!created.ok() && created.error().code != Error::Code::kAlreadyExists) {
       return Error::Make(created.error().code, file + ": " + created.error().ToString());
     }
   }
   for (const kube::Resource& r : served) {
-    if (!Eventually([&] { return client->List(r, "").ok(); }, std::chrono::seconds(60))) {
+    if (!Eventually([&] { return client.List(r, "").ok(); }, std::chrono::seconds(60))) {
       return Error::Make(Error::Code::kTimeout, r.resource + " not served within 60 s");
     }
   }

@@ -1,17 +1,21 @@
-// Installing the project's CRDs (deploy/crds/<file>) into the shared cluster, as `kubectl apply`
-// would, and waiting until the apiserver serves them.
+// Installing the project's CRDs (deploy/crds/<file>) into the shared cluster (or another one), as
+// `kubectl apply` would, and waiting until the apiserver serves them.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "src/base/result.h"
+#include "src/kube/client.h"
 #include "src/kube/resource.h"
 
 namespace hyperslice::testenv {
 
 // `files` are paths of CRD YAML files; `served` the resources to wait for (a list must succeed).
 Status InstallCrds(const std::vector<std::string>& files,
+                   const std::vector<kube::Resource>& served);
+// The same into the cluster `client` talks to (a test that starts a LocalCluster of its own).
+Status InstallCrds(kube::Client& client, const std::vector<std::string>& files,
                    const std::vector<kube::Resource>& served);
 
 // Installs <deploy_dir>/crds/tpu.google.com_{tpunodegroups,resourcepolicies,instancetemplates,

@@ -29,6 +29,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "src/localcluster/localcluster.h"
+#include "test/testenv/command.h"
 #include "test/testenv/files.h"
 
 namespace hyperslice::deploy_test {
@@ -46,46 +47,11 @@ const std::string kKubeVersion = "1.36.3";
 const std::string kOperatorSa = "system:serviceaccount:tpu-node-group:hyperslice-operator";
 const std::string kWebhookSa = "system:serviceaccount:tpu-node-group:hyperslice-webhook";
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout only
-  std::string errors;  // stderr
-};
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-CommandResult RunCommand(const std::vector<std::string>& argv) {
-  static int counter = 0;
-  fs::path err_file = fs::temp_directory_path() / ("hs-deploy-test-" + std::to_string(::getpid()) +
-                                                   "-" + std::to_string(++counter) + ".err");
-  std::string cmd;
-  for (const auto& a : argv) cmd += Quote(a) + " ";
-  cmd += "2>" + Quote(err_file.string());
-  CommandResult r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
-  int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_file);
-  r.errors.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
-  fs::remove(err_file);
-  return r;
-}
-
-std::string KubectlPath() {
-  const char* env = std::getenv("KUBECTL");
-  return env != nullptr && *env != '\0' ? env : "kubectl";
-}
-
-bool HaveKubectl() {
-  return std::system((KubectlPath() + " version --client >/dev/null 2>&1").c_str()) == 0;
-}
+// The real CLIs, as testenv runs them (kubectl from $KUBECTL or PATH).
+using testenv::CommandResult;
+using testenv::HaveKubectl;
+using testenv::KubectlPath;
+using testenv::RunCommand;
 
 CommandResult Kustomize(const std::string& dir) {
   return RunCommand({KubectlPath(), "kustomize", dir});

@@ -27,13 +27,14 @@
 #include "src/gpu/api.h"
 #include "src/kube/client.h"
 #include "src/kube/yaml.h"
-#include "src/net/pki.h"
-#include "src/webhook/internal.h"
 #include "src/webhook/webhook.h"
+#include "test/testenv/admission_env.h"
+#include "test/testenv/admission_probe.h"
 #include "test/testenv/command.h"
-#include "test/testenv/crds.h"
+#include "test/testenv/corpus.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/files.h"
+#include "test/testenv/server_side_apply.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice {
@@ -72,7 +73,7 @@ const kube::Resource* ResourceOf(const std::string& kind) {
 using testenv::ReadFile;
 
 // Once per binary: the three CRDs (and TPUNodeGroup's, so every informer of the webhook syncs at
-// once), the webhook server with its informer cache, its ValidatingWebhookConfiguration, and seed
+// once), the webhook server with its informer cache, deploy/webhook's configurations, and seed
 // 002's class.
 class CrdEnv {
  public:
@@ -84,106 +85,49 @@ class CrdEnv {
   // a reflector still retrying while the statics it uses are destroyed (the cluster stops at
   // exit too) crashed the process under ASan after every test had passed.
   static void Shutdown() {
-    if (Created() != nullptr) Created()->server.reset();
+    if (Created() != nullptr && Created()->admission.webhook) Created()->admission.webhook->Stop();
   }
   static CrdEnv*& Created() {
     static CrdEnv* created = nullptr;
     return created;
   }
-  std::shared_ptr<kube::Client> client;
-  std::unique_ptr<webhook::Server> server;
-  std::string error;
+  testenv::AdmissionEnv admission{"gpu-crds-it",
+                                  {HS_DEPLOY_DIR "/crds/tgp.io_gpunodeclasses.yaml",
+                                   HS_DEPLOY_DIR "/crds/tgp.io_gpunodepools.yaml",
+                                   HS_DEPLOY_DIR "/crds/tgp.io_gpunodeclaims.yaml",
+                                   HS_DEPLOY_DIR "/crds/tpu.google.com_tpunodegroups.yaml"},
+                                  {kClasses, kPools, kClaims, webhook::TPUNodeGroups()},
+                                  HS_DEPLOY_DIR "/webhook/base/webhooks.yaml"};
+  std::shared_ptr<kube::Client> client = admission.client;
+  std::string error = admission.error;
 
   // Server-side apply of `yaml`, as kubectl apply --server-side sends it.
   Result<net::Response> Apply(const kube::Resource& r, const std::string& ns,
                               const std::string& name, const std::string& yaml,
                               bool dry_run = false) {
-    std::string path =
-        r.ObjectPath(ns, name) + "?fieldManager=kubectl&fieldValidation=Strict&force=true";
-    if (dry_run) path += "&dryRun=All";
-    return client->Raw("PATCH", path, yaml, "application/apply-patch+yaml");
+    return testenv::ServerSideApply(*client, r, ns, name, yaml, dry_run);
   }
 
  private:
   CrdEnv() {
-    client = testenv::AdminClient();
-    if (!client) {
-      error = "no admin client";
-      return;
-    }
-    Status st = testenv::InstallCrds({HS_DEPLOY_DIR "/crds/tgp.io_gpunodeclasses.yaml",
-                                      HS_DEPLOY_DIR "/crds/tgp.io_gpunodepools.yaml",
-                                      HS_DEPLOY_DIR "/crds/tgp.io_gpunodeclaims.yaml",
-                                      HS_DEPLOY_DIR "/crds/tpu.google.com_tpunodegroups.yaml"},
-                                     {kClasses, kPools, kClaims, webhook::TPUNodeGroups()});
-    if (!st.ok()) {
-      error = st.error().ToString();
-      return;
-    }
-    if (Status w = StartWebhook(); !w.ok()) {
+    if (!error.empty()) return;
+    if (Status w = WaitForWebhook(); !w.ok()) {
       error = "webhook: " + w.error().ToString();
       return;
     }
     if (Status c = ApplySeedClass(); !c.ok()) error = "seed 002's class: " + c.error().ToString();
   }
 
-  Status StartWebhook() {
-    dir_ = fs::temp_directory_path() / ("hs-gpu-crds-it-" + std::to_string(getpid()));
-    fs::create_directories(dir_);
-    HS_ASSIGN_OR_RETURN(auto ca, net::pki::MakeCa("gpu-crds-it-ca"));
-    net::pki::CertRequest req;
-    req.common_name = "webhook";
-    req.ip_addresses = {"127.0.0.1"};
-    req.server = true;
-    HS_ASSIGN_OR_RETURN(auto kp, net::pki::Issue(ca, req));
-    std::ofstream(dir_ / "tls.crt") << kp.cert_pem;
-    std::ofstream(dir_ / "tls.key") << kp.key_pem;
-    webhook::ServerOptions o;
-    o.tls_cert_file = (dir_ / "tls.crt").string();
-    o.tls_key_file = (dir_ / "tls.key").string();
-    o.source = webhook::NewInformerObjectSource(client, 20s);
-    HS_ASSIGN_OR_RETURN(server, webhook::Server::Start(std::move(o)));
-    // deploy/webhook/base/webhooks.yaml's ValidatingWebhookConfiguration, pointed at the server.
-    std::string base = "https://127.0.0.1:" + std::to_string(server->port());
-    for (const YAML::Node& doc :
-         YAML::LoadAllFromFile(HS_DEPLOY_DIR "/webhook/base/webhooks.yaml")) {
-      if (!doc.IsMap()) continue;
-      json::object cfg = kube::YamlToJson(doc).as_object();
-      if (cfg["kind"].as_string() != "ValidatingWebhookConfiguration") continue;
-      for (json::value& hook : cfg["webhooks"].as_array()) {
-        json::object& h = hook.as_object();
-        std::string path(h["clientConfig"].as_object()["service"].as_object()["path"].as_string());
-        h["clientConfig"] = json::object{{"url", base + path},
-                                         {"caBundle", webhook::internal::Base64(ca.cert_pem)}};
-      }
-      HS_RETURN_IF_ERROR(
-          client->Create(kube::resources::ValidatingWebhookConfigurations(), "", cfg));
-    }
-    // The apiserver picks the configuration up asynchronously: dry-run a pool only the webhook
-    // refuses (its class does not exist) until it is refused.
-    const std::string probe = R"(
-apiVersion: tgp.io/v1
-kind: GPUNodePool
-metadata:
-  name: webhook-probe
-  namespace: default
-spec:
-  nodeClassRef:
-    kind: GPUNodeClass
-    name: no-class-of-this-name
-  template:
-    spec: {}
-)";
-    std::string last;
-    for (auto deadline = std::chrono::steady_clock::now() + 30s;
-         std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(100ms)) {
-      auto res = Apply(kPools, "default", "webhook-probe", probe, /*dry_run=*/true);
-      if (res.ok() && res->body.find("names no GPUNodeClass") != std::string::npos) {
-        return OkStatus();
-      }
-      last = res.ok() ? std::to_string(res->status) + " " + res->body : res.error().ToString();
-    }
-    return Error::Make(Error::Code::kTimeout, "the webhook never refused the probe; last: " + last);
+  // The apiserver picks the configuration up asynchronously: dry-run a pool only the webhook
+  // refuses (its class does not exist: the corpus's case) until it is refused.
+  Status WaitForWebhook() {
+    testenv::CorpusCase probe =
+        testenv::LoadCorpusCase(HS_CORPUS_DIR "/050-pool-missing-class.yaml");
+    return testenv::ProbeUntil(
+        [&] { return Apply(kPools, probe.ns, probe.name, probe.text, /*dry_run=*/true); },
+        [](const testenv::Answer& res) {
+          return res.ok() && res->body.find("names no GPUNodeClass") != std::string::npos;
+        });
   }
 
   // Seed 002's class, as a user applies it: kubectl apply when kubectl is there (the seed test
@@ -200,8 +144,6 @@ spec:
     if (res.status >= 300) return Error::Make(Error::Code::kInternal, res.body);
     return OkStatus();
   }
-
-  fs::path dir_;
 };
 
 class CrdEnvShutdown : public ::testing::Environment {
@@ -454,43 +396,15 @@ spec:
 
 // ---- the corpus ----
 
-struct Case {
-  std::string file, text, what, expect, warn, kind, name, ns;
-};
+using testenv::CorpusCase;
+using testenv::LoadCorpusCase;
 
-Case LoadCase(const fs::path& path) {
-  Case c;
-  c.file = path.filename().string();
-  c.text = ReadFile(path);
-  std::istringstream lines(c.text);
-  for (std::string line; std::getline(lines, line) && line.rfind('#', 0) == 0;) {
-    if (line.rfind("# Case: ", 0) == 0) c.what = line.substr(8);
-    if (line.rfind("# Expect: ", 0) == 0) c.expect = line.substr(10);
-    if (line.rfind("# Warn: ", 0) == 0) c.warn = line.substr(8);
-  }
-  try {
-    YAML::Node doc = YAML::Load(c.text);
-    c.kind = doc["kind"].as<std::string>("");
-    c.name = doc["metadata"]["name"].as<std::string>("");
-    c.ns = doc["metadata"]["namespace"].as<std::string>("");
-  } catch (const std::exception&) {
-  }
-  return c;
-}
-
-std::vector<fs::path> CorpusFiles() {
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(HS_CORPUS_DIR)) {
-    if (e.is_regular_file() && e.path().extension() == ".yaml") files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
+std::vector<fs::path> CorpusFiles() { return testenv::CorpusFiles(HS_CORPUS_DIR); }
 
 TEST(GpuCorpusFiles, EveryKindHasRefusalsAndPositives) {
   std::map<std::string, std::pair<int, int>> per_kind;  // kind -> (refusals, positives)
   for (const auto& f : CorpusFiles()) {
-    Case c = LoadCase(f);
+    CorpusCase c = LoadCorpusCase(f);
     EXPECT_FALSE(c.what.empty()) << c.file << ": no '# Case:' line";
     EXPECT_FALSE(c.expect.empty()) << c.file << ": no '# Expect:' line";
     EXPECT_NE(ResourceOf(c.kind), nullptr) << c.file << ": kind " << c.kind;
@@ -510,7 +424,7 @@ class GpuCorpus : public ::testing::TestWithParam<fs::path> {
 
 TEST_P(GpuCorpus, RefusedWithTheExpectedMessageOrAdmitted) {
   auto client = CrdEnv::Get().client;
-  Case c = LoadCase(GetParam());
+  CorpusCase c = LoadCorpusCase(GetParam());
   SCOPED_TRACE(c.file + ": " + c.what);
   const kube::Resource* r = ResourceOf(c.kind);
   ASSERT_NE(r, nullptr) << c.kind;
@@ -528,35 +442,13 @@ TEST_P(GpuCorpus, RefusedWithTheExpectedMessageOrAdmitted) {
     EXPECT_TRUE(res->status == 200 || res->status == 201) << res->status << " " << res->body;
     return;
   }
-  boost::system::error_code ec;
-  json::value status = json::parse(res->body, ec);
-  ASSERT_FALSE(ec) << res->body;
-  const json::value* message =
-      status.is_object() ? status.as_object().if_contains("message") : nullptr;
-  ASSERT_TRUE(message != nullptr && message->is_string()) << res->body;
-  std::string msg(message->as_string());
-  EXPECT_GE(res->status, 400) << res->body;
-  // kube-apiserver answers a value of the wrong type in an apply patch with 500 and this prefix
-  // (its server-side-apply type check); every other refusal is a 4xx.
-  if (res->status >= 500) {
-    EXPECT_EQ(msg.rfind("failed to create typed patch object", 0), 0u) << res->body;
-  }
-  // A failed webhook call (crash, timeout, bad answer) is never a refusal of the input.
-  EXPECT_EQ(msg.find("failed calling webhook"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(c.expect), std::string::npos) << "expected \"" << c.expect << "\" in:\n"
-                                                   << msg.substr(0, 2000);
+  // A refusal by the schema, a CEL rule or the webhook (testenv::ExpectRefusal).
+  ASSERT_NO_FATAL_FAILURE(testenv::ExpectRefusal(*res, c.expect));
   EXPECT_FALSE(client->Get(*r, c.ns, c.name).ok()) << c.name << " was stored";
 }
 
-std::string CaseName(const ::testing::TestParamInfo<fs::path>& info) {
-  std::string n = info.param.stem().string();
-  for (char& ch : n) {
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  }
-  return n;
-}
-
-INSTANTIATE_TEST_SUITE_P(Gpu, GpuCorpus, ::testing::ValuesIn(CorpusFiles()), CaseName);
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuCorpus, ::testing::ValuesIn(CorpusFiles()),
+                         testenv::CorpusCaseName);
 
 }  // namespace
 }  // namespace hyperslice

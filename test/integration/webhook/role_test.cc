@@ -2,7 +2,6 @@
 // a Secret, writes its serving pair, sets the caBundle of the webhook configurations it is told
 // about, serves admissions the apiserver sends it, and exits 0 on SIGTERM.
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -17,7 +16,9 @@
 #include "src/gpu/api.h"
 #include "src/kube/client.h"
 #include "src/webhook/webhook.h"
+#include "test/integration/webhook/role_process.h"
 #include "test/integration/webhook/worker_pod.h"
+#include "test/testenv/child_process.h"
 #include "test/testenv/crds.h"
 #include "test/testenv/testenv.h"
 
@@ -27,11 +28,8 @@ namespace {
 namespace json = boost::json;
 using namespace std::chrono_literals;
 
-// A free loopback port, or 0 (the role's start then fails visibly).
-int FreePort() {
-  auto port = FreeLoopbackPort();
-  return port.ok() ? *port : 0;
-}
+using webhook_testing::FreePort;
+using webhook_testing::WebhookConfig;
 
 TEST(WebhookRole, SelfSignedModeMintsCaSetsCaBundleServesAndDrainsOnSigterm) {
   auto client = testenv::AdminClient();
@@ -51,42 +49,12 @@ TEST(WebhookRole, SelfSignedModeMintsCaSetsCaBundleServesAndDrainsOnSigterm) {
   // decides its value, so the hostnames below prove this process answered.
   std::string mname = "0-hs-role-" + std::to_string(getpid());
   std::string vname = "0-hs-role-v-" + std::to_string(getpid());
-  json::object selector{
-      {"matchExpressions", json::array{json::object{{"key", "kubernetes.io/metadata.name"},
-                                                    {"operator", "In"},
-                                                    {"values", json::array{json::string(ns)}}}}}};
-  json::object mutating{
-      {"apiVersion", "admissionregistration.k8s.io/v1"},
-      {"kind", "MutatingWebhookConfiguration"},
-      {"metadata", json::object{{"name", mname}}},
-      {"webhooks", json::array{json::object{
-                       {"name", "tpu-env.role.hyperslice.dev"},
-                       {"admissionReviewVersions", json::array{"v1"}},
-                       {"sideEffects", "None"},
-                       {"failurePolicy", "Fail"},
-                       {"timeoutSeconds", 5},
-                       {"clientConfig", json::object{{"url", url + "/mutate-pods"}}},
-                       {"namespaceSelector", selector},
-                       {"rules", json::array{json::object{{"apiGroups", json::array{""}},
-                                                          {"apiVersions", json::array{"v1"}},
-                                                          {"operations", json::array{"CREATE"}},
-                                                          {"resources", json::array{"pods"}}}}}}}}};
-  json::object validating{
-      {"apiVersion", "admissionregistration.k8s.io/v1"},
-      {"kind", "ValidatingWebhookConfiguration"},
-      {"metadata", json::object{{"name", vname}}},
-      {"webhooks",
-       json::array{json::object{
-           {"name", "tpunodegroups.role.hyperslice.dev"},
-           {"admissionReviewVersions", json::array{"v1"}},
-           {"sideEffects", "None"},
-           {"failurePolicy", "Fail"},
-           {"clientConfig", json::object{{"url", url + "/validate-tpunodegroups"}}},
-           {"namespaceSelector", selector},
-           {"rules", json::array{json::object{{"apiGroups", json::array{"tpu.google.com"}},
-                                              {"apiVersions", json::array{"v1alpha1"}},
-                                              {"operations", json::array{"CREATE", "UPDATE"}},
-                                              {"resources", json::array{"tpunodegroups"}}}}}}}}};
+  json::object mutating =
+      WebhookConfig("MutatingWebhookConfiguration", mname, url + "/mutate-pods", ns,
+                    "tpu-env.role.hyperslice.dev", webhook_testing::PodCreateRules());
+  json::object validating =
+      WebhookConfig("ValidatingWebhookConfiguration", vname, url + "/validate-tpunodegroups", ns,
+                    "tpunodegroups.role.hyperslice.dev", webhook_testing::TpuNodeGroupRules());
   ASSERT_TRUE(client->Create(kube::resources::MutatingWebhookConfigurations(), "", mutating).ok());
   ASSERT_TRUE(
       client->Create(kube::resources::ValidatingWebhookConfigurations(), "", validating).ok());
@@ -107,16 +75,9 @@ TEST(WebhookRole, SelfSignedModeMintsCaSetsCaBundleServesAndDrainsOnSigterm) {
                                    "--mutating-webhook-configuration=" + mname,
                                    "--validating-webhook-configuration=" + vname,
                                    "--cluster-domain=role.test"};
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    argv.reserve(args.size() + 1);
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  ASSERT_GT(pid, 0);
+  testenv::ChildProcess role(args, (dir / "role.log").string());
+  role.Start();
+  ASSERT_TRUE(role.running());
 
   // The caBundle appears once the process has minted its CA.
   bool bundled = false;
@@ -154,10 +115,8 @@ TEST(WebhookRole, SelfSignedModeMintsCaSetsCaBundleServesAndDrainsOnSigterm) {
   }
   EXPECT_EQ(got, want);
 
-  ASSERT_EQ(kill(pid, SIGTERM), 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_EQ(kill(role.pid(), SIGTERM), 0);
+  EXPECT_EQ(role.Wait(30s), 0) << role.Tail();
   (void)client->Delete(kube::resources::MutatingWebhookConfigurations(), "", mname);
   (void)client->Delete(kube::resources::ValidatingWebhookConfigurations(), "", vname);
   std::filesystem::remove_all(dir);

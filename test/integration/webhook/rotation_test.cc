@@ -3,7 +3,6 @@
 // seconds; they replace the CA with an overlap, renew the serving certificate, replace the CA again
 // when it nears its end, and every admission the apiserver sends after the first one succeeds.
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -21,7 +20,9 @@
 #include "src/base/command.h"
 #include "src/kube/client.h"
 #include "src/net/pki.h"
+#include "test/integration/webhook/role_process.h"
 #include "test/integration/webhook/worker_pod.h"
+#include "test/testenv/child_process.h"
 #include "test/testenv/files.h"
 #include "test/testenv/testenv.h"
 
@@ -32,11 +33,8 @@ namespace json = boost::json;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// A free loopback port, or 0 (the role's start then fails visibly).
-int FreePort() {
-  auto port = FreeLoopbackPort();
-  return port.ok() ? *port : 0;
-}
+using webhook_testing::FreePort;
+using webhook_testing::WebhookConfig;
 
 std::string Base64(const std::string& in) { return Base64Encode(in); }
 std::string Unbase64(std::string_view in) {
@@ -61,51 +59,6 @@ std::vector<std::string> Certs(const std::string& pem) {
 }
 
 using testenv::ReadFile;
-
-json::object WebhookConfig(const std::string& kind, const std::string& name, const std::string& url,
-                           const std::string& ns, const std::string& hook,
-                           const json::array& rules) {
-  json::object selector{
-      {"matchExpressions", json::array{json::object{{"key", "kubernetes.io/metadata.name"},
-                                                    {"operator", "In"},
-                                                    {"values", json::array{json::string(ns)}}}}}};
-  return json::object{
-      {"apiVersion", "admissionregistration.k8s.io/v1"},
-      {"kind", kind},
-      {"metadata", json::object{{"name", name}}},
-      {"webhooks", json::array{json::object{{"name", hook},
-                                            {"admissionReviewVersions", json::array{"v1"}},
-                                            {"sideEffects", "None"},
-                                            {"failurePolicy", "Fail"},
-                                            {"timeoutSeconds", 5},
-                                            {"clientConfig", json::object{{"url", url}}},
-                                            {"namespaceSelector", selector},
-                                            {"rules", rules}}}}};
-}
-
-pid_t Spawn(const std::vector<std::string>& args) {
-  // Built before fork: the child of a threaded process should not allocate.
-  std::vector<char*> argv;
-  argv.reserve(args.size() + 1);
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// waitpid with a deadline; -1 when the process is still running.
-int WaitExit(pid_t pid, std::chrono::seconds timeout) {
-  for (auto deadline = Clock::now() + timeout; Clock::now() < deadline;
-       std::this_thread::sleep_for(50ms)) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  }
-  return -1;
-}
 
 std::vector<std::string> RoleArgs(const std::string& ns, const std::string& secret, int port,
                                   const std::filesystem::path& dir, const std::string& mname,
@@ -139,23 +92,15 @@ TEST(WebhookRotation, SelfSignedCertificatesRenewWithCaOverlapWhileTheApiserverK
       client
           ->Create(kube::resources::MutatingWebhookConfigurations(), "",
                    WebhookConfig("MutatingWebhookConfiguration", mname, url + "/mutate-pods", ns,
-                                 "tpu-env.rot.hyperslice.dev",
-                                 json::array{json::object{{"apiGroups", json::array{""}},
-                                                          {"apiVersions", json::array{"v1"}},
-                                                          {"operations", json::array{"CREATE"}},
-                                                          {"resources", json::array{"pods"}}}}))
+                                 "tpu-env.rot.hyperslice.dev", webhook_testing::PodCreateRules()))
           .ok());
-  ASSERT_TRUE(
-      client
-          ->Create(kube::resources::ValidatingWebhookConfigurations(), "",
-                   WebhookConfig(
-                       "ValidatingWebhookConfiguration", vname, url + "/validate-tpunodegroups", ns,
-                       "tpunodegroups.rot.hyperslice.dev",
-                       json::array{json::object{{"apiGroups", json::array{"tpu.google.com"}},
-                                                {"apiVersions", json::array{"v1alpha1"}},
-                                                {"operations", json::array{"CREATE", "UPDATE"}},
-                                                {"resources", json::array{"tpunodegroups"}}}}))
-          .ok());
+  ASSERT_TRUE(client
+                  ->Create(kube::resources::ValidatingWebhookConfigurations(), "",
+                           WebhookConfig("ValidatingWebhookConfiguration", vname,
+                                         url + "/validate-tpunodegroups", ns,
+                                         "tpunodegroups.rot.hyperslice.dev",
+                                         webhook_testing::TpuNodeGroupRules()))
+                  .ok());
 
   // A Secret as an older hyperslice wrote it: CA certificate and serving pair, no ca.key.
   auto legacy_ca = net::pki::MakeCa("legacy-webhook-ca", std::chrono::hours(1));
@@ -223,10 +168,14 @@ TEST(WebhookRotation, SelfSignedCertificatesRenewWithCaOverlapWhileTheApiserverK
   std::filesystem::path dir_b = dir / "b";
   std::filesystem::create_directories(dir_b);
   // Replica A is the one the configurations call; replica B shares the Secret (and races A).
-  pid_t a = Spawn(RoleArgs(ns, secret_name, port, dir, mname, vname));
-  pid_t b = Spawn(RoleArgs(ns, secret_name, FreePort(), dir_b, mname, vname));
-  ASSERT_GT(a, 0);
-  ASSERT_GT(b, 0);
+  testenv::ChildProcess a(RoleArgs(ns, secret_name, port, dir, mname, vname),
+                          (dir / "a.log").string());
+  testenv::ChildProcess b(RoleArgs(ns, secret_name, FreePort(), dir_b, mname, vname),
+                          (dir / "b.log").string());
+  a.Start();
+  b.Start();
+  ASSERT_TRUE(a.running());
+  ASSERT_TRUE(b.running());
 
   // 1. The legacy CA is replaced with an overlap: the bundle holds the new and the legacy CA while
   //    the legacy serving certificate is still in use, and the apiserver calls the webhook.
@@ -289,9 +238,9 @@ TEST(WebhookRotation, SelfSignedCertificatesRenewWithCaOverlapWhileTheApiserverK
   EXPECT_TRUE(poll(20s, [&] { return admitted > before_restart + 3; }))
       << "apiserver cannot call the webhook after the Secret was re-created";
 
-  for (pid_t p : {a, b}) {
-    ASSERT_EQ(kill(p, SIGTERM), 0);
-    EXPECT_EQ(WaitExit(p, 30s), 0);
+  for (testenv::ChildProcess* p : {&a, &b}) {
+    ASSERT_EQ(kill(p->pid(), SIGTERM), 0);
+    EXPECT_EQ(p->Wait(30s), 0) << p->Tail();
   }
   (void)client->Delete(kube::resources::MutatingWebhookConfigurations(), "", mname);
   (void)client->Delete(kube::resources::ValidatingWebhookConfigurations(), "", vname);
@@ -313,11 +262,13 @@ TEST(WebhookRotation, MalformedSecretIsAClearErrorAndExitCodeAtStartup) {
   ASSERT_TRUE(client->Create(kube::resources::Secrets(), ns, secret).ok());
   std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("hs-webhook-bad-" + std::to_string(getpid()));
-  pid_t pid = Spawn(RoleArgs(ns, "hs-bad-tls", FreePort(), dir, mname, vname));
-  ASSERT_GT(pid, 0);
-  int code = WaitExit(pid, 30s);
-  if (code == -1) kill(pid, SIGKILL);
-  EXPECT_EQ(code, 1);
+  std::filesystem::create_directories(dir);
+  testenv::ChildProcess role(RoleArgs(ns, "hs-bad-tls", FreePort(), dir, mname, vname),
+                             (dir / "role.log").string());
+  role.Start();
+  ASSERT_TRUE(role.running());
+  // Killed when it is still running at the end (ChildProcess's destructor).
+  EXPECT_EQ(role.Wait(30s), 1) << role.Tail();
   // The Secret is left as it was for the operator to inspect.
   auto after = client->Get(kube::resources::Secrets(), ns, "hs-bad-tls");
   ASSERT_TRUE(after.ok());

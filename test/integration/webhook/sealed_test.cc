@@ -6,18 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
-#include <filesystem>
-#include <fstream>
-#include <thread>
 
 #include "src/kube/client.h"
-#include "src/net/pki.h"
 #include "src/runners/attest/attest.h"
 #include "src/runners/policy/policy.h"
 #include "src/webhook/webhook.h"
-#include "test/testenv/crds.h"
+#include "test/testenv/admission_env.h"
+#include "test/testenv/admission_probe.h"
 #include "test/testenv/registry.h"
-#include "test/testenv/serving_pair.h"
 #include "test/testenv/testenv.h"
 #include "test/unit/runners_attest/signing.h"
 
@@ -38,7 +34,7 @@ const kube::Resource kWorkloadPolicies{"runners.hyperslice.dev", "v1alpha1", "wo
 struct SealedEnv {
   std::shared_ptr<kube::Client> client;
   std::unique_ptr<testenv::LocalRegistry> registry;
-  std::unique_ptr<Server> server;
+  std::unique_ptr<testenv::AdmissionEnv> admission;
   SigningKey trusted = NewSigningKey();
   SigningKey untrusted = NewSigningKey();
   std::string repo;
@@ -54,11 +50,6 @@ struct SealedEnv {
 
  private:
   SealedEnv() {
-    client = testenv::AdminClient();
-    if (!client) {
-      error = "no admin client";
-      return;
-    }
     auto reg = testenv::LocalRegistry::Start();
     if (!reg.ok()) {
       skip = "no local registry (docker-registry): " + reg.error().message;
@@ -66,14 +57,6 @@ struct SealedEnv {
     }
     registry = std::move(*reg);
     repo = registry->host() + "/sealed/app";
-    Status crds =
-        testenv::InstallCrds({HS_DEPLOY_DIR "/crds/runners.hyperslice.dev_controlnodes.yaml",
-                              HS_DEPLOY_DIR "/crds/runners.hyperslice.dev_workloadpolicies.yaml"},
-                             {kControlNodes, kWorkloadPolicies});
-    if (!crds.ok()) {
-      error = "CRDs: " + crds.error().ToString();
-      return;
-    }
     // Signatures only: admission reads the .sig tag, never the image.
     for (auto [c, key] : {std::pair{'1', &trusted}, {'3', &untrusted}}) {
       std::string payload =
@@ -84,28 +67,21 @@ struct SealedEnv {
         return;
       }
     }
-    dir_ = std::filesystem::temp_directory_path() / ("hs-sealed-it-" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir_);
-    auto ca = testenv::WriteLoopbackServingPair(dir_, "sealed-it-ca");
     ServerOptions o;
-    o.tls_cert_file = (dir_ / "tls.crt").string();
-    o.tls_key_file = (dir_ / "tls.key").string();
-    o.source = NewApiObjectSource(client);
+    o.source = NewApiObjectSource(testenv::AdminClient());
     runners::registry::RegistryOptions ro;
     ro.insecure_registries = {registry->host()};
     o.admission.signatures = runners::policy::NewRegistrySignatureSource(ro);
-    auto s = Server::Start(std::move(o));
-    if (!s.ok()) {
-      error = s.error().ToString();
-      return;
-    }
-    server = std::move(*s);
-    Status reg_st =
-        RegisterConfigurations(*client, HS_DEPLOY_DIR "/webhook/base/sealed-pods.yaml",
-                               "https://127.0.0.1:" + std::to_string(server->port()), ca->cert_pem);
-    if (!reg_st.ok()) error = "configuration: " + reg_st.error().ToString();
+    admission = std::make_unique<testenv::AdmissionEnv>(
+        "sealed-it",
+        std::vector<std::string>{HS_DEPLOY_DIR "/crds/runners.hyperslice.dev_controlnodes.yaml",
+                                 HS_DEPLOY_DIR
+                                 "/crds/runners.hyperslice.dev_workloadpolicies.yaml"},
+        std::vector<kube::Resource>{kControlNodes, kWorkloadPolicies},
+        HS_DEPLOY_DIR "/webhook/base/sealed-pods.yaml", std::move(o));
+    client = admission->client;
+    error = admission->error;
   }
-  std::filesystem::path dir_;
 };
 
 class SealedPodsAdmission : public ::testing::Test {
@@ -149,15 +125,15 @@ class SealedPodsAdmission : public ::testing::Test {
     ns_ = testenv::TestNamespace();
     // The apiserver picks the configuration up asynchronously: dry-run an unsigned pod for the
     // sealed node until it is refused.
-    std::string path = kube::resources::Pods().CollectionPath(ns_) + "?dryRun=All";
-    std::string last;
-    for (auto deadline = std::chrono::steady_clock::now() + 30s;
-         std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(100ms)) {
-      auto res = env.client->Raw("POST", path, json::serialize(Pod("probe", env.Image('2'), "")));
-      if (res.ok() && res->status == 403 && res->body.find("sealed") != std::string::npos) return;
-      last = res.ok() ? std::to_string(res->status) + " " + res->body : res.error().message;
-    }
-    FAIL() << "the sealed-pods webhook never acted; last answer: " << last;
+    Status acted = testenv::ProbeUntil(
+        [&] {
+          return testenv::DryRunCreate(*env.client, kube::resources::Pods(), ns_,
+                                       Pod("probe", env.Image('2'), ""));
+        },
+        [](const testenv::Answer& res) {
+          return res.ok() && res->status == 403 && res->body.find("sealed") != std::string::npos;
+        });
+    if (!acted.ok()) FAIL() << "the sealed-pods webhook never acted: " << acted.error().ToString();
   }
 
   // A pod bound to the sealed control node's Node unless `placement` (spec fields) says else.

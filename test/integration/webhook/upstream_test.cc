@@ -5,8 +5,6 @@
 // at our server, then with ours (deploy/webhook/base, /mutate-pods). Upstream's integration test
 // reads web-0's env by position; so does this one, and then the whole list.
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <thread>
 
@@ -19,10 +17,12 @@
 #include "src/kube/client.h"
 #include "src/kube/yaml.h"
 #include "src/localcluster/localcluster.h"
-#include "src/net/pki.h"
 #include "src/webhook/webhook.h"
+#include "test/integration/webhook/pod_env.h"
+#include "test/testenv/admission_probe.h"
+#include "test/testenv/crds.h"
 #include "test/testenv/files.h"
-#include "test/testenv/serving_pair.h"
+#include "test/testenv/local_webhook.h"
 #include "test/unit/webhook/upstream_samples.h"
 
 namespace hyperslice::webhook {
@@ -39,18 +39,7 @@ const kube::Resource& Services() {
 }
 
 using testenv::ReadFile;
-
-std::vector<std::string> EnvOf(const json::object& pod_spec, size_t container = 0) {
-  std::vector<std::string> out;
-  const json::value* env = pod_spec.at("containers").at(container).as_object().if_contains("env");
-  if (env == nullptr) return out;
-  for (const json::value& e : env->as_array()) {
-    const json::object& o = e.as_object();
-    out.push_back(std::string(o.at("name").as_string()) + "=" +
-                  (o.contains("value") ? std::string(o.at("value").as_string()) : "<valueFrom>"));
-  }
-  return out;
-}
+using webhook_testing::EnvOf;
 
 // `kubectl get pods web-0 -o jsonpath='{.spec.containers[0].env[i].<field>}'`: "" when absent.
 std::string EnvField(const json::object& pod, size_t i, const char* field) {
@@ -70,7 +59,7 @@ class Env {
   }
   std::unique_ptr<localcluster::LocalCluster> cluster;
   std::shared_ptr<kube::Client> client;
-  std::unique_ptr<Server> server;
+  std::unique_ptr<testenv::LocalWebhook> webhook;
   std::string ca_bundle;  // base64 PEM of the CA that issued the server's certificate
   std::string error;
 
@@ -90,39 +79,23 @@ class Env {
       return;
     }
     client = *c;
-    dir_ = std::filesystem::temp_directory_path() / ("hs-upstream-it-" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir_);
-    auto ca = testenv::WriteLoopbackServingPair(dir_, "upstream-it-ca");
-    ca_bundle = Base64Encode(ca->cert_pem);
     // The TPUNodeGroup CRD, so that the webhook's informers sync (as in a cluster with deploy/).
-    auto crd =
-        kube::ObjectsFromYaml(ReadFile(HS_DEPLOY_DIR "/crds/tpu.google.com_tpunodegroups.yaml"));
-    if (!crd.ok() || crd->empty() ||
-        !client->Create(kube::resources::CustomResourceDefinitions(), "", (*crd)[0]).ok()) {
-      error = "the TPUNodeGroup CRD could not be created";
-      return;
-    }
-    bool served = false;
-    for (auto deadline = Clock::now() + 60s; !served && Clock::now() < deadline;
-         std::this_thread::sleep_for(100ms)) {
-      served = client->List(TPUNodeGroups(), "default").ok();
-    }
-    if (!served) {
-      error = "the TPUNodeGroup CRD was never served";
+    Status crd = testenv::InstallCrds(
+        *client, {HS_DEPLOY_DIR "/crds/tpu.google.com_tpunodegroups.yaml"}, {TPUNodeGroups()});
+    if (!crd.ok()) {
+      error = "the TPUNodeGroup CRD: " + crd.error().ToString();
       return;
     }
     ServerOptions so;
-    so.tls_cert_file = (dir_ / "tls.crt").string();
-    so.tls_key_file = (dir_ / "tls.key").string();
     so.source = NewInformerObjectSource(client, 20s);
-    auto s = Server::Start(std::move(so));
-    if (!s.ok()) {
-      error = "webhook: " + s.error().ToString();
+    auto w = testenv::LocalWebhook::Start("upstream-it", std::move(so));
+    if (!w.ok()) {
+      error = "webhook: " + w.error().ToString();
       return;
     }
-    server = std::move(*s);
+    webhook = std::move(*w);
+    ca_bundle = Base64Encode(webhook->ca_pem());
   }
-  std::filesystem::path dir_;
 };
 
 class UpstreamAcceptance : public ::testing::Test {
@@ -133,9 +106,7 @@ class UpstreamAcceptance : public ::testing::Test {
     client_ = env.client;
   }
 
-  std::string Url(const std::string& path) const {
-    return "https://127.0.0.1:" + std::to_string(Env::Get().server->port()) + path;
-  }
+  std::string Url(const std::string& path) const { return Env::Get().webhook->url() + path; }
 
   // A configuration as shipped, with clientConfig.service replaced by our server's URL (same path).
   json::object PointedAtUs(json::object cfg) const {
@@ -158,13 +129,10 @@ class UpstreamAcceptance : public ::testing::Test {
   // Retries a dry-run create until `done` holds for what the apiserver answered: configurations
   // take effect asynchronously, and the dry run shows what the admission chain does right now.
   bool DryRunUntil(const kube::Resource& r, const std::string& ns, const json::object& obj,
-                   const std::function<bool(const Result<net::Response>&)>& done) {
-    std::string path = r.CollectionPath(ns) + "?dryRun=All";
-    for (auto deadline = Clock::now() + 60s; Clock::now() < deadline;
-         std::this_thread::sleep_for(100ms)) {
-      if (done(client_->Raw("POST", path, json::serialize(obj)))) return true;
-    }
-    return false;
+                   const std::function<bool(const testenv::Answer&)>& done) {
+    return testenv::ProbeUntil([&] { return testenv::DryRunCreate(*client_, r, ns, obj); }, done,
+                               60s)
+        .ok();
   }
   static bool Created(const Result<net::Response>& r) { return r.ok() && r->status == 201; }
   static bool Has(const Result<net::Response>& r, std::string_view s) {

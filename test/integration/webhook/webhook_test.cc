@@ -3,8 +3,9 @@
 // pointed at it by URL with our caBundle; the CRD is deploy/crds'. There is no
 // kube-controller-manager, so the tests create the Pods the StatefulSet/Job controllers would
 // (same owner references, labels and annotations) and read back what the apiserver stored.
+#include <algorithm>
 #include <filesystem>
-#include <fstream>
+#include <functional>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -13,14 +14,14 @@
 
 #include <boost/json.hpp>
 
-#include "src/base/base64.h"
 #include "src/kube/client.h"
 #include "src/kube/yaml.h"
-#include "src/net/pki.h"
 #include "src/webhook/self_signed.h"
 #include "src/webhook/webhook.h"
+#include "test/integration/webhook/pod_env.h"
+#include "test/testenv/admission_env.h"
+#include "test/testenv/admission_probe.h"
 #include "test/testenv/examples.h"
-#include "test/testenv/serving_pair.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::webhook {
@@ -33,124 +34,23 @@ using ::testing::HasSubstr;
 
 using kube::YamlToJson;
 
-std::vector<json::object> LoadYamlDocs(const std::string& path) {
-  std::vector<json::object> out;
-  for (const YAML::Node& doc : YAML::LoadAllFromFile(path)) {
-    if (doc.IsMap()) out.push_back(YamlToJson(doc).as_object());
-  }
-  return out;
-}
+using webhook_testing::PodEnvOf;
 
 json::object Parse(const std::string& s) { return json::parse(s).as_object(); }
 
-std::vector<std::string> EnvOf(const kube::Object& pod, size_t container = 0) {
-  std::vector<std::string> out;
-  const json::value* env =
-      pod.at("spec").at("containers").at(container).as_object().if_contains("env");
-  if (env == nullptr) return out;
-  for (const json::value& e : env->as_array()) {
-    const json::object& o = e.as_object();
-    out.push_back(std::string(o.at("name").as_string()) + "=" +
-                  (o.contains("value") ? std::string(o.at("value").as_string()) : "<valueFrom>"));
-  }
-  return out;
+// One webhook server and its registration for the whole binary (the cluster is shared too): the
+// CRD, the in-process webhook and deploy/webhook/base/webhooks.yaml pointed at it.
+testenv::AdmissionEnv& Env() {
+  static auto* env = new testenv::AdmissionEnv(  // lives until exit, like the cluster
+      "webhook-it", {HS_DEPLOY_DIR "/crds/tpu.google.com_tpunodegroups.yaml"}, {TPUNodeGroups()},
+      HS_DEPLOY_DIR "/webhook/base/webhooks.yaml");
+  return *env;
 }
-
-// One webhook server and its registration for the whole binary (the cluster is shared too).
-class WebhookEnv {
- public:
-  static WebhookEnv& Get() {
-    static WebhookEnv* env = new WebhookEnv();  // lives until exit, like the cluster
-    return *env;
-  }
-  std::shared_ptr<kube::Client> client;
-  std::unique_ptr<Server> server;
-  std::string error;
-
- private:
-  WebhookEnv() {
-    client = testenv::AdminClient();
-    if (!client) {
-      error = "no admin client";
-      return;
-    }
-    dir_ = std::filesystem::temp_directory_path() / ("hs-webhook-it-" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir_);
-    auto ca = testenv::WriteLoopbackServingPair(dir_, "webhook-it-ca");
-
-    // The CRD first, so that the webhook's informers sync at once (as in a cluster with deploy/).
-    if (Status st = InstallCrd(); !st.ok()) {
-      error = "CRD: " + st.error().ToString();
-      return;
-    }
-    ServerOptions o;
-    o.tls_cert_file = (dir_ / "tls.crt").string();
-    o.tls_key_file = (dir_ / "tls.key").string();
-    o.source = NewInformerObjectSource(client, 20s);
-    auto s = Server::Start(std::move(o));
-    if (!s.ok()) {
-      error = s.error().ToString();
-      return;
-    }
-    server = std::move(*s);
-    if (Status st = RegisterWebhooks(ca->cert_pem); !st.ok()) {
-      error = "webhook configurations: " + st.error().ToString();
-      return;
-    }
-  }
-
-  Status InstallCrd() {
-    json::object crd = LoadYamlDocs(HS_DEPLOY_DIR "/crds/tpu.google.com_tpunodegroups.yaml")[0];
-    auto created = client->Create(kube::resources::CustomResourceDefinitions(), "", crd);
-    if (!created.ok() && created.error().code != Error::Code::kAlreadyExists) {
-      return created.error();
-    }
-    for (auto deadline = std::chrono::steady_clock::now() + 60s;
-         std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(100ms)) {
-      auto got = client->Get(kube::resources::CustomResourceDefinitions(), "",
-                             "tpunodegroups.tpu.google.com");
-      if (!got.ok()) continue;
-      const json::value* status = got->if_contains("status");
-      const json::value* conds = status != nullptr && status->is_object()
-                                     ? status->get_object().if_contains("conditions")
-                                     : nullptr;
-      if (conds == nullptr || !conds->is_array()) continue;
-      for (const json::value& c : conds->as_array()) {
-        if (c.at("type").as_string() == "Established" && c.at("status").as_string() == "True") {
-          // The resource must also be served before objects can be created.
-          auto list = client->List(TPUNodeGroups(), "default");
-          if (list.ok()) return OkStatus();
-        }
-      }
-    }
-    return Error::Make(Error::Code::kTimeout, "CRD not established");
-  }
-
-  // deploy/webhook/base/webhooks.yaml with clientConfig pointed at the in-process server.
-  Status RegisterWebhooks(const std::string& ca_pem) {
-    std::string base = "https://127.0.0.1:" + std::to_string(server->port());
-    std::string bundle = Base64Encode(ca_pem);
-    for (json::object cfg : LoadYamlDocs(HS_DEPLOY_DIR "/webhook/base/webhooks.yaml")) {
-      for (json::value& hook : cfg["webhooks"].as_array()) {
-        json::object& h = hook.as_object();
-        std::string path(h["clientConfig"].as_object()["service"].as_object()["path"].as_string());
-        h["clientConfig"] = json::object{{"url", base + path}, {"caBundle", bundle}};
-      }
-      const kube::Resource& r = cfg["kind"].as_string() == "MutatingWebhookConfiguration"
-                                    ? kube::resources::MutatingWebhookConfigurations()
-                                    : kube::resources::ValidatingWebhookConfigurations();
-      HS_RETURN_IF_ERROR(client->Create(r, "", cfg));
-    }
-    return OkStatus();
-  }
-
-  std::filesystem::path dir_;
-};
 
 class WebhookIntegration : public ::testing::Test {
  protected:
   void SetUp() override {
-    WebhookEnv& env = WebhookEnv::Get();
+    testenv::AdmissionEnv& env = Env();
     ASSERT_TRUE(env.error.empty()) << env.error;
     client_ = env.client;
     ns_ = testenv::TestNamespace();
@@ -163,16 +63,12 @@ class WebhookIntegration : public ::testing::Test {
   }
 
   // The apiserver picks new webhook configurations up asynchronously: create (dry-run) the probe
-  // until the webhook has acted on it, then run the real create.
+  // until the webhook has acted on it, then run the real create (which the test then checks, so a
+  // webhook that never acts fails there).
   Result<kube::Object> CreateOnceWebhookActive(
       const kube::Resource& r, const json::object& obj,
-      const std::function<bool(const Result<net::Response>&)>& acted) {
-    std::string path = r.CollectionPath(ns_) + "?dryRun=All";
-    for (auto deadline = std::chrono::steady_clock::now() + 30s;
-         std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(100ms)) {
-      auto res = client_->Raw("POST", path, json::serialize(obj));
-      if (acted(res)) break;
-    }
+      const std::function<bool(const testenv::Answer&)>& acted) {
+    (void)testenv::ProbeUntil([&] { return testenv::DryRunCreate(*client_, r, ns_, obj); }, acted);
     return client_->Create(r, ns_, obj);
   }
 
@@ -238,7 +134,7 @@ TEST_F(WebhookIntegration, StatefulSetPodGetsHostnamesThenWorkerIdAfterItsOwnEnv
   ASSERT_TRUE(pod.ok()) << pod.error().ToString();
   auto stored = client_->Get(kube::resources::Pods(), ns_, "web-1");
   ASSERT_TRUE(stored.ok());
-  EXPECT_THAT(EnvOf(*stored),
+  EXPECT_THAT(PodEnvOf(*stored),
               ElementsAre("A=1", "B=2", "TPU_WORKER_HOSTNAMES=web-0.nginx,web-1.nginx,web-2.nginx",
                           "TPU_WORKER_ID=1"));
 }
@@ -253,7 +149,7 @@ TEST_F(WebhookIntegration, ScaledStatefulSetIsReadFresh) {
   auto first = CreateOnceWebhookActive(kube::resources::Pods(), StatefulSetPod(sts, 0),
                                        [](const auto& r) { return HasEnv(r, "TPU_WORKER_ID"); });
   ASSERT_TRUE(first.ok()) << first.error().ToString();
-  EXPECT_THAT(EnvOf(*first), ElementsAre("TPU_WORKER_HOSTNAMES=grow-0.svc", "TPU_WORKER_ID=0"));
+  EXPECT_THAT(PodEnvOf(*first), ElementsAre("TPU_WORKER_HOSTNAMES=grow-0.svc", "TPU_WORKER_ID=0"));
   // Scale to 2 and create ordinal 1 at once: a cache that has not seen the update yet must not
   // answer with one hostname (the webhook re-reads the StatefulSet live when its copy is stale).
   auto scaled = client_->Patch(kube::resources::StatefulSets(), ns_, "grow",
@@ -261,7 +157,7 @@ TEST_F(WebhookIntegration, ScaledStatefulSetIsReadFresh) {
   ASSERT_TRUE(scaled.ok()) << scaled.error().ToString();
   auto second = client_->Create(kube::resources::Pods(), ns_, StatefulSetPod(*scaled, 1));
   ASSERT_TRUE(second.ok()) << second.error().ToString();
-  EXPECT_THAT(EnvOf(*second),
+  EXPECT_THAT(PodEnvOf(*second),
               ElementsAre("TPU_WORKER_HOSTNAMES=grow-0.svc,grow-1.svc", "TPU_WORKER_ID=1"));
 }
 
@@ -297,7 +193,7 @@ TEST_F(WebhookIntegration, IndexedJobPodGetsCompletionIndexAndFourHostnames) {
   auto stored = CreateOnceWebhookActive(kube::resources::Pods(), pod,
                                         [](const auto& r) { return HasEnv(r, "TPU_WORKER_ID"); });
   ASSERT_TRUE(stored.ok()) << stored.error().ToString();
-  EXPECT_THAT(EnvOf(*stored),
+  EXPECT_THAT(PodEnvOf(*stored),
               ElementsAre("TPU_WORKER_HOSTNAMES=train-0.workers,train-1.workers,train-2.workers,"
                           "train-3.workers",
                           "TPU_WORKER_ID=2"));
@@ -309,32 +205,30 @@ json::object SeedNodeGroup(const std::string& ns) {
   return YamlToJson(YAML::Load(yaml)).as_object();
 }
 
-// Seed 000's StatefulSet pod template (its env list and TPU request), the script elided.
+// Seed 000's StatefulSet pod template as deploy/examples/tpu-workload.yaml ships it, for namespace
+// `ns`, without the topology variables the example sets by hand (the webhook adds them), or with
+// the two the hand-set case keeps (TPU_TOPOLOGY, TPU_ACCELERATOR_TYPE=tpu7x-4).
 json::object SeedPodSpec(const std::string& ns, bool with_hand_set_topology) {
-  json::object spec = Parse(R"json({
-    "hostNetwork": true, "dnsPolicy": "ClusterFirstWithHostNet",
-    "nodeSelector": {"cloud.google.com/tpu-node-group": "NS-my-tpu-node-group",
-                     "cloud.google.com/gke-tpu-topology": "2x2x2",
-                     "cloud.google.com/gke-tpu-accelerator": "tpu7x"},
-    "tolerations": [{"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"}],
-    "containers": [{"name": "tpu-job", "image": "us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:latest",
-      "securityContext": {"privileged": true},
-      "command": ["python3", "-c", "print('TPU OK')"],
-      "env": [{"name": "JAX_PLATFORMS", "value": "tpu"},
-              {"name": "JAX_PROCESS_COUNT", "value": "2"},
-              {"name": "K8S_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-              {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
-              {"name": "VBAR_CONTROL_SERVICE_URL", "value": "127.0.0.1:8353"},
-              {"name": "TPU_PROCESS_PORT", "value": "8470"},
-              {"name": "TPU_RUNTIME_METRICS_PORTS", "value": "8431,8432,8433,8434"}],
-      "resources": {"limits": {"google.com/tpu": "4"}, "requests": {"google.com/tpu": "4"}}}]})json");
-  spec["nodeSelector"].as_object()["cloud.google.com/tpu-node-group"] = ns + "-my-tpu-node-group";
-  if (with_hand_set_topology) {
+  auto objects = kube::ObjectsFromYaml(
+      testenv::Example("tpu-workload.yaml", "tpu7x-2x2x2.env", {{"NAMESPACE", ns}}));
+  if (!objects.ok()) return json::object{};
+  for (const json::object& o : *objects) {
+    if (o.at("kind").as_string() != "StatefulSet") continue;
+    json::object spec = o.at("spec").at("template").at("spec").as_object();
     json::array& env = spec["containers"].as_array()[0].as_object()["env"].as_array();
-    env.push_back(json::object{{"name", "TPU_TOPOLOGY"}, {"value", "2x2x2"}});
-    env.push_back(json::object{{"name", "TPU_ACCELERATOR_TYPE"}, {"value", "tpu7x-4"}});
+    std::vector<std::string> drop = {"TPU_CHIPS_PER_HOST_BOUNDS", "TPU_HOST_BOUNDS"};
+    if (!with_hand_set_topology) {
+      drop.insert(drop.end(), {"TPU_TOPOLOGY", "TPU_ACCELERATOR_TYPE"});
+    }
+    json::array kept;
+    for (const json::value& e : env) {
+      std::string name(e.at("name").as_string());
+      if (std::find(drop.begin(), drop.end(), name) == drop.end()) kept.push_back(e);
+    }
+    env = std::move(kept);
+    return spec;
   }
-  return spec;
+  return json::object{};
 }
 
 TEST_F(WebhookIntegration, SeedStatefulSetOnTpu7xGroupGetsTopologyVariables) {
@@ -358,7 +252,7 @@ TEST_F(WebhookIntegration, SeedStatefulSetOnTpu7xGroupGetsTopologyVariables) {
                                      [](const auto& r) { return HasEnv(r, "TPU_HOST_BOUNDS"); });
   ASSERT_TRUE(pod.ok()) << pod.error().ToString();
   EXPECT_THAT(
-      EnvOf(*pod),
+      PodEnvOf(*pod),
       ElementsAre("JAX_PLATFORMS=tpu", "JAX_PROCESS_COUNT=2", "K8S_POD_NAME=<valueFrom>",
                   "NODE_IP=<valueFrom>", "VBAR_CONTROL_SERVICE_URL=127.0.0.1:8353",
                   "TPU_PROCESS_PORT=8470", "TPU_RUNTIME_METRICS_PORTS=8431,8432,8433,8434",
@@ -373,7 +267,7 @@ TEST_F(WebhookIntegration, SeedStatefulSetOnTpu7xGroupGetsTopologyVariables) {
                              json::object{{"app", "tpu-worker-hand"}}));
   auto hand = client_->Create(kube::resources::Pods(), ns_, StatefulSetPod(sts2, 0));
   ASSERT_TRUE(hand.ok()) << hand.error().ToString();
-  std::vector<std::string> env = EnvOf(*hand);
+  std::vector<std::string> env = PodEnvOf(*hand);
   EXPECT_THAT(env, ::testing::Contains("TPU_ACCELERATOR_TYPE=tpu7x-4"));
   EXPECT_THAT(env, ::testing::Not(::testing::Contains("TPU_ACCELERATOR_TYPE=tpu7x-16")));
   EXPECT_EQ(std::count_if(env.begin(), env.end(),
@@ -399,14 +293,14 @@ TEST_F(WebhookIntegration, UnrelatedPodsAreStoredUnchanged) {
   auto probe = CreateOnceWebhookActive(kube::resources::Pods(), StatefulSetPod(sts, 0),
                                        [](const auto& r) { return HasEnv(r, "TPU_WORKER_ID"); });
   ASSERT_TRUE(probe.ok()) << probe.error().ToString();
-  ASSERT_THAT(EnvOf(*probe), ::testing::Contains("TPU_WORKER_ID=0"));
+  ASSERT_THAT(PodEnvOf(*probe), ::testing::Contains("TPU_WORKER_ID=0"));
 
   auto a = client_->Create(kube::resources::Pods(), ns_, plain);
   ASSERT_TRUE(a.ok()) << a.error().ToString();
-  EXPECT_THAT(EnvOf(*a), ElementsAre("X=y"));
+  EXPECT_THAT(PodEnvOf(*a), ElementsAre("X=y"));
   auto b = client_->Create(kube::resources::Pods(), ns_, opted_out);
   ASSERT_TRUE(b.ok()) << b.error().ToString();
-  EXPECT_TRUE(EnvOf(*b).empty());
+  EXPECT_TRUE(PodEnvOf(*b).empty());
 }
 
 TEST_F(WebhookIntegration, OptedInPodWhoseOwnerIsGoneIsDeniedWithReason) {

@@ -12,128 +12,20 @@
 #include "src/gpu/template_vars.h"
 #include "src/gpu/validation.h"
 #include "src/kube/yaml.h"
+#include "test/testenv/files.h"
 
 namespace hyperslice::gpu {
 namespace {
 
 namespace json = boost::json;
-// Seed 002's examples as deploy/examples holds them (copied: this binary has no path to the
-// tree; test/integration/gpu_crds applies the files themselves through the webhook).
-constexpr char kSeedClass[] =
-    R"yaml(# Seed 002's GPUNodeClass example, exactly as the seed writes it (a contract: it must apply unchanged).
-# Its Talos template is not one Talos accepts (machine.systemd, files outside /var, no machine.type):
-# the operator reports that on the class and rents nothing for it; see docs and src/gpu/README.md.
-apiVersion: tgp.io/v1
-kind: GPUNodeClass
-metadata:
-  name: standard-gpu-class
-spec:
-  providers:
-    - name: runpod
-      priority: 1
-      enabled: true
-      credentialsRef:
-        name: tgp-operator-secret
-        key: RUNPOD_API_KEY
-    - name: lambdalabs
-      priority: 2
-      enabled: true
-      credentialsRef:
-        name: tgp-operator-secret
-        key: LAMBDA_LABS_API_KEY
-  talosConfig:
-    image: "ghcr.io/siderolabs/talos:v1.10.5"
-    machineConfigTemplate: |
-      version: v1alpha1
-      debug: false
-      persist: true
-      machine:
-        token: {{.MachineToken}}
-        ca:
-          crt: {{.ClusterCA}}
-        certSANs:
-          - 127.0.0.1
-        kubelet:
-          extraMounts:
-            - destination: /var/mnt/extra
-              type: bind
-              source: /var/mnt/extra
-              options: [bind, rshared, rw]
-        files:
-          - path: /etc/tailscale/authkey
-            permissions: 0o600
-            op: create
-            content: {{.TailscaleAuthKey}}
-          - path: /etc/systemd/system/tailscaled.service
-            op: create
-            content: |
-              [Unit]
-              Description=Tailscale VPN
-              After=network.target
-              [Service]
-              Type=notify
-              ExecStart=/usr/bin/tailscaled --state=/var/lib/tailscale/tailscaled.state
-              ExecStartPost=/usr/bin/tailscale up --authkey-file=/etc/tailscale/authkey --hostname={{.NodeName}}
-              Restart=always
-              [Install]
-              WantedBy=multi-user.target
-        systemd:
-          services:
-            - name: tailscaled.service
-              enabled: true
-        nodeLabels:
-          tgp.io/nodepool: {{.NodePool}}
-          tgp.io/provisioned: "true"
-          node.kubernetes.io/instance-type: "gpu"
-      cluster:
-        id: {{.ClusterID}}
-        secret: {{.ClusterSecret}}
-        controlPlane:
-          endpoint: {{.ControlPlaneEndpoint}}
-        clusterName: {{.ClusterName}}
-  tailscaleConfig:
-    tags: ["tag:k8s", "tag:gpu"]
-    ephemeral: true
-    acceptRoutes: true
-  instanceRequirements:
-    gpuTypes: ["RTX4090", "RTX3090"]
-    spotAllowed: true
-  limits:
-    maxNodes: 10
-    maxHourlyCost: "50.0"
-)yaml";
-constexpr char kSeedPool[] =
-    R"yaml(# Seed 002's GPUNodePool example, exactly as the seed writes it (a contract: it must apply unchanged).
-apiVersion: tgp.io/v1
-kind: GPUNodePool
-metadata:
-  name: ml-workload-pool
-  namespace: default
-spec:
-  nodeClassRef:
-    kind: GPUNodeClass
-    name: standard-gpu-class
-  template:
-    spec:
-      requirements:
-        - key: "tgp.io/gpu-type"
-          operator: In
-          values: ["RTX4090"]
-        - key: "tgp.io/region"
-          operator: In
-          values: ["us-west", "us-east"]
-      taints:
-        - key: "gpu-node"
-          value: "true"
-          effect: NoSchedule
-  maxHourlyPrice: "2.0"
-  weight: 10
-)yaml";
 
 json::object Spec(const std::string& json_text) { return json::parse(json_text).as_object(); }
 
-json::object ExampleSpec(const char* yaml) {
-  auto docs = kube::ObjectsFromYaml(yaml);
+// The spec of seed 002's example `file` as deploy/examples holds it (test/integration/gpu_crds
+// applies the same files through the webhook).
+json::object ExampleSpec(const std::string& file) {
+  auto docs =
+      kube::ObjectsFromYaml(testenv::ReadFile(std::string(HS_DEPLOY_DIR "/examples/") + file));
   EXPECT_TRUE(docs.ok() && docs->size() == 1);
   return docs.ok() && !docs->empty() ? (*docs)[0].at("spec").as_object() : json::object();
 }
@@ -216,7 +108,7 @@ TEST(ParseTemplate, OnlyVariablesAreSupported) {
 // ---- classes ----
 
 TEST(ClassSpecFindings, Seed002ExampleClassIsValid) {
-  json::object spec = ExampleSpec(kSeedClass);
+  json::object spec = ExampleSpec("gpunodeclass.yaml");
   Findings f = ClassSpecFindings(spec);
   EXPECT_TRUE((f.problems).empty());
   EXPECT_TRUE((f.warnings).empty());
@@ -257,11 +149,12 @@ TEST(ClassSpecFindings, ASecretRefTemplateIsNotReadHere) {
 // ---- pools ----
 
 TEST(PoolSpecFindings, Seed002ExamplePoolIsValidAndFitsTheExampleClass) {
-  json::object pool = ExampleSpec(kSeedPool);
+  json::object pool = ExampleSpec("gpunodepool.yaml");
   Findings f = PoolSpecFindings(pool);
   EXPECT_TRUE((f.problems).empty());
   EXPECT_TRUE((f.warnings).empty());
-  EXPECT_TRUE((PoolClassProblems(pool, "standard-gpu-class", ExampleSpec(kSeedClass))).empty());
+  EXPECT_TRUE(
+      (PoolClassProblems(pool, "standard-gpu-class", ExampleSpec("gpunodeclass.yaml"))).empty());
 }
 
 TEST(PoolSpecFindings, UnknownTgpKeysAreRefusedOthersAreNot) {
