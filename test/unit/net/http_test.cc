@@ -17,6 +17,8 @@
 #include "src/net/http.h"
 #include "src/net/server.h"
 #include "test/testenv/raw_exchange.h"
+#include "test/testenv/serving_pair.h"
+#include "test/testenv/test_dir.h"
 #include "test/unit/net/test_certs.h"
 
 namespace hyperslice::net {
@@ -236,21 +238,14 @@ TEST(Http, BadUrlAndBadPemAreInvalidArgument) {
 class TlsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("hs-net-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
+    dir_ = testenv::TestDir("hs-net");
     ca_ = testcerts::MakeCa("test-ca");
     other_ca_ = testcerts::MakeCa("other-ca");
     WritePair(testcerts::MakeServerCert(ca_, "127.0.0.1"));
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   void WritePair(const testcerts::KeyPair& kp) {
-    // Write-then-rename so a reload never sees half a file.
-    std::ofstream(dir_ / "tls.crt.tmp") << kp.cert_pem;
-    std::ofstream(dir_ / "tls.key.tmp") << kp.key_pem;
-    std::filesystem::rename(dir_ / "tls.crt.tmp", dir_ / "tls.crt");
-    std::filesystem::rename(dir_ / "tls.key.tmp", dir_ / "tls.key");
+    testenv::WriteServingPair(dir_, kp.cert_pem, kp.key_pem);
   }
   ServerTlsFiles Files() const {
     return {(dir_ / "tls.crt").string(), (dir_ / "tls.key").string()};

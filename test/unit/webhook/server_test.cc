@@ -16,6 +16,8 @@
 #include "src/net/pki.h"
 #include "src/webhook/webhook.h"
 #include "test/testenv/raw_exchange.h"
+#include "test/testenv/serving_pair.h"
+#include "test/testenv/test_dir.h"
 #include "test/unit/webhook/review_fixtures.h"
 
 namespace hyperslice::webhook {
@@ -61,10 +63,7 @@ class GatedSource : public ObjectSource {
 class WebhookServer : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("hs-webhook-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
+    dir_ = testenv::TestDir("hs-webhook");
     ca_ = *net::pki::MakeCa("webhook-test-ca");
     other_ca_ = *net::pki::MakeCa("webhook-rotated-ca");
     WritePair(Issue(ca_));
@@ -79,17 +78,10 @@ class WebhookServer : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
   static net::pki::KeyPair Issue(const net::pki::KeyPair& ca) {
-    net::pki::CertRequest req;
-    req.common_name = "webhook";
-    req.ip_addresses = {"127.0.0.1"};
-    req.server = true;
-    return *net::pki::Issue(ca, req);
+    return *testenv::IssueLoopbackServing(ca);
   }
   void WritePair(const net::pki::KeyPair& kp) {
-    std::ofstream(dir_ / "tls.crt.tmp") << kp.cert_pem;
-    std::ofstream(dir_ / "tls.key.tmp") << kp.key_pem;
-    std::filesystem::rename(dir_ / "tls.crt.tmp", dir_ / "tls.crt");
-    std::filesystem::rename(dir_ / "tls.key.tmp", dir_ / "tls.key");
+    testenv::WriteServingPair(dir_, kp.cert_pem, kp.key_pem);
   }
   void Start(std::shared_ptr<ObjectSource> source = nullptr, size_t max_body = 3 << 20) {
     ServerOptions o;
@@ -118,12 +110,24 @@ class WebhookServer : public ::testing::Test {
     req.timeout = 20s;
     return c.Do(req);
   }
+  // Starts the server on a gated source and sends it pod_'s admission (uid `uid`) from a client
+  // that trusts ca_; the server holds it until gated_->Release().
+  std::future<Result<net::Response>> StartWithHeldAdmission(const std::string& uid) {
+    gated_ = std::make_shared<GatedSource>(objects_);
+    Start(gated_);
+    held_client_ = Client(ca_);
+    return std::async(std::launch::async, [this, uid] {
+      return Post(*held_client_, kMutatePodsPath, testing::Review(pod_, uid));
+    });
+  }
 
   std::filesystem::path dir_;
   net::pki::KeyPair ca_, other_ca_;
   std::shared_ptr<StaticObjectSource> objects_;
   json::object pod_;
   std::unique_ptr<Server> server_;
+  std::shared_ptr<GatedSource> gated_;
+  std::shared_ptr<net::HttpClient> held_client_;
 };
 
 TEST_F(WebhookServer, MutatesPodOverTls) {
@@ -258,13 +262,8 @@ TEST_F(WebhookServer, NoCertificateNoServer) {
 }
 
 TEST_F(WebhookServer, RotatedCertificateIsPickedUpWithoutDroppingInFlightRequest) {
-  auto gated = std::make_shared<GatedSource>(objects_);
-  Start(gated);
-  auto old_client = Client(ca_);
-  auto in_flight = std::async(std::launch::async, [&] {
-    return Post(*old_client, kMutatePodsPath, testing::Review(pod_, "in-flight"));
-  });
-  ASSERT_TRUE(gated->WaitForWaiter(10s));
+  auto in_flight = StartWithHeldAdmission("in-flight");
+  ASSERT_TRUE(gated_->WaitForWaiter(10s));
   EXPECT_EQ(server_->tls_generation(), 1);
 
   std::this_thread::sleep_for(1100ms);  // mtime granularity and the server's 1 s check interval
@@ -281,7 +280,7 @@ TEST_F(WebhookServer, RotatedCertificateIsPickedUpWithoutDroppingInFlightRequest
   auto stale = Client(ca_);
   EXPECT_FALSE(stale->Do(health).ok());
 
-  gated->Release();
+  gated_->Release();
   auto res = in_flight.get();
   ASSERT_TRUE(res.ok()) << res.error().ToString();
   ASSERT_EQ(res->status, 200) << res->body;
@@ -291,16 +290,11 @@ TEST_F(WebhookServer, RotatedCertificateIsPickedUpWithoutDroppingInFlightRequest
 }
 
 TEST_F(WebhookServer, StopAnswersInFlightAdmissionBeforeClosing) {
-  auto gated = std::make_shared<GatedSource>(objects_);
-  Start(gated);
-  auto client = Client(ca_);
-  auto in_flight = std::async(std::launch::async, [&] {
-    return Post(*client, kMutatePodsPath, testing::Review(pod_, "draining"));
-  });
-  ASSERT_TRUE(gated->WaitForWaiter(10s));
+  auto in_flight = StartWithHeldAdmission("draining");
+  ASSERT_TRUE(gated_->WaitForWaiter(10s));
   auto stopper = std::async(std::launch::async, [&] { server_->Stop(10s); });
   std::this_thread::sleep_for(200ms);
-  gated->Release();
+  gated_->Release();
   auto res = in_flight.get();
   stopper.get();
   ASSERT_TRUE(res.ok()) << res.error().ToString();
