@@ -94,7 +94,12 @@ std::string Canonical(const YAML::Node& n) {
     std::vector<std::pair<std::string, std::string>> entries;
     for (const auto& kv : n) entries.emplace_back(kv.first.as<std::string>(), Canonical(kv.second));
     std::sort(entries.begin(), entries.end());
-    for (const auto& [k, v] : entries) out += k + ":" + v + ",";
+    for (const auto& [k, v] : entries) {
+      out += k;
+      out += ':';
+      out += v;
+      out += ',';
+    }
     return "{" + out + "}";
   }
   return "~";
@@ -773,12 +778,12 @@ std::string Helm(std::string* why) {
   return path;
 }
 
-CommandResult HelmTemplate(const std::string& helm, std::vector<std::string> sets) {
+CommandResult HelmTemplate(const std::string& helm, const std::vector<std::string>& sets) {
   std::vector<std::string> argv = {
       helm,        "template",       "hyperslice",     kChart,
       "-n",        "tpu-node-group", "--include-crds", "--kube-version",
       kKubeVersion};
-  for (auto& s : sets) {
+  for (const auto& s : sets) {
     argv.push_back("--set");
     argv.push_back(s);
   }
@@ -886,7 +891,7 @@ TEST_F(DeployOnApiserver, HelmChartPassesServerSideDryRun) {
   std::string why;
   std::string helm = Helm(&why);
   if (helm.empty()) GTEST_SKIP() << why;
-  for (std::vector<std::string> sets :
+  for (const std::vector<std::string>& sets :
        {std::vector<std::string>{},
         std::vector<std::string>{"webhook.mode=none", "gce.credentialsSecret=creds"}}) {
     CommandResult h = HelmTemplate(helm, sets);
