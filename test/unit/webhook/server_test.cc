@@ -110,6 +110,11 @@ class WebhookServer : public ::testing::Test {
     req.timeout = 20s;
     return c.Do(req);
   }
+  static Result<net::Response> Get(net::HttpClient& c, const std::string& target) {
+    net::Request req;
+    req.target = target;
+    return c.Do(req);
+  }
   // Starts the server on a gated source and sends it pod_'s admission (uid `uid`) from a client
   // that trusts ca_; the server holds it until gated_->Release().
   std::future<Result<net::Response>> StartWithHeldAdmission(const std::string& uid) {
@@ -169,13 +174,10 @@ TEST_F(WebhookServer, ServesUpstreamPathForStatefulSetsAndPods) {
   ASSERT_TRUE(res.ok());
   EXPECT_EQ(res->status, 404);
 
-  net::Request get;
-  get.target = "/";  // upstream's chart's liveness and readiness probes
-  auto root = client->Do(get);
+  auto root = Get(*client, "/");  // upstream's chart's liveness and readiness probes
   ASSERT_TRUE(root.ok());
   EXPECT_EQ(root->status, 200);
-  get.target = "/metrics";
-  auto m = client->Do(get);
+  auto m = Get(*client, "/metrics");
   ASSERT_TRUE(m.ok());
   EXPECT_THAT(m->body,
               ::testing::HasSubstr(
@@ -203,9 +205,7 @@ TEST_F(WebhookServer, WrongContentTypeIs415AndWrongMethodIs405) {
       Post(*client, kMutatePodsPath, testing::Review(pod_), "Application/JSON; charset=utf-8");
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->status, 200);
-  net::Request get;
-  get.target = kMutatePodsPath;
-  auto got = client->Do(get);
+  auto got = Get(*client, kMutatePodsPath);
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->status, 405);
   std::string metrics = server_->Metrics();
@@ -310,13 +310,10 @@ TEST_F(WebhookServer, HealthAndMetrics) {
   auto denied = Post(*client, kValidateNodeGroupsPath, testing::Review(invalid));
   ASSERT_TRUE(denied.ok());
   EXPECT_FALSE(ResponseOf(denied->body).at("allowed").as_bool());
-  net::Request get;
-  get.target = "/healthz";
-  auto h = client->Do(get);
+  auto h = Get(*client, "/healthz");
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(h->status, 200);
-  get.target = "/metrics";
-  auto m = client->Do(get);
+  auto m = Get(*client, "/metrics");
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->status, 200);
   EXPECT_NE(
