@@ -6,7 +6,6 @@
 #include <map>
 #include <mutex>
 #include <set>
-#include <thread>
 #include <vector>
 
 #include <boost/json.hpp>
@@ -18,6 +17,7 @@
 #include "src/gpu/disruption.h"
 #include "src/gpu/drain.h"
 #include "src/gpu/internal/claim.h"
+#include "src/gpu/internal/loop_runnable.h"
 #include "src/gpu/planner.h"
 #include "src/gpu/tailnet_credentials.h"
 #include "src/kube/client.h"
@@ -1020,47 +1020,33 @@ class ClaimReconciler {
 };
 
 // Runs the garbage collector every gc_interval while leading.
-class GarbageCollector final : public kube::Runnable {
+class GarbageCollector final : public internal::LoopRunnable {
  public:
   GarbageCollector(std::shared_ptr<ClaimReconciler> r, Clock::Duration interval, Clock& clock)
       : r_(std::move(r)), interval_(interval), clock_(clock) {}
   std::string Name() const override { return "gpu-garbage-collector"; }
-  Status Start() override {
-    thread_ = std::thread([this] {
-      std::unique_lock lock(mu_);
-      clock_.Register(&cv_);
-      while (!stop_) {
-        clock_.WaitUntil(cv_, lock, clock_.Now() + interval_);
-        if (stop_) break;
-        if (gate_ && !gate_()) continue;
-        lock.unlock();
-        r_->CollectGarbage();
-        lock.lock();
-      }
-      clock_.Unregister(&cv_);
-    });
-    return OkStatus();
-  }
-  void Stop(std::chrono::milliseconds) override {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
   void SetLeaderGate(std::function<bool()> gate) override { gate_ = std::move(gate); }
   ~GarbageCollector() override { Stop(std::chrono::milliseconds(0)); }
 
  private:
+  void Loop() override {
+    std::unique_lock lock(mu_);
+    clock_.Register(&cv_);
+    while (!stop_) {
+      clock_.WaitUntil(cv_, lock, clock_.Now() + interval_);
+      if (stop_) break;
+      if (gate_ && !gate_()) continue;
+      lock.unlock();
+      r_->CollectGarbage();
+      lock.lock();
+    }
+    clock_.Unregister(&cv_);
+  }
+
   std::shared_ptr<ClaimReconciler> r_;
   Clock::Duration interval_;
   Clock& clock_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
   std::function<bool()> gate_;
-  std::thread thread_;
 };
 
 }  // namespace

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdio>
 #include <ctime>
@@ -12,7 +11,6 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -23,6 +21,7 @@
 #include "src/base/log.h"
 #include "src/gpu/api.h"
 #include "src/gpu/internal/claim.h"
+#include "src/gpu/internal/loop_runnable.h"
 #include "src/kube/client.h"
 #include "src/kube/informer.h"
 #include "src/kube/manager.h"
@@ -110,7 +109,7 @@ std::map<std::pair<std::string, std::string>, double> PersistedSpend(const bj::o
   return out;
 }
 
-class CostCollector final : public kube::Runnable {
+class CostCollector final : public internal::LoopRunnable {
  public:
   CostCollector(CostControllerOptions o, kube::metrics::Registry& registry,
                 std::shared_ptr<kube::SharedInformer> claims,
@@ -132,16 +131,7 @@ class CostCollector final : public kube::Runnable {
       std::lock_guard lock(mu_);
       started_ = true;
     }
-    thread_ = std::thread([this] { Loop(); });
-    return OkStatus();
-  }
-  void Stop(std::chrono::milliseconds) override {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    return LoopRunnable::Start();
   }
 
   // ---- claim events (informer dispatch thread) ----
@@ -244,7 +234,7 @@ class CostCollector final : public kube::Runnable {
     cv_.notify_all();
   }
 
-  void Loop() {
+  void Loop() override {
     std::unique_lock lock(mu_);
     clock_.Register(&cv_);
     while (!stop_) {
@@ -404,11 +394,8 @@ class CostCollector final : public kube::Runnable {
   Clock& clock_;
   kube::metrics::Registry& registry_;
   std::shared_ptr<kube::SharedInformer> claims_, pools_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false, woken_ = false, started_ = false;
+  bool woken_ = false, started_ = false;  // guarded by mu_
   std::function<bool()> gate_;
-  std::thread thread_;
   bool loaded_ = false;  // completed_ holds the pools' persisted spend (Pass thread only)
   std::map<Key, double> completed_;            // USD of returned machines
   std::vector<Fold> pending_;                  // returned, not yet in the pool's status

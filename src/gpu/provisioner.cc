@@ -1,13 +1,11 @@
 #include "src/gpu/provisioner.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <set>
-#include <thread>
 #include <vector>
 
 #include <boost/json.hpp>
@@ -18,6 +16,7 @@
 #include "src/gpu/claim_controller.h"
 #include "src/gpu/class_providers.h"
 #include "src/gpu/internal/claim.h"
+#include "src/gpu/internal/loop_runnable.h"
 #include "src/gpu/planner.h"
 #include "src/kube/client.h"
 #include "src/kube/events.h"
@@ -83,7 +82,7 @@ std::string RandomSuffix() {
   return s;
 }
 
-class Provisioner final : public kube::Runnable {
+class Provisioner final : public internal::LoopRunnable {
  public:
   struct Informers {
     std::shared_ptr<kube::SharedInformer> pods, pools, classes, claims;
@@ -110,26 +109,13 @@ class Provisioner final : public kube::Runnable {
     cv_.notify_all();
   }
 
-  Status Start() override {
-    thread_ = std::thread([this] { Loop(); });
-    return OkStatus();
-  }
-  void Stop(std::chrono::milliseconds) override {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-
  private:
   bool Synced() const {
     return inf_.pods->HasSynced() && inf_.claims->HasSynced() && inf_.pools->HasSynced() &&
            inf_.classes->HasSynced();
   }
 
-  void Loop() {
+  void Loop() override {
     std::unique_lock lock(mu_);
     clock_.Register(&cv_);
     auto next_status = clock_.Now();
@@ -649,11 +635,8 @@ class Provisioner final : public kube::Runnable {
   Clock& clock_;
   Informers inf_;
   std::function<bool()> gate_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false, batch_open_ = false;
+  bool batch_open_ = false;  // guarded by mu_, as the batch times
   Clock::TimePoint batch_started_, last_trigger_;
-  std::thread thread_;
   std::map<std::string, Nomination> nominated_;  // pod uid -> claim (provisioner thread only)
   // Claims whose tgp.io/nominated-pods annotation was read back (provisioner thread only).
   std::set<std::string> read_back_;
