@@ -11,6 +11,7 @@ pkgs=(
   nlohmann-json3-dev zlib1g-dev
   shellcheck openssl ccache golang-go wrk
   runc umoci skopeo docker-registry libarchive-dev iproute2
+  containerd containernetworking-plugins
   swtpm swtpm-tools libtss2-dev
 )
 missing=()

@@ -201,6 +201,10 @@ void SetupRunnerAgent(CLI::App& app) {
                "0.0.0.0:<port> it advertises the provider's public address and mapped port");
   app.add_option("--runtime", o.runtime, "OCI runtime binary (runc, or crun where it works)")
       ->capture_default_str();
+  app.add_option("--container-runtime-endpoint", o.container_runtime_endpoint,
+                 "run pods through this CRI runtime instead of --runtime, as a kubelet does "
+                 "(unix:///run/containerd/containerd.sock); its registry and CNI configuration "
+                 "apply (--insecure-registry and --pod-cidr do not); not with --sealed");
   app.add_option("--capacity", f.capacity,
                  "resource=quantity this runner offers (repeatable: cpu=8, memory=32Gi, "
                  "google.com/tpu=4)");

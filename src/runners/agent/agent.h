@@ -43,6 +43,13 @@ struct AgentOptions {
                                        // host-network pods)
   link::AgentIdentity identity;        // serving certificate + the CA that verifies clients
   std::string runtime = "/usr/sbin/runc";
+  // containerd (or any CRI runtime) as a kubelet drives it:
+  // "unix:///run/containerd/containerd.sock". Empty: the runc CLI path (`runtime`, the agent's
+  // shim). Set, the agent pulls, runs, logs and execs through the CRI API only (images are the
+  // runtime's: its registry configuration applies, not insecure_registries); `runtime`, `pod_cidr`
+  // and `pod_bridge` do not apply (the runtime's CNI configuration gives pods their network). Not
+  // with `sealed`.
+  std::string container_runtime_endpoint;
   // How to start the container shim; the agent appends its flags. Default: this executable as
   // `<exe> runner-agent shim`.
   std::vector<std::string> shim_argv;

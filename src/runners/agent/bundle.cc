@@ -10,6 +10,7 @@
 
 namespace hyperslice::runners::agent {
 namespace json = boost::json;
+namespace v1 = ::hyperslice::runners::v1;
 namespace {
 
 json::array StrArray(const std::vector<std::string>& v) {
@@ -54,6 +55,50 @@ std::vector<std::string> ProcessArgs(const std::vector<std::string>& entrypoint,
   std::vector<std::string> out = command.empty() ? entrypoint : command;
   const auto& tail = !args.empty() ? args : (command.empty() ? cmd : std::vector<std::string>{});
   out.insert(out.end(), tail.begin(), tail.end());
+  return out;
+}
+
+Result<std::string> MountSource(const v1::Container& c, const v1::Mount& m,
+                                const std::map<std::string, std::string>& volume_dirs) {
+  auto dir = volume_dirs.find(m.volume());
+  if (dir == volume_dirs.end()) {
+    return Error::Make(Error::Code::kInvalidArgument,
+                       "container " + c.name() + " mounts unknown volume " + m.volume());
+  }
+  std::string source = dir->second;
+  if (!m.sub_path().empty()) {
+    auto sub = std::filesystem::path(m.sub_path()).lexically_normal();
+    if (sub.is_absolute() || sub.string().rfind("..", 0) == 0) {
+      return Error::Make(Error::Code::kInvalidArgument,
+                         "subPath " + m.sub_path() + " leaves volume " + m.volume());
+    }
+    source += "/" + sub.string();
+    std::error_code ec;
+    if (!std::filesystem::exists(source, ec)) std::filesystem::create_directories(source, ec);
+  }
+  if (m.container_path().empty() || m.container_path().front() != '/') {
+    return Error::Make(Error::Code::kInvalidArgument,
+                       "mount path of volume " + m.volume() + " must be absolute");
+  }
+  return source;
+}
+
+Result<CpuMemoryLimits> LimitsOf(const v1::Container& c) {
+  CpuMemoryLimits out;
+  if (auto it = c.limits().find("memory"); it != c.limits().end()) {
+    auto q = kube::Quantity::Parse(it->second);
+    if (!q.ok())
+      return Error::Make(Error::Code::kInvalidArgument, "memory limit: " + q.error().message);
+    out.memory_bytes = q->Value();
+  }
+  if (auto it = c.limits().find("cpu"); it != c.limits().end()) {
+    auto q = kube::Quantity::Parse(it->second);
+    if (!q.ok())
+      return Error::Make(Error::Code::kInvalidArgument, "cpu limit: " + q.error().message);
+    constexpr int64_t kPeriod = 100000;
+    out.cpu_period = kPeriod;
+    out.cpu_quota = std::max<int64_t>(1000, q->MilliValue() * kPeriod / 1000);
+  }
   return out;
 }
 
@@ -120,26 +165,7 @@ Result<std::string> RuntimeConfig(const BundleInput& in) {
       Mount("/sys/fs/cgroup", "cgroup", "cgroup", {"nosuid", "noexec", "nodev", "relatime", "ro"}),
   };
   for (const auto& m : c.mounts()) {
-    auto dir = in.volume_dirs.find(m.volume());
-    if (dir == in.volume_dirs.end()) {
-      return Error::Make(Error::Code::kInvalidArgument,
-                         "container " + c.name() + " mounts unknown volume " + m.volume());
-    }
-    std::string source = dir->second;
-    if (!m.sub_path().empty()) {
-      auto sub = std::filesystem::path(m.sub_path()).lexically_normal();
-      if (sub.is_absolute() || sub.string().rfind("..", 0) == 0) {
-        return Error::Make(Error::Code::kInvalidArgument,
-                           "subPath " + m.sub_path() + " leaves volume " + m.volume());
-      }
-      source += "/" + sub.string();
-      std::error_code ec;
-      if (!std::filesystem::exists(source, ec)) std::filesystem::create_directories(source, ec);
-    }
-    if (m.container_path().empty() || m.container_path().front() != '/') {
-      return Error::Make(Error::Code::kInvalidArgument,
-                         "mount path of volume " + m.volume() + " must be absolute");
-    }
+    HS_ASSIGN_OR_RETURN(std::string source, MountSource(c, m, in.volume_dirs));
     std::vector<std::string> opts = {"rbind", "rprivate"};
     if (m.read_only()) opts.emplace_back("ro");
     mounts.push_back(Mount(m.container_path(), "bind", source, opts));
@@ -182,19 +208,10 @@ Result<std::string> RuntimeConfig(const BundleInput& in) {
         {{"allow", true}, {"type", type}, {"major", major}, {"minor", minor}, {"access", "rwm"}});
   }
   resources["devices"] = dev_rules;
-  if (auto it = c.limits().find("memory"); it != c.limits().end()) {
-    auto q = kube::Quantity::Parse(it->second);
-    if (!q.ok())
-      return Error::Make(Error::Code::kInvalidArgument, "memory limit: " + q.error().message);
-    resources["memory"] = {{"limit", q->Value()}};
-  }
-  if (auto it = c.limits().find("cpu"); it != c.limits().end()) {
-    auto q = kube::Quantity::Parse(it->second);
-    if (!q.ok())
-      return Error::Make(Error::Code::kInvalidArgument, "cpu limit: " + q.error().message);
-    constexpr int64_t kPeriod = 100000;
-    resources["cpu"] = {{"quota", std::max<int64_t>(1000, q->MilliValue() * kPeriod / 1000)},
-                        {"period", kPeriod}};
+  HS_ASSIGN_OR_RETURN(CpuMemoryLimits limits, LimitsOf(c));
+  if (limits.memory_bytes > 0) resources["memory"] = {{"limit", limits.memory_bytes}};
+  if (limits.cpu_period > 0) {
+    resources["cpu"] = {{"quota", limits.cpu_quota}, {"period", limits.cpu_period}};
   }
 
   json::array namespaces = {

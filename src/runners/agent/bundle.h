@@ -4,6 +4,7 @@
 // nodes, and namespaces pid/ipc/uts/mount plus the pod's network namespace (or the host's).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -31,6 +32,22 @@ struct BundleInput {
   // a sealed runner's token socket directory.
   std::map<std::string, std::string> agent_binds;
 };
+
+// The host directory a volume mount binds (its volume's directory, or the sub_path in it,
+// created when missing). Errors: kInvalidArgument (unknown volume, sub_path escaping its volume,
+// a relative container path).
+Result<std::string> MountSource(const ::hyperslice::runners::v1::Container& c,
+                                const ::hyperslice::runners::v1::Mount& m,
+                                const std::map<std::string, std::string>& volume_dirs);
+
+// A container's cpu and memory limits as cgroup values (0: no limit): cpu as a CFS quota over a
+// 100 ms period (at least 1 ms). Errors: kInvalidArgument (not a quantity).
+struct CpuMemoryLimits {
+  int64_t memory_bytes = 0;
+  int64_t cpu_quota = 0;
+  int64_t cpu_period = 0;
+};
+Result<CpuMemoryLimits> LimitsOf(const ::hyperslice::runners::v1::Container& c);
 
 // Errors: kInvalidArgument (bad quantity, sub_path escaping its volume, no command to run).
 Result<std::string> RuntimeConfig(const BundleInput& in);

@@ -1,6 +1,5 @@
 #include "src/runners/agent/pods.h"
 
-#include <sys/mount.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -10,7 +9,6 @@
 #include <regex>
 #include <sstream>
 
-#include "src/base/command.h"
 #include "src/base/log.h"
 #include "src/kube/quantity.h"
 
@@ -69,18 +67,6 @@ Error Policy(const std::string& msg) {
 }
 Error Invalid(const std::string& msg) { return Error::Make(Error::Code::kInvalidArgument, msg); }
 
-bool IsMountPoint(const std::string& path) {
-  struct stat a {
-  }, b{};
-  if (::stat(path.c_str(), &a) != 0) return false;
-  if (::stat((path + "/..").c_str(), &b) != 0) return false;
-  return a.st_dev != b.st_dev;
-}
-
-std::string ContainerId(const std::string& uid, const std::string& name) {
-  return "hs-" + uid + "-" + name;
-}
-
 v1::ContainerStatus* FindStatus(v1::PodStatus& st, const std::string& name) {
   for (auto& c : *st.mutable_init_container_statuses()) {
     if (c.name() == name) return &c;
@@ -125,7 +111,7 @@ void PodManager::Shutdown() {
   }
 }
 
-std::string PodManager::NetnsName(const std::string& uid) const { return "hs-" + uid; }
+PodRef PodManager::RefOf(const Pod& pod) { return PodRef{&pod.spec, pod.dir, &pod.devices}; }
 
 // ---- admission -------------------------------------------------------------------------------
 
@@ -321,18 +307,13 @@ Status PodManager::Recover() {
       std::string name, host, ctr;
       while (in >> name >> host >> ctr) pod->devices[name].push_back({host, ctr});
     }
-    // A container whose current attempt left a record, or that the runtime knows, has a shim.
+    // A container whose current attempt the runtime knows was started (and is not started
+    // again: no duplicate after a restart).
     for (const auto* list :
          {&pod->status.init_container_statuses(), &pod->status.container_statuses()}) {
       for (const auto& cs : *list) {
-        std::string cdir = pod->dir + "/containers/" + cs.name();
-        int attempt = cs.restart_count();
-        bool known = ReadExit(cdir, attempt) || ReadStarted(cdir, attempt);
-        if (!known) {
-          auto state = o_.runtime->State(ContainerId(pod->spec.pod().uid(), cs.name()));
-          known = state.ok() && state->has_value();
-        }
-        pod->spawned[cs.name()] = known;
+        pod->spawned[cs.name()] =
+            o_.runtime->Observe(RefOf(*pod), cs.name(), cs.restart_count()).known;
       }
     }
     recovered.push_back(pod);
@@ -417,31 +398,7 @@ void PodManager::Work(const std::shared_ptr<Pod>& pod) {
 
 Status PodManager::EnsureSandbox(Pod& pod) {
   if (pod.sandbox_ready) return OkStatus();
-  const auto& uid = pod.spec.pod().uid();
-  if (!pod.spec.host_network()) {
-    // A named network namespace per pod (loopback only), shared by its containers and kept
-    // across agent restarts; what `ip netns add` does is a bind mount of a new namespace.
-    std::string ns = NetnsName(uid);
-    if (!fs::exists("/var/run/netns/" + ns)) {
-      auto r = RunCommand({o_.ip_binary, "netns", "add", ns});
-      if (r.exit_code != 0) {
-        return Error::Make(Error::Code::kInternal,
-                           "cannot create the pod's network namespace: " + r.errors);
-      }
-    }
-    auto r = RunCommand({o_.ip_binary, "-n", ns, "link", "set", "lo", "up"});
-    if (r.exit_code != 0) {
-      return Error::Make(Error::Code::kInternal, "cannot bring up the pod's loopback: " + r.errors);
-    }
-    if (o_.network != nullptr) {
-      HS_ASSIGN_OR_RETURN(std::string ip, o_.network->Attach(uid, ns, pod.dir));
-      std::lock_guard lock(mu_);
-      if (pod.status.pod_ip() != ip) {
-        pod.status.set_pod_ip(ip);
-        Publish(pod);
-      }
-    }
-  }
+  // The volumes first: a runtime may bind them as soon as its sandbox exists.
   for (const auto& v : pod.spec.volumes()) {
     std::string dir = pod.dir + "/volumes/" + v.name();
     std::error_code ec;
@@ -453,43 +410,25 @@ Status PodManager::EnsureSandbox(Pod& pod) {
       HS_RETURN_IF_ERROR(WriteFile(p.string(), f.content(), f.mode() ? f.mode() & 07777 : 0644));
     }
   }
+  HS_ASSIGN_OR_RETURN(std::string ip, o_.runtime->EnsureSandbox(RefOf(pod)));
+  if (!ip.empty()) {
+    std::lock_guard lock(mu_);
+    if (pod.status.pod_ip() != ip) {
+      pod.status.set_pod_ip(ip);
+      Publish(pod);
+    }
+  }
   pod.sandbox_ready = true;
   return OkStatus();
 }
 
 Status PodManager::StartContainer(Pod& pod, const v1::Container& c, bool /*init*/, int attempt) {
-  const auto& uid = pod.spec.pod().uid();
-  std::string cdir = pod.dir + "/containers/" + c.name();
-  std::string id = ContainerId(uid, c.name());
-  std::error_code ec;
-  for (const char* sub : {"rootfs", "upper", "work"}) fs::create_directories(cdir + "/" + sub, ec);
-  HS_RETURN_IF_ERROR(o_.runtime->Delete(id));  // the previous attempt's, if any
   const Image& image = pod.images.at(c.name());
-  if (!IsMountPoint(cdir + "/rootfs")) {
-    // The image stays read-only and shared; each container writes to its own upper layer.
-    std::string opts =
-        "lowerdir=" + image.rootfs + ",upperdir=" + cdir + "/upper,workdir=" + cdir + "/work";
-    if (::mount("overlay", (cdir + "/rootfs").c_str(), "overlay", 0, opts.c_str()) != 0) {
-      return Error::Make(Error::Code::kInternal, "cannot mount the container's root filesystem: " +
-                                                     std::string(std::strerror(errno)));
-    }
-  }
-  BundleInput in;
-  in.container = &c;
-  in.image = image;
-  in.hostname = pod.spec.hostname().empty() ? pod.spec.pod().name() : pod.spec.hostname();
-  if (!pod.spec.host_network()) in.netns_path = "/var/run/netns/" + NetnsName(uid);
-  for (const auto& v : pod.spec.volumes())
-    in.volume_dirs[v.name()] = pod.dir + "/volumes/" + v.name();
-  if (auto it = pod.devices.find(c.name()); it != pod.devices.end()) in.devices = it->second;
-  in.cgroups_path = "/hyperslice-runner/" + id;
+  std::map<std::string, std::string> agent_binds;
   if (o_.before_start) {
-    HS_ASSIGN_OR_RETURN(in.agent_binds, o_.before_start(pod.spec, c, image));
+    HS_ASSIGN_OR_RETURN(agent_binds, o_.before_start(pod.spec, c, image));
   }
-  HS_ASSIGN_OR_RETURN(std::string config, RuntimeConfig(in));
-  HS_RETURN_IF_ERROR(WriteFile(cdir + "/config.json", config));
-  ShimOptions so{o_.runtime->binary(), o_.runtime->root(), id, cdir, cdir, attempt};
-  HS_RETURN_IF_ERROR(SpawnShim(o_.shim_argv, so));
+  HS_RETURN_IF_ERROR(o_.runtime->Start(RefOf(pod), c, image, attempt, agent_binds));
   pod.spawned[c.name()] = true;
   return OkStatus();
 }
@@ -501,10 +440,9 @@ void PodManager::Observe(Pod& pod) {
        {pod.status.mutable_init_container_statuses(), pod.status.mutable_container_statuses()}) {
     for (auto& cs : *list) {
       if (!pod.spawned[cs.name()] || cs.has_terminated()) continue;
-      std::string cdir = pod.dir + "/containers/" + cs.name();
-      int attempt = cs.restart_count();
-      auto started = ReadStarted(cdir, attempt);
-      if (auto ex = ReadExit(cdir, attempt)) {
+      auto state = o_.runtime->Observe(RefOf(pod), cs.name(), cs.restart_count());
+      const auto& started = state.started;
+      if (const auto& ex = state.exit) {
         auto* t = cs.mutable_terminated();
         t->set_exit_code(ex->code);
         t->set_signal(ex->signal);
@@ -534,7 +472,7 @@ Status PodManager::Step(Pod& pod, bool& done) {
       if (pod.images.count(c.name())) continue;
       auto nb = pod.not_before.find("pull:" + c.name());
       if (nb != pod.not_before.end() && SteadyClock::now() < nb->second) return OkStatus();
-      auto img = o_.images->Pull(c.image());
+      auto img = o_.runtime->Pull(c.image());
       std::lock_guard lock(mu_);
       auto* cs = FindStatus(pod.status, c.name());
       if (!img.ok()) {
@@ -672,76 +610,18 @@ Status PodManager::Delete(const std::string& uid, std::optional<std::chrono::sec
   pod->wake.notify_all();
   if (pod->worker.joinable()) pod->worker.join();
   auto wait = grace ? *grace : std::chrono::seconds(pod->spec.termination_grace_seconds());
-  std::vector<std::pair<std::string, std::string>> containers;  // id, dir
-  std::vector<int> attempts;
+  ContainerAttempts containers;
   for (const auto* list :
        {&pod->status.init_container_statuses(), &pod->status.container_statuses()}) {
-    for (const auto& cs : *list) {
-      containers.emplace_back(ContainerId(uid, cs.name()), pod->dir + "/containers/" + cs.name());
-      attempts.push_back(cs.restart_count());
-    }
+    for (const auto& cs : *list) containers.emplace_back(cs.name(), cs.restart_count());
   }
-  auto running = [&] {
-    std::vector<size_t> out;
-    for (size_t i = 0; i < containers.size(); ++i) {
-      auto s = o_.runtime->State(containers[i].first);
-      if (s.ok() && s->has_value() && ((*s)->status == "running" || (*s)->status == "created")) {
-        out.push_back(i);
-      }
-    }
-    return out;
-  };
-  auto live = running();
-  // A grace of 0 is SIGKILL at once; SIGTERM first would only be ignored by many a PID 1.
-  if (wait.count() > 0) {
-    for (size_t i : live) (void)o_.runtime->Kill(containers[i].first, "TERM");
-  }
-  auto deadline = SteadyClock::now() + wait;
-  while (!live.empty() && SteadyClock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    live = running();
-  }
-  for (size_t i : live) (void)o_.runtime->Kill(containers[i].first, "KILL");
-  // The shims record the exit and end; wait (bounded) so they do not write into a removed dir.
-  auto shim_deadline = SteadyClock::now() + std::chrono::seconds(5);
-  for (size_t i = 0; i < containers.size(); ++i) {
-    if (!fs::exists(AttemptFiles::Started(containers[i].second, attempts[i]))) continue;
-    while (!ReadExit(containers[i].second, attempts[i]) && SteadyClock::now() < shim_deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
-  Status result = OkStatus();
-  for (const auto& [id, dir] : containers) {
-    if (Status st = o_.runtime->Delete(id); !st.ok()) result = st;
-    std::string rootfs = dir + "/rootfs";
-    if (IsMountPoint(rootfs) && ::umount2(rootfs.c_str(), MNT_DETACH) != 0) {
-      result = Error::Make(Error::Code::kInternal, "cannot unmount " + rootfs);
-    }
-  }
-  std::optional<std::string> ip;
-  if (o_.network != nullptr && !pod->spec.host_network()) {
-    ip = PodNetwork::AddressOf(pod->dir);
-    if (Status st = o_.network->Detach(uid); !st.ok()) result = st;
-  }
-  if (!pod->spec.host_network() && fs::exists("/var/run/netns/" + NetnsName(uid))) {
-    // A namespace whose last process is still exiting can refuse deletion for a moment (seen
-    // under load: the namespace outlived the pod); try a few times before reporting it.
-    auto r = RunCommand({o_.ip_binary, "netns", "delete", NetnsName(uid)});
-    for (int i = 0; i < 5 && r.exit_code != 0 && fs::exists("/var/run/netns/" + NetnsName(uid));
-         ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100 << i));
-      r = RunCommand({o_.ip_binary, "netns", "delete", NetnsName(uid)});
-    }
-    if (r.exit_code != 0 && fs::exists("/var/run/netns/" + NetnsName(uid))) {
-      result = Error::Make(Error::Code::kInternal,
-                           "cannot delete the pod's network namespace: " + r.errors);
-    }
-  }
-  std::error_code ec;
+  PodRef ref = RefOf(*pod);
+  Status result = o_.runtime->Stop(ref, containers, wait);
+  if (Status st = o_.runtime->Remove(ref, containers); !st.ok()) result = st;
   if (result.ok()) {
+    std::error_code ec;
     fs::remove_all(pod->dir, ec);
-    // Free only once the record is gone: a restarted agent must never see it taken twice.
-    if (ip && !ec) o_.network->Release(*ip);
+    if (!ec) o_.runtime->Forget(ref);
   }
   std::lock_guard lock(mu_);
   if (!result.ok()) {
@@ -780,30 +660,38 @@ Result<PodManager::LogTarget> PodManager::Log(const std::string& uid, const std:
   if (attempt < 0) {
     return Error::Make(Error::Code::kNotFound, "container " + container + " has no previous run");
   }
-  std::string dir = it->second->dir + "/containers/" + container;
   std::weak_ptr<Pod> weak = it->second;
   LogTarget t;
-  t.path = AttemptFiles::Log(dir, attempt);
-  t.finished = [dir, attempt, weak] {
+  t.path = o_.runtime->LogPath(RefOf(*it->second), container, attempt);
+  t.finished = [this, container, attempt, weak] {
     auto p = weak.lock();
-    return !p || p->status.deleted() || ReadExit(dir, attempt).has_value();
+    return !p || p->status.deleted() ||
+           o_.runtime->Observe(RefOf(*p), container, attempt).exit.has_value();
   };
   return t;
 }
 
-Result<std::string> PodManager::RunningContainer(const std::string& uid,
-                                                 const std::string& container) {
-  std::lock_guard lock(mu_);
-  auto it = pods_.find(uid);
-  if (it == pods_.end()) return Error::Make(Error::Code::kNotFound, "no pod with uid " + uid);
-  auto* cs = FindStatus(it->second->status, container);
-  if (cs == nullptr) {
-    return Error::Make(Error::Code::kNotFound, "pod " + uid + " has no container " + container);
+grpc::Status PodManager::Exec(const v1::ExecInput::ExecStart& start, grpc::ServerContext* ctx,
+                              grpc::ServerReaderWriter<v1::ExecOutput, v1::ExecInput>* stream) {
+  std::shared_ptr<Pod> pod;
+  int attempt = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto it = pods_.find(start.uid());
+    if (it == pods_.end()) return {grpc::StatusCode::NOT_FOUND, "no pod with uid " + start.uid()};
+    auto* cs = FindStatus(it->second->status, start.container());
+    if (cs == nullptr) {
+      return {grpc::StatusCode::NOT_FOUND,
+              "pod " + start.uid() + " has no container " + start.container()};
+    }
+    if (!cs->has_running()) {
+      return {grpc::StatusCode::FAILED_PRECONDITION,
+              "container " + start.container() + " is not running"};
+    }
+    pod = it->second;
+    attempt = cs->restart_count();
   }
-  if (!cs->has_running()) {
-    return Error::Make(Error::Code::kConflict, "container " + container + " is not running");
-  }
-  return ContainerId(uid, container);
+  return o_.runtime->Exec(RefOf(*pod), start.container(), attempt, start, ctx, stream);
 }
 
 }  // namespace hyperslice::runners::agent

@@ -21,10 +21,9 @@
 #include "src/base/result.h"
 #include "src/runners/agent.pb.h"
 #include "src/runners/agent/bundle.h"
+#include "src/runners/agent/container_runtime.h"
 #include "src/runners/agent/image_store.h"
 #include "src/runners/agent/logs.h"
-#include "src/runners/agent/podnet.h"
-#include "src/runners/agent/runtime.h"
 #include "src/runners/policy/policy.h"
 
 namespace hyperslice::runners::agent {
@@ -33,18 +32,14 @@ namespace v1 = ::hyperslice::runners::v1;
 
 struct PodManagerOptions {
   std::string state_dir;  // pods live in <state_dir>/pods/<uid>
-  Runtime* runtime = nullptr;
-  ImageStore* images = nullptr;
-  std::vector<std::string> shim_argv;  // e.g. {"/proc/self/exe", "runner-agent", "shim"}
+  // Runs the pods' sandboxes and containers (runc_runtime.h or cri_runtime.h); outlives the
+  // manager.
+  ContainerRuntime* runtime = nullptr;
   bool allow_host_network = false;
   bool require_digest = true;
   std::map<std::string, std::vector<DeviceNode>> devices;  // resource -> nodes
   std::string host_ip;                              // reported as pod IP for host-network pods
   std::chrono::milliseconds restart_backoff{2000};  // doubled per restart, at most 5 min
-  std::string ip_binary = "ip";                     // iproute2, for the pods' network namespaces
-  // The pods' network (--pod-cidr); null: each pod's namespace has only its loopback and the pod
-  // reports no IP (host-network pods report host_ip either way). Outlives the manager.
-  PodNetwork* network = nullptr;
   // Sealed runners: every RunPod is checked against this policy (signatures read through
   // `signatures`); both outlive the manager.
   const policy::WorkloadPolicy* workload_policy = nullptr;
@@ -98,8 +93,10 @@ class PodManager {
     std::function<bool()> finished;
   };
   Result<LogTarget> Log(const std::string& uid, const std::string& container, bool previous);
-  // The runtime id of a running container (for exec). kNotFound / kConflict (not running).
-  Result<std::string> RunningContainer(const std::string& uid, const std::string& container);
+  // Exec in a running container of a pod (the stream's start message already read): kNotFound /
+  // kConflict (not running) as errors, else the runtime serves the stream.
+  grpc::Status Exec(const v1::ExecInput::ExecStart& start, grpc::ServerContext* ctx,
+                    grpc::ServerReaderWriter<v1::ExecOutput, v1::ExecInput>* stream);
 
   // Stops the workers without touching containers (agent shutdown).
   void Shutdown();
@@ -115,7 +112,7 @@ class PodManager {
   Status Admit(const v1::RunPodRequest& r);
   Result<std::map<std::string, std::vector<DeviceNode>>> Allocate(const v1::RunPodRequest& r);
   void StartWorker(const std::shared_ptr<Pod>& pod);
-  std::string NetnsName(const std::string& uid) const;
+  static PodRef RefOf(const Pod& pod);
 
   PodManagerOptions o_;
   std::mutex mu_;

@@ -20,7 +20,9 @@
 #include "src/runners/agent.grpc.pb.h"
 #include "src/runners/agent/agent.h"
 #include "src/runners/agent/attester.h"
+#include "src/runners/agent/cri_runtime.h"
 #include "src/runners/agent/pods.h"
+#include "src/runners/agent/runc_runtime.h"
 #include "src/runners/sealed/sealed.h"
 
 namespace hyperslice::runners::agent {
@@ -62,225 +64,9 @@ std::string NewBootId() {
   return buf.data();
 }
 
-// Writes all of `data` to `fd` (a pipe or a terminal's master); false when it is closed.
-bool WriteAll(int fd, const std::string& data) {
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// The exit of an exec whose command could not be started (the call itself succeeds).
-grpc::Status ExecFailed(grpc::ServerReaderWriter<v1::ExecOutput, v1::ExecInput>* stream,
-                        const std::string& why) {
-  v1::ExecOutput out;
-  out.mutable_exit()->set_code(-1);
-  out.mutable_exit()->set_error(why);
-  stream->Write(out);
-  return grpc::Status::OK;
-}
-
-// Starts the runtime's `args` with these descriptors as its stdin, stdout, stderr. Returns its
-// pid, or the errno of posix_spawn as a negative number.
-pid_t SpawnRuntime(std::vector<std::string> args, int in, int out, int err) {
-  std::vector<char*> argv;
-  argv.reserve(args.size() + 1);
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in, STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, out, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err, STDERR_FILENO);
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);  // stdio only (see SpawnShim)
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  return rc == 0 ? pid : -rc;
-}
-
-// Exec with a terminal (kubectl exec -it): runc's foreground mode with a new terminal — runc
-// makes the container's pty and copies between it and its own stdio, which is the slave of a pty
-// the agent holds, so the client's bytes go to our master and the command's come back from it.
-// (runc takes --console-socket only with --detach, and a detached exec's exit status goes to no
-// process of ours: foreground runc exits with the command's status.) Resizes set our pty's size
-// and SIGWINCH tells runc to copy it to the container's. stdout only: a terminal merges stderr.
-grpc::Status ServeTtyExec(const Runtime& runtime, const std::string& id,
-                          const std::vector<std::string>& command, grpc::ServerContext* ctx,
-                          grpc::ServerReaderWriter<v1::ExecOutput, v1::ExecInput>* stream) {
-  int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-  if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0) {
-    if (master >= 0) ::close(master);
-    return ExecFailed(stream, "cannot open a terminal: " + std::string(std::strerror(errno)));
-  }
-  std::array<char, 128> name{};
-  int slave = ::ptsname_r(master, name.data(), name.size()) == 0
-                  ? ::open(name.data(), O_RDWR | O_NOCTTY | O_CLOEXEC)
-                  : -1;
-  if (slave < 0) {
-    ::close(master);
-    return ExecFailed(stream,
-                      "cannot open the terminal's slave: " + std::string(std::strerror(errno)));
-  }
-  winsize ws{};
-  ws.ws_row = 24;
-  ws.ws_col = 80;
-  ::ioctl(master, TIOCSWINSZ, &ws);
-  pid_t pid = SpawnRuntime(runtime.ExecArgv(id, command, /*tty=*/true), slave, slave, slave);
-  ::close(slave);
-  if (pid < 0) {
-    ::close(master);
-    return ExecFailed(stream, "cannot run the runtime: " + std::string(std::strerror(-pid)));
-  }
-  std::atomic<bool> finished{false};
-  std::thread input([&] {
-    v1::ExecInput msg;
-    while (!finished && stream->Read(&msg)) {
-      if (msg.has_stdin()) {
-        if (!WriteAll(master, msg.stdin())) break;
-      } else if (msg.has_resize() && msg.resize().width() > 0 && msg.resize().height() > 0) {
-        winsize size{};
-        size.ws_col = static_cast<unsigned short>(msg.resize().width());
-        size.ws_row = static_cast<unsigned short>(msg.resize().height());
-        ::ioctl(master, TIOCSWINSZ, &size);
-        ::kill(pid, SIGWINCH);  // runc resizes the container's terminal on it
-      } else if (msg.has_close_stdin() && msg.close_stdin()) {
-        (void)WriteAll(master, "\x04");  // end of input, as a terminal says it
-      }
-    }
-  });
-  std::array<char, 32768> buf{};
-  int status = 0;
-  bool exited = false;
-  // Until the terminal hangs up (EIO once no process holds its slave: runc has exited) or runc
-  // has exited and nothing more comes.
-  while (true) {
-    pollfd pfd{master, POLLIN, 0};
-    int n = ::poll(&pfd, 1, exited ? 50 : 200);
-    if (n < 0 && errno != EINTR) break;
-    if (ctx->IsCancelled() && !exited) ::kill(pid, SIGKILL);
-    if (n > 0) {
-      ssize_t got = ::read(master, buf.data(), buf.size());
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) break;
-      v1::ExecOutput o;
-      o.set_stdout(std::string(buf.data(), static_cast<size_t>(got)));
-      stream->Write(o);
-      continue;
-    }
-    if (exited) break;
-    exited = ::waitpid(pid, &status, WNOHANG) == pid;
-  }
-  while (!exited && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  finished = true;
-  v1::ExecOutput exit;
-  exit.mutable_exit()->set_code(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-  stream->Write(exit);
-  // A client that never half-closes would keep Read() blocked: end the call for it.
-  ctx->TryCancel();
-  input.join();
-  ::close(master);
-  return grpc::Status::OK;
-}
-
-// Exec: `runtime exec` with pipes; output streamed as it comes, the exit code last.
-grpc::Status ServeExec(const Runtime& runtime, PodManager& pods, grpc::ServerContext* ctx,
-                       grpc::ServerReaderWriter<v1::ExecOutput, v1::ExecInput>* stream) {
-  v1::ExecInput first;
-  if (!stream->Read(&first) || !first.has_start()) {
-    return {grpc::StatusCode::INVALID_ARGUMENT, "the first message must be ExecInput.start"};
-  }
-  const auto& start = first.start();
-  if (start.command().empty()) return {grpc::StatusCode::INVALID_ARGUMENT, "exec needs a command"};
-  auto id = pods.RunningContainer(start.uid(), start.container());
-  if (!id.ok()) return ToGrpc(id.error());
-  if (start.tty()) {
-    return ServeTtyExec(runtime, *id, {start.command().begin(), start.command().end()}, ctx,
-                        stream);
-  }
-  std::array<int, 2> in{-1, -1}, out{-1, -1}, err{-1, -1};
-  if (::pipe2(in.data(), O_CLOEXEC) != 0 || ::pipe2(out.data(), O_CLOEXEC) != 0 ||
-      ::pipe2(err.data(), O_CLOEXEC) != 0) {
-    return {grpc::StatusCode::INTERNAL, "cannot create pipes"};
-  }
-  pid_t pid = SpawnRuntime(
-      runtime.ExecArgv(*id, {start.command().begin(), start.command().end()}, /*tty=*/false), in[0],
-      out[1], err[1]);
-  ::close(in[0]);
-  ::close(out[1]);
-  ::close(err[1]);
-  if (pid < 0) {
-    ::close(in[1]);
-    ::close(out[0]);
-    ::close(err[0]);
-    return ExecFailed(stream, "cannot run the runtime: " + std::string(std::strerror(-pid)));
-  }
-  // stdin from the client on its own thread (the only reader of the stream); this thread is the
-  // only writer.
-  std::atomic<bool> finished{false};
-  std::thread stdin_pump;
-  if (start.stdin()) {
-    stdin_pump = std::thread([&, fd = in[1]] {
-      v1::ExecInput msg;
-      while (!finished && stream->Read(&msg)) {
-        if (msg.has_stdin()) {
-          (void)WriteAll(fd, msg.stdin());
-        } else if (msg.has_close_stdin() && msg.close_stdin()) {
-          break;
-        }
-      }
-      ::close(fd);
-    });
-  } else {
-    ::close(in[1]);
-  }
-  std::array<char, 32768> buf{};
-  std::array<pollfd, 2> fds{pollfd{out[0], POLLIN, 0}, pollfd{err[0], POLLIN, 0}};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    if (::poll(fds.data(), fds.size(), 200) < 0 && errno != EINTR) break;
-    if (ctx->IsCancelled()) ::kill(pid, SIGKILL);
-    for (size_t i = 0; i < fds.size(); ++i) {
-      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-      ssize_t n = ::read(fds[i].fd, buf.data(), buf.size());
-      if (n > 0) {
-        v1::ExecOutput o;
-        if (i == 0) {
-          o.set_stdout(std::string(buf.data(), static_cast<size_t>(n)));
-        } else {
-          o.set_stderr(std::string(buf.data(), static_cast<size_t>(n)));
-        }
-        stream->Write(o);
-      } else if (n == 0 || errno != EINTR) {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  finished = true;
-  v1::ExecOutput exit;
-  exit.mutable_exit()->set_code(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-  stream->Write(exit);
-  if (stdin_pump.joinable()) {
-    // A client that never half-closes would keep Read() blocked: end the call for it.
-    ctx->TryCancel();
-    stdin_pump.join();
-  }
-  return grpc::Status::OK;
-}
-
 class Service final : public v1::RunnerAgent::Service {
  public:
-  Service(const AgentOptions& o, PodManager& pods, const Runtime& runtime, std::string boot_id,
+  Service(const AgentOptions& o, PodManager& pods, ContainerRuntime& runtime, std::string boot_id,
           Attester* attester)
       : o_(o), pods_(pods), runtime_(runtime), boot_id_(std::move(boot_id)), attester_(attester) {}
 
@@ -290,10 +76,9 @@ class Service final : public v1::RunnerAgent::Service {
     r->set_region(o_.region);
     r->set_zone(o_.zone);
     for (const auto& [k, v] : o_.capacity) (*r->mutable_capacity())[k] = v;
-    std::error_code ec;
-    bool runtime_ok = fs::exists(o_.runtime, ec);
-    r->set_healthy(runtime_ok);
-    if (!runtime_ok) r->set_health_message("OCI runtime " + o_.runtime + " is missing");
+    std::string unhealthy = runtime_.Health();
+    r->set_healthy(unhealthy.empty());
+    if (!unhealthy.empty()) r->set_health_message(unhealthy);
     r->set_agent_version(kAgentVersion);
     r->set_boot_id(boot_id_);
     r->mutable_policy()->set_allow_host_network(o_.allow_host_network);
@@ -395,7 +180,14 @@ class Service final : public v1::RunnerAgent::Service {
                   ": exec is refused: this runner is sealed (no administrative access to its "
                   "workloads)"};
     }
-    return ServeExec(runtime_, pods_, ctx, stream);
+    v1::ExecInput first;
+    if (!stream->Read(&first) || !first.has_start()) {
+      return {grpc::StatusCode::INVALID_ARGUMENT, "the first message must be ExecInput.start"};
+    }
+    if (first.start().command().empty()) {
+      return {grpc::StatusCode::INVALID_ARGUMENT, "exec needs a command"};
+    }
+    return pods_.Exec(first.start(), ctx, stream);
   }
 
   grpc::Status AttestationIdentity(grpc::ServerContext* ctx, const v1::AttestationIdentityRequest*,
@@ -455,7 +247,7 @@ class Service final : public v1::RunnerAgent::Service {
 
   const AgentOptions& o_;
   PodManager& pods_;
-  const Runtime& runtime_;
+  ContainerRuntime& runtime_;
   std::string boot_id_;
   Attester* attester_;  // null unless sealed
   std::atomic<bool> stopping_{false};
@@ -478,18 +270,13 @@ class AgentImpl final : public Agent {
     if (o_.shim_argv.empty()) {
       o_.shim_argv = {fs::read_symlink("/proc/self/exe", ec).string(), "runner-agent", "shim"};
     }
-    runtime_ = std::make_unique<Runtime>(o_.runtime, o_.state_dir + "/runtime");
     RegistryOptions ro;
     ro.insecure_registries = o_.insecure_registries;
     ro.ca_pem = o_.registry_ca_pem;
     // Names the agent to registries (and would name it in any server's logs it reached).
     ro.user_agent = "hyperslice-runner-agent";
-    images_ = std::make_unique<ImageStore>(o_.state_dir + "/images", ro);
     PodManagerOptions po;
     po.state_dir = o_.state_dir;
-    po.runtime = runtime_.get();
-    po.images = images_.get();
-    po.shim_argv = o_.shim_argv;
     po.allow_host_network = o_.allow_host_network;
     po.require_digest = o_.require_digest;
     for (const auto& d : o_.devices) {
@@ -499,14 +286,8 @@ class AgentImpl final : public Agent {
     auto host = link::HostOf(o_.advertise_address.empty() ? o_.listen : o_.advertise_address);
     po.host_ip = host.ok() ? *host : "";
     po.restart_backoff = o_.restart_backoff;
-    if (!o_.pod_cidr.empty()) {
-      PodNetworkOptions no;
-      no.cidr = o_.pod_cidr;
-      no.bridge = o_.pod_bridge;
-      no.pods_dir = o_.state_dir + "/pods";
-      HS_ASSIGN_OR_RETURN(network_, PodNetwork::Make(std::move(no)));
-      po.network = network_.get();
-    }
+    HS_RETURN_IF_ERROR(MakeRuntime(ro));
+    po.runtime = containers_.get();
     if (o_.workload_policy) {
       signatures_ = policy::NewRegistrySignatureSource(ro);
       po.workload_policy = &*o_.workload_policy;
@@ -529,8 +310,8 @@ class AgentImpl final : public Agent {
     }
     pods_ = std::make_unique<PodManager>(po);
     HS_RETURN_IF_ERROR(pods_->Recover());
-    CollectOrphans();
-    service_ = std::make_unique<Service>(o_, *pods_, *runtime_, NewBootId(), attester_.get());
+    containers_->CollectOrphans(pods_->List());
+    service_ = std::make_unique<Service>(o_, *pods_, *containers_, NewBootId(), attester_.get());
     return Serve(o_.listen);
   }
 
@@ -583,23 +364,38 @@ class AgentImpl final : public Agent {
     return OkStatus();
   }
 
-  // Containers of ours (hs-<uid>-<name>) in the runtime's root that no pod owns any more: left by
-  // a crash between the runtime's create and the pod's record, or by a pod dir removed by hand.
-  void CollectOrphans() {
-    auto ids = runtime_->List();
-    if (!ids.ok()) return;
-    std::set<std::string> owned;
-    for (const auto& p : pods_->List()) {
-      for (const auto* list : {&p.init_container_statuses(), &p.container_statuses()}) {
-        for (const auto& c : *list) owned.insert("hs-" + p.pod().uid() + "-" + c.name());
+  // The runc CLI path (default), or containerd's CRI with --container-runtime-endpoint.
+  Status MakeRuntime(const RegistryOptions& ro) {
+    if (!o_.container_runtime_endpoint.empty()) {
+      if (o_.sealed || o_.workload_policy) {
+        // A sealed runner measures each image it unpacks itself (attester.h); containerd's
+        // images are not the agent's to measure.
+        return Error::Make(Error::Code::kInvalidArgument,
+                           "a sealed runner runs its containers with runc, not through "
+                           "--container-runtime-endpoint");
       }
+      CriRuntimeOptions co;
+      co.endpoint = o_.container_runtime_endpoint;
+      co.runner_name = o_.runner_name;
+      HS_ASSIGN_OR_RETURN(containers_, NewCriRuntime(std::move(co)));
+      return OkStatus();
     }
-    for (const auto& id : *ids) {
-      if (id.rfind("hs-", 0) == 0 && !owned.count(id)) {
-        log::Warn("removing orphan container", {{"id", id}});
-        (void)runtime_->Delete(id);
-      }
+    runtime_ = std::make_unique<Runtime>(o_.runtime, o_.state_dir + "/runtime");
+    images_ = std::make_unique<ImageStore>(o_.state_dir + "/images", ro);
+    RuncRuntimeOptions rr;
+    rr.runtime = runtime_.get();
+    rr.images = images_.get();
+    rr.shim_argv = o_.shim_argv;
+    if (!o_.pod_cidr.empty()) {
+      PodNetworkOptions no;
+      no.cidr = o_.pod_cidr;
+      no.bridge = o_.pod_bridge;
+      no.pods_dir = o_.state_dir + "/pods";
+      HS_ASSIGN_OR_RETURN(network_, PodNetwork::Make(std::move(no)));
+      rr.network = network_.get();
     }
+    containers_ = NewRuncRuntime(std::move(rr));
+    return OkStatus();
   }
 
   AgentOptions o_;
@@ -608,6 +404,7 @@ class AgentImpl final : public Agent {
   std::unique_ptr<Attester> attester_;  // sealed only; outlives pods_ (their before_start)
   std::unique_ptr<ImageStore> images_;
   std::unique_ptr<PodNetwork> network_;                  // outlives pods_ (declared before it)
+  std::unique_ptr<ContainerRuntime> containers_;         // outlives pods_ (declared before it)
   std::unique_ptr<policy::SignatureSource> signatures_;  // sealed: the workload policy's reads
   std::unique_ptr<PodManager> pods_;
   std::unique_ptr<Service> service_;

@@ -178,4 +178,67 @@ std::string Logs(v1::RunnerAgent::Stub& stub, const std::string& uid, const std:
   return out;
 }
 
+grpc::Status RunPod(v1::RunnerAgent::Stub& stub, const v1::RunPodRequest& r) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::PodStatus st;
+  return stub.RunPod(&ctx, r, &st);
+}
+grpc::Status DeleteNow(v1::RunnerAgent::Stub& stub, const std::string& uid) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::DeletePodRequest req;
+  req.set_uid(uid);
+  req.set_grace_seconds(0);
+  v1::DeletePodResponse resp;
+  return stub.DeletePod(&ctx, req, &resp);
+}
+std::string RunWithIp(v1::RunnerAgent::Stub& stub, const v1::RunPodRequest& r) {
+  EXPECT_TRUE(RunPod(stub, r).ok());
+  auto st = WaitFor(stub, r.pod().uid(), [](const v1::PodStatus& p) {
+    return p.phase() == "Running" && !p.pod_ip().empty();
+  });
+  return st ? st->pod_ip() : "";
+}
+ExecResult ExecIn(v1::RunnerAgent::Stub& stub, const std::string& uid,
+                  const std::vector<std::string>& command, bool tty, const std::string& input,
+                  std::pair<int, int> resize) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  auto stream = stub.Exec(&ctx);
+  v1::ExecInput start;
+  start.mutable_start()->set_uid(uid);
+  start.mutable_start()->set_container("main");
+  start.mutable_start()->set_tty(tty);
+  start.mutable_start()->set_stdin(!input.empty());
+  for (const auto& a : command) start.mutable_start()->add_command(a);
+  EXPECT_TRUE(stream->Write(start));
+  if (resize.first > 0) {
+    v1::ExecInput r;
+    r.mutable_resize()->set_width(resize.first);
+    r.mutable_resize()->set_height(resize.second);
+    EXPECT_TRUE(stream->Write(r));
+  }
+  if (!input.empty()) {
+    // runc applies the size on SIGWINCH: give it a moment before the command reads on.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    v1::ExecInput in;
+    in.set_stdin(input);
+    EXPECT_TRUE(stream->Write(in));
+  }
+  stream->WritesDone();
+  ExecResult res;
+  v1::ExecOutput o;
+  while (stream->Read(&o)) {
+    if (o.has_stdout()) res.out += o.stdout();
+    if (o.has_stderr()) res.out += o.stderr();
+    if (o.has_exit()) {
+      res.code = o.exit().code();
+      res.error = o.exit().error();
+    }
+  }
+  stream->Finish();
+  return res;
+}
+
 }  // namespace hyperslice::runners::testing

@@ -97,6 +97,22 @@ std::optional<v1::PodStatus> WaitFor(v1::RunnerAgent::Stub& stub, const std::str
                                      std::chrono::seconds timeout = std::chrono::seconds(60));
 std::string Logs(v1::RunnerAgent::Stub& stub, const std::string& uid, const std::string& container,
                  bool timestamps = false);
+// RunPod with a 10 s deadline.
+grpc::Status RunPod(v1::RunnerAgent::Stub& stub, const v1::RunPodRequest& r);
+// DeletePod with a grace of 0.
+grpc::Status DeleteNow(v1::RunnerAgent::Stub& stub, const std::string& uid);
+// Runs the pod and waits until it runs with a pod IP ("" when it does not).
+std::string RunWithIp(v1::RunnerAgent::Stub& stub, const v1::RunPodRequest& r);
+struct ExecResult {
+  std::string out;  // stdout then stderr as they came
+  int code = -100;
+  std::string error;
+};
+// Exec in the pod's container "main". `input`: written after a moment (stdin on); with a
+// terminal, `resize` (width, height) is sent first.
+ExecResult ExecIn(v1::RunnerAgent::Stub& stub, const std::string& uid,
+                  const std::vector<std::string>& command, bool tty = false,
+                  const std::string& input = "", std::pair<int, int> resize = {0, 0});
 // The runtime's containers (ids) under `root`.
 inline std::vector<std::string> RuntimeList(const std::string& root) {
   return testenv::RuncContainers(root);

@@ -26,12 +26,6 @@ namespace fs = std::filesystem;
 
 constexpr char kCidr[] = "192.0.2.128/25";
 
-struct ExecResult {
-  std::string out;
-  int code = -100;
-  std::string error;
-};
-
 class PodNetworkTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -41,70 +35,6 @@ class PodNetworkTest : public ::testing::Test {
     std::string why;
     env_ = Shared(&why);
     if (env_ == nullptr) GTEST_SKIP() << why;
-  }
-  static grpc::Status Run(v1::RunnerAgent::Stub& stub, const v1::RunPodRequest& r) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    v1::PodStatus st;
-    return stub.RunPod(&ctx, r, &st);
-  }
-  static grpc::Status Delete(v1::RunnerAgent::Stub& stub, const std::string& uid) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    v1::DeletePodRequest req;
-    req.set_uid(uid);
-    req.set_grace_seconds(0);
-    v1::DeletePodResponse resp;
-    return stub.DeletePod(&ctx, req, &resp);
-  }
-  // Runs the pod and waits until it runs with a pod IP.
-  static std::string RunWithIp(v1::RunnerAgent::Stub& stub, const v1::RunPodRequest& r) {
-    EXPECT_TRUE(Run(stub, r).ok());
-    auto st = WaitFor(stub, r.pod().uid(), [](const v1::PodStatus& p) {
-      return p.phase() == "Running" && !p.pod_ip().empty();
-    });
-    return st ? st->pod_ip() : "";
-  }
-  // `input`: written after `delay`; with a terminal, `resize` is sent first.
-  static ExecResult Exec(v1::RunnerAgent::Stub& stub, const std::string& uid,
-                         const std::vector<std::string>& command, bool tty = false,
-                         const std::string& input = "", std::pair<int, int> resize = {0, 0}) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-    auto stream = stub.Exec(&ctx);
-    v1::ExecInput start;
-    start.mutable_start()->set_uid(uid);
-    start.mutable_start()->set_container("main");
-    start.mutable_start()->set_tty(tty);
-    start.mutable_start()->set_stdin(!input.empty());
-    for (const auto& a : command) start.mutable_start()->add_command(a);
-    EXPECT_TRUE(stream->Write(start));
-    if (resize.first > 0) {
-      v1::ExecInput r;
-      r.mutable_resize()->set_width(resize.first);
-      r.mutable_resize()->set_height(resize.second);
-      EXPECT_TRUE(stream->Write(r));
-    }
-    if (!input.empty()) {
-      // runc applies the size on SIGWINCH: give it a moment before the command reads on.
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      v1::ExecInput in;
-      in.set_stdin(input);
-      EXPECT_TRUE(stream->Write(in));
-    }
-    stream->WritesDone();
-    ExecResult res;
-    v1::ExecOutput o;
-    while (stream->Read(&o)) {
-      if (o.has_stdout()) res.out += o.stdout();
-      if (o.has_stderr()) res.out += o.stderr();
-      if (o.has_exit()) {
-        res.code = o.exit().code();
-        res.error = o.exit().error();
-      }
-    }
-    stream->Finish();
-    return res;
   }
   // The interfaces of this (the agent's) network namespace.
   static std::string Links() { return RunCommand({"ip", "-o", "link", "show"}).output; }
@@ -129,10 +59,10 @@ TEST_F(PodNetworkTest, PodsGetAddressesReachEachOtherKeepThemOnRestartAndRelease
   EXPECT_NE(RunCommand({"ip", "-n", "hs-net-b", "route"}).output.find("default via 192.0.2.129"),
             std::string::npos);
   // Each reaches the other's server by its pod IP.
-  auto ab = Exec(*stub, "net-a", {"/hstest", "connect:" + ip_b + ":8080"});
+  auto ab = ExecIn(*stub, "net-a", {"/hstest", "connect:" + ip_b + ":8080"});
   EXPECT_EQ(ab.out, "connect " + ip_b + ":8080: from-b\n");
   EXPECT_EQ(ab.code, 0);
-  auto ba = Exec(*stub, "net-b", {"/hstest", "connect:" + ip_a + ":8080"});
+  auto ba = ExecIn(*stub, "net-b", {"/hstest", "connect:" + ip_a + ":8080"});
   EXPECT_EQ(ba.out, "connect " + ip_a + ":8080: from-a\n");
   // The two host ends are on the bridge.
   EXPECT_NE(Links().find("hsv"), std::string::npos);
@@ -148,16 +78,16 @@ TEST_F(PodNetworkTest, PodsGetAddressesReachEachOtherKeepThemOnRestartAndRelease
   }
   std::string ip_c = RunWithIp(*stub, Pod("net-c", env_->image, {"sleep:120"}));
   EXPECT_EQ(ip_c, "192.0.2.132");
-  EXPECT_EQ(Exec(*stub, "net-c", {"/hstest", "connect:" + ip_a + ":8080"}).out,
+  EXPECT_EQ(ExecIn(*stub, "net-c", {"/hstest", "connect:" + ip_a + ":8080"}).out,
             "connect " + ip_a + ":8080: from-a\n");
 
   // Delete releases the address (the lowest free one is handed out next) and leaves no veth
   // and no namespace.
-  ASSERT_TRUE(Delete(*stub, "net-a").ok());
+  ASSERT_TRUE(DeleteNow(*stub, "net-a").ok());
   EXPECT_FALSE(fs::exists("/var/run/netns/hs-net-a"));
   std::string ip_d = RunWithIp(*stub, Pod("net-d", env_->image, {"sleep:120"}));
   EXPECT_EQ(ip_d, ip_a);
-  for (const char* uid : {"net-b", "net-c", "net-d"}) ASSERT_TRUE(Delete(*stub, uid).ok());
+  for (const char* uid : {"net-b", "net-c", "net-d"}) ASSERT_TRUE(DeleteNow(*stub, uid).ok());
   EXPECT_EQ(Links().find("hsv"), std::string::npos) << Links();
   for (const char* uid : {"net-a", "net-b", "net-c", "net-d"}) {
     EXPECT_FALSE(fs::exists(std::string("/var/run/netns/hs-") + uid)) << uid;
@@ -168,39 +98,39 @@ TEST_F(PodNetworkTest, WithoutPodCidrPodsHaveOnlyLoopbackAndNoAddress) {
   AgentProcess agent(*env_, "runner-lo");
   ASSERT_TRUE(agent.Start());
   auto stub = agent.Stub();
-  ASSERT_TRUE(Run(*stub, Pod("lo-a", env_->image, {"sleep:120"})).ok());
+  ASSERT_TRUE(RunPod(*stub, Pod("lo-a", env_->image, {"sleep:120"})).ok());
   auto st = WaitFor(*stub, "lo-a", [](const v1::PodStatus& p) { return p.phase() == "Running"; });
   ASSERT_TRUE(st);
   EXPECT_EQ(st->pod_ip(), "");
   std::string links = RunCommand({"ip", "-n", "hs-lo-a", "-o", "link", "show"}).output;
   EXPECT_NE(links.find(": lo:"), std::string::npos) << links;
   EXPECT_EQ(links.find("eth0"), std::string::npos) << links;
-  ASSERT_TRUE(Delete(*stub, "lo-a").ok());
+  ASSERT_TRUE(DeleteNow(*stub, "lo-a").ok());
 }
 
 TEST_F(PodNetworkTest, ExecWithATerminal) {
   AgentProcess agent(*env_, "runner-tty");
   ASSERT_TRUE(agent.Start());
   auto stub = agent.Stub();
-  ASSERT_TRUE(Run(*stub, Pod("tty-a", env_->image, {"sleep:120"})).ok());
+  ASSERT_TRUE(RunPod(*stub, Pod("tty-a", env_->image, {"sleep:120"})).ok());
   ASSERT_TRUE(
       WaitFor(*stub, "tty-a", [](const v1::PodStatus& p) { return p.phase() == "Running"; }));
   // Without input: the command sees a terminal (its size is runc's to copy a moment after the
   // start, as with any runtime: not checked here) and its exit code comes back.
-  auto plain = Exec(*stub, "tty-a", {"/hstest", "tty", "exit:3"}, /*tty=*/true);
+  auto plain = ExecIn(*stub, "tty-a", {"/hstest", "tty", "exit:3"}, /*tty=*/true);
   EXPECT_EQ(plain.error, "");
   EXPECT_EQ(plain.code, 3);
   EXPECT_NE(plain.out.find("tty=yes"), std::string::npos) << plain.out;
   // Resized, then a line typed (echoed by the terminal), read by the command.
-  auto typed = Exec(*stub, "tty-a", {"/hstest", "readline", "tty", "exit:5"}, /*tty=*/true,
-                    "hello-tty\r", {100, 40});
+  auto typed = ExecIn(*stub, "tty-a", {"/hstest", "readline", "tty", "exit:5"}, /*tty=*/true,
+                      "hello-tty\r", {100, 40});
   EXPECT_EQ(typed.code, 5);
   EXPECT_NE(typed.out.find("line=hello-tty"), std::string::npos) << typed.out;
   EXPECT_NE(typed.out.find("tty=yes rows=40 cols=100"), std::string::npos) << typed.out;
   // Without a terminal the command sees none (and its stderr stays apart).
-  auto piped = Exec(*stub, "tty-a", {"/hstest", "tty"});
+  auto piped = ExecIn(*stub, "tty-a", {"/hstest", "tty"});
   EXPECT_EQ(piped.out, "tty=no\n");
-  ASSERT_TRUE(Delete(*stub, "tty-a").ok());
+  ASSERT_TRUE(DeleteNow(*stub, "tty-a").ok());
 }
 
 // Runs `body` on a thread of its own that stays in this (the agent's) network namespace but
