@@ -9,11 +9,13 @@
 #include "src/base/log.h"
 #include "src/runners/agent/cri/api.grpc.pb.h"
 #include "src/runners/agent/cri_exec.h"
+#include "src/runners/link/link.h"
 
 namespace hyperslice::runners::agent {
 namespace fs = std::filesystem;
 namespace v1 = ::hyperslice::runners::v1;
 namespace cri = ::runtime::v1;
+using link::FromGrpc;
 
 namespace {
 
@@ -21,25 +23,6 @@ constexpr char kRunnerLabel[] = "runners.hyperslice.dev/runner";
 constexpr char kPodUidLabel[] = "runners.hyperslice.dev/pod-uid";
 constexpr char kContainerLabel[] = "runners.hyperslice.dev/container";
 constexpr char kAttemptLabel[] = "runners.hyperslice.dev/attempt";
-
-Error FromGrpc(const grpc::Status& st, const std::string& what) {
-  Error::Code code = Error::Code::kInternal;
-  switch (st.error_code()) {
-    case grpc::StatusCode::NOT_FOUND:
-      code = Error::Code::kNotFound;
-      break;
-    case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      code = Error::Code::kUnavailable;
-      break;
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      code = Error::Code::kInvalidArgument;
-      break;
-    default:
-      break;
-  }
-  return Error::Make(code, what + ": " + st.error_message());
-}
 
 std::unique_ptr<grpc::ClientContext> Deadline(std::chrono::seconds s) {
   auto ctx = std::make_unique<grpc::ClientContext>();
