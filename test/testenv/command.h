@@ -19,5 +19,8 @@ bool HaveKubectl();
 
 // kubectl against the binary's shared cluster (testenv::Cluster()'s admin kubeconfig).
 CommandResult Kubectl(const std::vector<std::string>& args);
+// `kubectl apply -f` of `yaml` (e.g. testenv::Example's), as a user applies a file, against the
+// shared cluster; the file is written to the cluster's folder and removed afterwards.
+CommandResult KubectlApply(const std::string& yaml);
 
 }  // namespace hyperslice::testenv

@@ -11,11 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -33,6 +31,7 @@
 #include "src/base/log.h"
 #include "src/gce/compute.h"
 #include "src/kube/client.h"
+#include "src/kube/informer.h"
 #include "src/kube/manager.h"
 #include "src/kube/object_helpers.h"
 #include "src/net/pki.h"
@@ -40,12 +39,12 @@
 #include "src/tpu/internal/device_plugin.h"
 #include "src/tpu/operator.h"
 #include "src/webhook/webhook.h"
+#include "test/testenv/command.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/examples.h"
 #include "test/testenv/joining_cluster.h"
 #include "test/testenv/json_str.h"
 #include "test/testenv/node_ready.h"
-#include "test/testenv/shell.h"
 #include "test/testenv/sim_fleet.h"
 #include "test/testenv/tpu_env.h"
 
@@ -64,77 +63,10 @@ constexpr const char* kDevicePluginNs = testenv::tpuenv::kOperatorNs;
 constexpr char kReservation[] = "my-tpu-reservation";
 constexpr char kGroup[] = "my-tpu-node-group";
 
-using testenv::Eventually;  // polls a condition until it holds or the timeout passes
-using testenv::Shell;       // {exit code, stdout+stderr}
-using testenv::Str;         // a string field, "" when absent
-
-// Follows one resource with a watch (re-opened when it ends) and hands every event to `on_event`.
-class Follower {
- public:
-  Follower(std::shared_ptr<kube::Client> client, kube::Resource resource, std::string ns,
-           std::function<void(const kube::WatchEvent&)> on_event)
-      : client_(std::move(client)),
-        resource_(std::move(resource)),
-        ns_(std::move(ns)),
-        on_event_(std::move(on_event)) {
-    auto list = client_->List(resource_, ns_);
-    if (list.ok()) {
-      rv_ = list->resource_version;
-      for (auto& o : list->items) on_event_({kube::WatchEvent::Type::kAdded, o});
-    }
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~Follower() {
-    stop_ = true;
-    {
-      std::lock_guard lock(mu_);
-      if (stream_) stream_->Cancel();
-    }
-    thread_.join();
-  }
-
- private:
-  void Run() {
-    while (!stop_) {
-      kube::ListOptions lo;
-      lo.resource_version = rv_;
-      lo.timeout_seconds = 30;
-      auto w = client_->Watch(resource_, ns_, lo);
-      if (!w.ok()) {
-        std::this_thread::sleep_for(100ms);  // retry pacing of a broken watch
-        continue;
-      }
-      {
-        std::lock_guard lock(mu_);
-        stream_ = w->get();
-        if (stop_) stream_->Cancel();
-      }
-      while (true) {
-        auto ev = (*w)->Next();
-        if (!ev.ok() || !ev->has_value()) break;
-        if ((*ev)->type == kube::WatchEvent::Type::kError) {
-          rv_.clear();
-          break;
-        }
-        if (auto* m = (*ev)->object.if_contains("metadata"); m && m->is_object())
-          rv_ = Str(m->as_object(), "resourceVersion");
-        if ((*ev)->type != kube::WatchEvent::Type::kBookmark) on_event_(**ev);
-      }
-      std::lock_guard lock(mu_);
-      stream_ = nullptr;
-    }
-  }
-
-  std::shared_ptr<kube::Client> client_;
-  kube::Resource resource_;
-  std::string ns_;
-  std::function<void(const kube::WatchEvent&)> on_event_;
-  std::string rv_;
-  std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  kube::WatchStream* stream_ = nullptr;
-  std::thread thread_;
-};
+using testenv::Eventually;    // polls a condition until it holds or the timeout passes
+using testenv::Kubectl;       // kubectl on the shared cluster: {exit code, stdout, stderr}
+using testenv::KubectlApply;  // `kubectl apply -f` of a YAML text
+using testenv::Str;           // a string field, "" when absent
 
 class TpuSliceE2eTest : public ::testing::Test {
  protected:
@@ -159,7 +91,6 @@ class TpuSliceE2eTest : public ::testing::Test {
     ASSERT_TRUE(env_->error.empty()) << env_->error;
     client_ = env_->client;
     compute_ = env_->compute;
-    kubectl_ = "KUBECONFIG=" + env_->kubeconfig + " kubectl ";
     StartWebhook();
 
     // The VMs: the seed's control-plane address (10.128.0.2) is routed to the local apiserver.
@@ -170,33 +101,27 @@ class TpuSliceE2eTest : public ::testing::Test {
     ASSERT_TRUE(fleet.ok()) << fleet.error().ToString();
     fleet_ = std::move(*fleet);
 
-    // Every bootstrap token the cluster ever holds, to look for it in logs and metadata.
-    secrets_ = std::make_unique<Follower>(
-        client_, kube::resources::Secrets(), "kube-system", [this](const kube::WatchEvent& e) {
-          if (Str(e.object, "type") != "bootstrap.kubernetes.io/token") return;
-          auto* data = e.object.if_contains("data");
-          if (data == nullptr || !data->is_object()) return;
-          std::string id = Decode(Str(data->as_object(), "token-id"));
-          std::string secret = Decode(Str(data->as_object(), "token-secret"));
-          if (id.empty() || secret.empty()) return;
-          std::lock_guard lock(tokens_mu_);
-          tokens_.insert(id + "." + secret);
-        });
+    // Every bootstrap token the cluster ever holds, to look for it in logs and metadata (the
+    // project's informer follows the Secrets).
+    secrets_ = std::make_unique<kube::SharedInformer>(client_, kube::resources::Secrets(),
+                                                      kube::InformerOptions{.ns = "kube-system"});
+    secrets_->AddEventHandler(
+        {.on_add = [this](const kube::ObjectPtr& o) { NoteToken(*o); },
+         .on_update = [this](const kube::ObjectPtr&, const kube::ObjectPtr& o) { NoteToken(*o); }});
+    secrets_->Start();
+    ASSERT_TRUE(secrets_->WaitForCacheSync(60s));
     // Node history: cordoned (spec.unschedulable) before deleted?
-    nodes_ = std::make_unique<Follower>(
-        client_, kube::resources::Nodes(), "", [this](const kube::WatchEvent& e) {
-          std::string name = Str(e.object.at("metadata").as_object(), "name");
-          std::lock_guard lock(nodes_mu_);
-          if (e.type == kube::WatchEvent::Type::kDeleted) {
-            deleted_.insert(name);
-            return;
-          }
-          if (auto* spec = e.object.if_contains("spec"); spec && spec->is_object()) {
-            if (auto* u = spec->as_object().if_contains("unschedulable");
-                u && u->is_bool() && u->as_bool())
-              cordoned_before_delete_.insert(name);
-          }
-        });
+    nodes_ = std::make_unique<kube::SharedInformer>(client_, kube::resources::Nodes());
+    nodes_->AddEventHandler(
+        {.on_add = [this](const kube::ObjectPtr& o) { NoteCordon(*o); },
+         .on_update = [this](const kube::ObjectPtr&, const kube::ObjectPtr& o) { NoteCordon(*o); },
+         .on_delete =
+             [this](const kube::ObjectPtr& o, bool) {
+               std::lock_guard lock(nodes_mu_);
+               deleted_.insert(Str(o->at("metadata").as_object(), "name"));
+             }});
+    nodes_->Start();
+    ASSERT_TRUE(nodes_->WaitForCacheSync(60s));
 
     kube::ManagerOptions mo;
     mo.client = client_;
@@ -235,6 +160,24 @@ class TpuSliceE2eTest : public ::testing::Test {
     auto decoded = Base64Decode(b64, "secret data");
     return decoded.ok() ? *decoded : std::string();
   }
+  void NoteToken(const kube::Object& secret) {
+    if (Str(secret, "type") != "bootstrap.kubernetes.io/token") return;
+    auto* data = secret.if_contains("data");
+    if (data == nullptr || !data->is_object()) return;
+    std::string id = Decode(Str(data->as_object(), "token-id"));
+    std::string token_secret = Decode(Str(data->as_object(), "token-secret"));
+    if (id.empty() || token_secret.empty()) return;
+    std::lock_guard lock(tokens_mu_);
+    tokens_.insert(id + "." + token_secret);
+  }
+  void NoteCordon(const kube::Object& node) {
+    auto* spec = node.if_contains("spec");
+    if (spec == nullptr || !spec->is_object()) return;
+    auto* u = spec->as_object().if_contains("unschedulable");
+    if (u == nullptr || !u->is_bool() || !u->as_bool()) return;
+    std::lock_guard lock(nodes_mu_);
+    cordoned_before_delete_.insert(Str(node.at("metadata").as_object(), "name"));
+  }
 
   // The webhook in process, registered by deploy/webhook's own configurations (URL clientConfig).
   void StartWebhook() {
@@ -263,9 +206,9 @@ class TpuSliceE2eTest : public ::testing::Test {
 
   // `kubectl logs`: a simulated container prints its environment, KEY=VALUE per line.
   std::map<std::string, std::string> PodEnv(const std::string& pod) {
-    auto [rc, out] = Shell(kubectl_ + "logs -n default " + pod);
-    if (rc != 0) return {};
-    return ParseEnvFile(out);  // KEY=VALUE lines, as an .env file
+    auto logs = Kubectl({"logs", "-n", "default", pod});
+    if (logs.exit_code != 0) return {};
+    return ParseEnvFile(logs.output);  // KEY=VALUE lines, as an .env file
   }
 
   std::string Allocatable(const std::string& node) {
@@ -306,14 +249,13 @@ class TpuSliceE2eTest : public ::testing::Test {
 
   testenv::tpuenv::Env* env_ = nullptr;  // the binary's; lives until exit
   std::shared_ptr<kube::Client> client_;
-  std::string kubectl_;
   std::shared_ptr<gce::Compute> compute_;
   std::unique_ptr<sim::kubelet::Fleet> fleet_;
   std::unique_ptr<webhook::Server> webhook_;
   std::string webhook_dir_;
   std::unique_ptr<kube::Manager> mgr_;
   std::thread mgr_thread_;
-  std::unique_ptr<Follower> secrets_, nodes_;
+  std::unique_ptr<kube::SharedInformer> secrets_, nodes_;
 
   std::mutex log_mu_;
   std::vector<std::string> logs_;
@@ -326,16 +268,11 @@ class TpuSliceE2eTest : public ::testing::Test {
 TEST_F(TpuSliceE2eTest, SeedExampleJoinsForRealSurvivesAHostFailureAndTearsDown) {
   // 1. The seed's example as deploy/examples ships it, with tpu7x-2x2x2.env's values
   //    (envsubst), applied as a user would.
-  std::string file = std::filesystem::temp_directory_path() /
-                     ("hs-tpu-slice-e2e-" + std::to_string(getpid()) + ".yaml");
-  std::ofstream(file) << testenv::Example("tpunodegroup.yaml", "tpu7x-2x2x2.env");
-  auto [rc, out] = Shell(kubectl_ + "apply -f " + file);
-  std::filesystem::remove(file);
-  ASSERT_EQ(rc, 0) << out;
-  auto [wrc, wout] = Shell(kubectl_ +
-                           "wait --for=condition=Ready tpunodegroup/my-tpu-node-group -n default "
-                           "--timeout=180s");
-  ASSERT_EQ(wrc, 0) << wout << DescribeGroup();
+  auto applied = KubectlApply(testenv::Example("tpunodegroup.yaml", "tpu7x-2x2x2.env"));
+  ASSERT_EQ(applied.exit_code, 0) << applied.output << applied.errors;
+  auto waited = Kubectl({"wait", "--for=condition=Ready", "tpunodegroup/my-tpu-node-group", "-n",
+                         "default", "--timeout=180s"});
+  ASSERT_EQ(waited.exit_code, 0) << waited.output << waited.errors << DescribeGroup();
 
   // 2. Two VMs, each joined as its own Node through the bootstrap token and the TLS bootstrap.
   auto vms = Instances();
@@ -426,16 +363,12 @@ TEST_F(TpuSliceE2eTest, SeedExampleJoinsForRealSurvivesAHostFailureAndTearsDown)
 
   // 3b. Seed 000's workload, applied with kubectl: one pod per host with all four chips, the
   //     webhook's TPU_WORKER_ID/TPU_WORKER_HOSTNAMES, and every variable the seed sets as written.
-  std::string workload = std::filesystem::temp_directory_path() /
-                         ("hs-tpu-slice-workload-" + std::to_string(getpid()) + ".yaml");
-  std::ofstream(workload) << testenv::Example("tpu-workload.yaml", "tpu7x-2x2x2.env");
-  auto [arc, aout] = Shell(kubectl_ + "apply -f " + workload);
-  std::filesystem::remove(workload);
-  ASSERT_EQ(arc, 0) << aout;
-  auto [prc, pout] = Shell(kubectl_ +
-                           "wait --for=condition=Ready pod/tpu-worker-v7x-0 pod/tpu-worker-v7x-1 "
-                           "-n default --timeout=120s");
-  ASSERT_EQ(prc, 0) << pout << Shell(kubectl_ + "get pods -A -o wide").second;
+  auto workload = KubectlApply(testenv::Example("tpu-workload.yaml", "tpu7x-2x2x2.env"));
+  ASSERT_EQ(workload.exit_code, 0) << workload.output << workload.errors;
+  auto pods_ready = Kubectl({"wait", "--for=condition=Ready", "pod/tpu-worker-v7x-0",
+                             "pod/tpu-worker-v7x-1", "-n", "default", "--timeout=120s"});
+  ASSERT_EQ(pods_ready.exit_code, 0) << pods_ready.output << pods_ready.errors
+                                     << Kubectl({"get", "pods", "-A", "-o", "wide"}).output;
   std::set<std::string> pod_nodes;
   for (int i = 0; i < 2; ++i) {
     std::string pod = "tpu-worker-v7x-" + std::to_string(i);
@@ -504,9 +437,9 @@ TEST_F(TpuSliceE2eTest, SeedExampleJoinsForRealSurvivesAHostFailureAndTearsDown)
       << "a restarted VM keeps its node credentials: no second join";
 
   // 5. Deleted: Nodes cordoned then removed, GCE empty, the device-plugin DaemonSet gone.
-  auto [drc, dout] =
-      Shell(kubectl_ + "delete tpunodegroup/my-tpu-node-group -n default --wait=false");
-  ASSERT_EQ(drc, 0) << dout;
+  auto deleted =
+      Kubectl({"delete", "tpunodegroup/my-tpu-node-group", "-n", "default", "--wait=false"});
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.output << deleted.errors;
   ASSERT_TRUE(Eventually(
       [&] { return testenv::tpuenv::IsGone(*client_, TPUNodeGroups(), "default", kGroup); }, 120s))
       << DescribeGroup();

@@ -353,6 +353,30 @@ struct RecordedInformer {
   SharedInformer informer;
 };
 
+class InformerIntegrationTest : public ::testing::Test {
+ protected:
+  // The shared cluster's admin client, a namespace of the test's own and a recorded informer on
+  // it, synced; then every object of the workload created.
+  void StartOnSharedCluster() {
+    client_ = testenv::AdminClient();
+    ASSERT_NE(client_, nullptr);
+    ns_ = testenv::TestNamespace();
+    recorded_ = std::make_unique<RecordedInformer>(client_, ns_);
+    ASSERT_TRUE(recorded_->informer.WaitForCacheSync(60s));
+    w_ = std::make_unique<Workload>(client_, ns_, kObjects);
+    w_->ForEach([](int) { return true; }, [&](int i) { w_->Create(i); });
+  }
+
+  SharedInformer& informer() { return recorded_->informer; }
+  Recorder& rec() { return recorded_->rec; }
+  Workload& w() { return *w_; }
+
+  std::shared_ptr<Client> client_;
+  std::string ns_;
+  std::unique_ptr<RecordedInformer> recorded_;
+  std::unique_ptr<Workload> w_;
+};
+
 // Phases shared by the tests: 0 create all; 1 update all; 2 delete 4 of 5, update the fifth.
 bool Live(int i) { return i % 5 == 0; }
 void FinalStep(Workload& w, int i) {
@@ -363,77 +387,59 @@ void FinalStep(Workload& w, int i) {
   }
 }
 
-TEST(InformerIntegrationTest, SeesEveryChangeOf5000ObjectsInOrder) {
-  auto client = testenv::AdminClient();
-  ASSERT_NE(client, nullptr);
-  const std::string ns = testenv::TestNamespace();
-  RecordedInformer recorded(client, ns);
-  SharedInformer& informer = recorded.informer;
-  Recorder& rec = recorded.rec;
-  ASSERT_TRUE(informer.WaitForCacheSync(60s));
+TEST_F(InformerIntegrationTest, SeesEveryChangeOf5000ObjectsInOrder) {
+  ASSERT_NO_FATAL_FAILURE(StartOnSharedCluster());
+  w().ForEach([](int) { return true; }, [&](int i) { w().Update(i); });
+  w().ForEach([](int) { return true; }, [&](int i) { FinalStep(w(), i); });
+  ASSERT_EQ(w().failures(), std::vector<std::string>{});
 
-  Workload w(client, ns, kObjects);
-  w.ForEach([](int) { return true; }, [&](int i) { w.Create(i); });
-  w.ForEach([](int) { return true; }, [&](int i) { w.Update(i); });
-  w.ForEach([](int) { return true; }, [&](int i) { FinalStep(w, i); });
-  ASSERT_EQ(w.failures(), std::vector<std::string>{});
-
-  ASSERT_TRUE(WaitConverged(w, rec, ns)) << "informer did not observe every end state";
-  auto stats = informer.reflector_stats();
+  ASSERT_TRUE(WaitConverged(w(), rec(), ns_)) << "informer did not observe every end state";
+  auto stats = informer().reflector_stats();
   EXPECT_EQ(stats.gone, 0);
   EXPECT_EQ(stats.lists, 1);
-  auto bad = Verify(w, rec, ns, /*strict=*/stats.lists == 1);
+  auto bad = Verify(w(), rec(), ns_, /*strict=*/stats.lists == 1);
   EXPECT_TRUE(bad.empty()) << JoinFirst(bad);
-  EXPECT_EQ(rec.calls(), 3 * kObjects);  // add, update, then a final update or the delete
-  ExpectCacheEqualsList(informer, *client, ns);
-  EXPECT_EQ(informer.store().Size(), static_cast<size_t>(kObjects / 5));
-  informer.Stop();
+  EXPECT_EQ(rec().calls(), 3 * kObjects);  // add, update, then a final update or the delete
+  ExpectCacheEqualsList(informer(), *client_, ns_);
+  EXPECT_EQ(informer().store().Size(), static_cast<size_t>(kObjects / 5));
+  informer().Stop();
 }
 
-TEST(InformerIntegrationTest, NoLossWhileApiserverRestartsMidStream) {
-  auto client = testenv::AdminClient();
-  ASSERT_NE(client, nullptr);
-  const std::string ns = testenv::TestNamespace();
-  RecordedInformer recorded(client, ns);
-  SharedInformer& informer = recorded.informer;
-  Recorder& rec = recorded.rec;
-  ASSERT_TRUE(informer.WaitForCacheSync(60s));
-
-  Workload w(client, ns, kObjects);
-  w.ForEach([](int) { return true; }, [&](int i) { w.Create(i); });
+TEST_F(InformerIntegrationTest, NoLossWhileApiserverRestartsMidStream) {
+  ASSERT_NO_FATAL_FAILURE(StartOnSharedCluster());
   // Restart the apiserver while the updates stream: writers retry through the outage.
   std::atomic<bool> restarted{false};
   std::thread restarter([&] {
-    while (w.writes() < kObjects + kObjects / 3) std::this_thread::sleep_for(10ms);
+    while (w().writes() < kObjects + kObjects / 3) std::this_thread::sleep_for(10ms);
     auto s = testenv::Cluster().RestartApiserver();
     EXPECT_TRUE(s.ok()) << s.error().ToString();
     restarted = true;
   });
-  w.ForEach([](int) { return true; }, [&](int i) { w.Update(i); });
+  w().ForEach([](int) { return true; }, [&](int i) { w().Update(i); });
   restarter.join();
   ASSERT_TRUE(restarted);
-  w.ForEach([](int) { return true; }, [&](int i) { FinalStep(w, i); });
-  ASSERT_EQ(w.failures(), std::vector<std::string>{});
+  w().ForEach([](int) { return true; }, [&](int i) { FinalStep(w(), i); });
+  ASSERT_EQ(w().failures(), std::vector<std::string>{});
 
-  ASSERT_TRUE(WaitConverged(w, rec, ns)) << "informer did not observe every end state";
-  auto stats = informer.reflector_stats();
+  ASSERT_TRUE(WaitConverged(w(), rec(), ns_)) << "informer did not observe every end state";
+  auto stats = informer().reflector_stats();
   // The restart really broke the watch (else this test would prove nothing).
   EXPECT_GE(stats.watch_errors + stats.gone, 1);
   std::printf("restart: lists=%lld watches=%lld watch_errors=%lld gone=%lld last_error=%s\n",
               static_cast<long long>(stats.lists), static_cast<long long>(stats.watches),
               static_cast<long long>(stats.watch_errors), static_cast<long long>(stats.gone),
               stats.last_error.ToString().c_str());
-  auto bad = Verify(w, rec, ns, /*strict=*/stats.lists == 1);
+  auto bad = Verify(w(), rec(), ns_, /*strict=*/stats.lists == 1);
   EXPECT_TRUE(bad.empty()) << JoinFirst(bad);
-  ExpectCacheEqualsList(informer, *client, ns);
-  informer.Stop();
+  ExpectCacheEqualsList(informer(), *client_, ns_);
+  informer().Stop();
 }
 
 // A cluster without the watch cache, so watches are served by etcd and compaction makes an old
 // resourceVersion 410 Gone. The informer reaches the apiserver through a proxy that can partition
 // it while the test writes directly, compacts etcd, then heals: the resumed watch gets 410 and the
 // informer relists.
-TEST(InformerIntegrationTest, RelistsAfter410GoneFromEtcdCompactionWithoutLoss) {
+TEST_F(InformerIntegrationTest, RelistsAfter410GoneFromEtcdCompactionWithoutLoss) {
   auto own = testenv::StartOwnCluster({.watch_cache = false});
   ASSERT_TRUE(own.ok()) << own.error().ToString();
   localcluster::LocalCluster* cluster = own->cluster.get();
@@ -490,7 +496,7 @@ TEST(InformerIntegrationTest, RelistsAfter410GoneFromEtcdCompactionWithoutLoss) 
   informer.Stop();
 }
 
-TEST(InformerIntegrationTest, WatchStreamCutMidObjectIsReportedAndRecovered) {
+TEST_F(InformerIntegrationTest, WatchStreamCutMidObjectIsReportedAndRecovered) {
   auto direct = testenv::AdminClient();
   ASSERT_NE(direct, nullptr);
   testing::TcpProxy proxy(PortOf(testenv::Cluster().server_url()));
@@ -512,12 +518,13 @@ TEST(InformerIntegrationTest, WatchStreamCutMidObjectIsReportedAndRecovered) {
 
   // The next event (a ~256 KiB object) is cut after 16 KiB reach the client.
   proxy.CutOpenConnectionsAfter(uint64_t{16} * 1024);
-  Object big{{"apiVersion", "v1"},
-             {"kind", "ConfigMap"},
-             {"metadata",
-              boost::json::object{
-                  {"name", Name(0)}, {"namespace", ns}, {"resourceVersion", w.rvs(0).back()}}},
-             {"data", boost::json::object{{"v", "1"}, {"blob", std::string(size_t{256} * 1024, 'x')}}}};
+  Object big{
+      {"apiVersion", "v1"},
+      {"kind", "ConfigMap"},
+      {"metadata",
+       boost::json::object{
+           {"name", Name(0)}, {"namespace", ns}, {"resourceVersion", w.rvs(0).back()}}},
+      {"data", boost::json::object{{"v", "1"}, {"blob", std::string(size_t{256} * 1024, 'x')}}}};
   auto updated = direct->Update(resources::ConfigMaps(), ns, big);
   ASSERT_TRUE(updated.ok()) << updated.error().ToString();
   std::string want_rv(ResourceVersionOf(*updated));

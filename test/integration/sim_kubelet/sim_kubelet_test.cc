@@ -40,6 +40,19 @@ using std::chrono::seconds;
 constexpr char kProject[] = "my-gcp-project";
 constexpr char kZone[] = "us-central1-c";
 constexpr char kMachineType[] = "tpu7x-standard-4t";
+constexpr char kToken[] = "sim-kubelet-test-token";  // the GCE client's; a static simulator token
+
+// The simulator of kProject (accepting kToken) with the suite's latencies: 50 ms operations,
+// 100 ms boots and MIG retries.
+gce::Options SimOptions() {
+  gce::Options so;
+  so.projects = {kProject};
+  so.operation_latency = milliseconds(50);
+  so.instance_boot_latency = milliseconds(100);
+  so.mig_retry_interval = milliseconds(100);
+  so.static_tokens = {kToken};
+  return so;
+}
 
 using testenv::Eventually;  // polls a condition until it holds or the timeout passes
 using testenv::Str;         // a string field, "" when absent
@@ -79,16 +92,10 @@ class SimKubeletTest : public ::testing::Test {
     admin_ = new std::shared_ptr<kube::Client>(testenv::AdminClient());
     ASSERT_TRUE(*admin_);
 
-    gce::Options so;
-    so.projects = {kProject};
-    so.operation_latency = milliseconds(50);
-    so.instance_boot_latency = milliseconds(100);
-    so.mig_retry_interval = milliseconds(100);
-    so.static_tokens = {"sim-kubelet-test-token"};
-    auto sim = gce::Simulator::Start(so);
+    auto sim = gce::Simulator::Start(SimOptions());
     ASSERT_TRUE(sim.ok()) << sim.error().ToString();
     sim_ = std::move(sim).value().release();
-    auto compute = testenv::SimCompute(*sim_, "sim-kubelet-test-token");
+    auto compute = testenv::SimCompute(*sim_, kToken);
     ASSERT_TRUE(compute.ok()) << compute.error().ToString();
     compute_ = std::move(compute).value().release();
 
@@ -445,15 +452,12 @@ TEST_F(SimKubeletTest, FleetFollowsKillAndRestoreOfTheSimulatedVm) {
 // The simulator's observer hook the fleet is built on, without a control plane: every instance
 // change arrives, in order, and nothing after UnsubscribeInstances.
 TEST(SimulatorInstanceEvents, ReportCreationStatusChangesDeletionAndStopAfterUnsubscribe) {
-  gce::Options so;
-  so.projects = {kProject};
+  gce::Options so = SimOptions();
   so.operation_latency = milliseconds(20);
-  so.instance_boot_latency = milliseconds(100);
   so.mig_retry_interval = milliseconds(50);
-  so.static_tokens = {"t"};
   auto sim = gce::Simulator::Start(so);
   ASSERT_TRUE(sim.ok()) << sim.error().ToString();
-  auto compute = testenv::SimCompute(**sim, "t");
+  auto compute = testenv::SimCompute(**sim, kToken);
   ASSERT_TRUE(compute.ok());
 
   std::mutex mu;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "test/testenv/line_log.h"
 #include "test/unit/kube_informer/fake_client.h"
 
 namespace hyperslice::kube {
@@ -19,7 +20,7 @@ using testing::ScriptedClient;
 using Type = WatchEvent::Type;
 
 // Records handler calls as "add ns/a@1", "update ns/a@1->2", "delete ns/a@2" (+ " unknown").
-class Recorder {
+class Recorder : public testenv::LineLog {
  public:
   EventHandler Handler() {
     EventHandler h;
@@ -32,27 +33,11 @@ class Recorder {
     };
     return h;
   }
-  std::vector<std::string> lines() {
-    std::lock_guard lock(mu_);
-    return lines_;
-  }
-  bool WaitFor(size_t n) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, 10s, [&] { return lines_.size() >= n; });
-  }
 
  private:
   static std::string Id(const ObjectPtr& o) {
     return ObjectKey(*o) + "@" + std::string(ResourceVersionOf(*o));
   }
-  void Push(std::string s) {
-    std::lock_guard lock(mu_);
-    lines_.push_back(std::move(s));
-    cv_.notify_all();
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::string> lines_;
 };
 
 InformerOptions Fast() {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "src/kube/store.h"
+#include "test/testenv/line_log.h"
 #include "test/unit/kube_informer/fake_client.h"
 
 namespace hyperslice::kube {
@@ -24,7 +25,7 @@ using testing::ScriptedClient;
 using Type = WatchEvent::Type;
 
 // Records what the reflector hands over, as "replace@rv:k1,k2" and "ADDED k@rv" lines.
-class RecordingSink final : public ReflectorSink {
+class RecordingSink final : public ReflectorSink, public testenv::LineLog {
  public:
   ObjectPtr Convert(Object obj) override { return std::make_shared<const Object>(std::move(obj)); }
   void Replace(std::vector<ObjectPtr> items, const std::string& rv) override {
@@ -38,33 +39,21 @@ class RecordingSink final : public ReflectorSink {
     Push(std::string(WatchEventTypeName(type)) + " " + ObjectKey(obj) + "@" +
          std::string(ResourceVersionOf(obj)));
   }
-  std::vector<std::string> lines() {
-    std::lock_guard lock(mu_);
-    return lines_;
-  }
-  bool WaitFor(size_t n) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, 10s, [&] { return lines_.size() >= n; });
-  }
-
- private:
-  void Push(std::string line) {
-    std::lock_guard lock(mu_);
-    lines_.push_back(std::move(line));
-    cv_.notify_all();
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::string> lines_;
 };
 
-ReflectorOptions FastOptions() {
+// Waits of `initial` doubling up to `max`, each plus up to `jitter` times itself, on `clock`
+// (nullptr: the real one).
+ReflectorOptions Backoff(std::chrono::milliseconds initial, std::chrono::milliseconds max,
+                         double jitter, Clock* clock = nullptr) {
   ReflectorOptions o;
-  o.backoff.initial = 1ms;
-  o.backoff.max = 1ms;
-  o.backoff.jitter = 0;
+  o.clock = clock;
+  o.backoff.initial = initial;
+  o.backoff.max = max;
+  o.backoff.jitter = jitter;
   return o;
 }
+
+ReflectorOptions FastOptions() { return Backoff(1ms, 1ms, 0); }
 
 // Runs the reflector on a thread; stops and joins it (with a hang guard) at scope exit.
 class Running {
@@ -211,12 +200,7 @@ TEST(ReflectorTest, ListFailuresBackOffExponentiallyUpToTheCap) {
   auto client = std::make_shared<ScriptedClient>();
   client->set_clock(&clock);
   RecordingSink sink;
-  ReflectorOptions opts;
-  opts.clock = &clock;
-  opts.backoff.initial = 800ms;
-  opts.backoff.max = 3200ms;
-  opts.backoff.jitter = 0;
-  Reflector r(client, resources::ConfigMaps(), opts, &sink);
+  Reflector r(client, resources::ConfigMaps(), Backoff(800ms, 3200ms, 0, &clock), &sink);
   Running run(r);
   // Every List fails (nothing scripted). Expected waits: 800, 1600, 3200, 3200 ms.
   const std::vector<std::chrono::milliseconds> expected = {800ms, 1600ms, 3200ms, 3200ms};
@@ -240,18 +224,13 @@ TEST(ReflectorTest, JitterKeepsEachWaitWithinOneToTwoTimesTheStep) {
   auto client = std::make_shared<ScriptedClient>();
   client->set_clock(&clock);
   RecordingSink sink;
-  ReflectorOptions opts;
-  opts.clock = &clock;
-  opts.backoff.initial = 1000ms;
-  opts.backoff.max = 1000ms;
-  opts.backoff.jitter = 1.0;
-  Reflector r(client, resources::ConfigMaps(), opts, &sink);
+  Reflector r(client, resources::ConfigMaps(), Backoff(1000ms, 1000ms, 1.0, &clock), &sink);
   Running run(r);
   std::set<Clock::Duration> distinct;
   for (int i = 0; i < 8; ++i) {
     ASSERT_TRUE(client->WaitForLists(i + 1));
     ASSERT_TRUE(clock.WaitForWaits(i + 1));
-    for (int step = 0; step < 40 && client->list_calls().size() < static_cast<size_t>(i + 2);
+    for (int step = 0; step < 40 && client->list_calls().size() < static_cast<size_t>(i) + 2;
          ++step) {
       clock.Advance(50ms);
       client->WaitForLists(i + 2, 200ms);
