@@ -4,9 +4,9 @@
 // (testenv.h) with the TPU CRDs of deploy/crds, the GCE simulator (sim/gce) with its control
 // endpoint and a token file, a Compute client on it, and kubelet stand-ins that register a Node
 // (spec.providerID, Ready, google.com/tpu) for every VM that turns RUNNING, as a kubelet joining
-// would. The operator as a process is operator_process.h. Header-only, so hs_testenv itself does
-// not depend on hs_tpu or the simulator; errors are returned as values or strings (no gtest
-// dependency).
+// would. The operator as a process is operator_process.h, in process in_process_operator.h.
+// Header-only, so hs_testenv itself does not depend on hs_tpu or the simulator; errors are
+// returned as values or strings (no gtest dependency).
 #pragma once
 
 #include <unistd.h>

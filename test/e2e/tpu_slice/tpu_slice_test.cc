@@ -1,25 +1,24 @@
 // Seed 000 end to end with nothing played by hand: a real control plane (kube-apiserver, etcd,
 // kube-controller-manager with kubeadm's join objects and a short node-monitor grace period), the
 // GCE simulator reached over HTTP by the real GCE client, the TPU operator in-process
-// (tpu::RegisterOperator on a kube::Manager), and simulated TPU VMs (sim/kubelet) that join as
-// kubeadm + kubelet do: bootstrap token from their metadata, cluster-info JWS and CA pin, CSR
-// approved and signed by kube-controller-manager, their own Node and Lease. kube-scheduler binds
-// pods; the VMs run them (the operator's device-plugin DaemonSet in process on each VM's fake TPU
-// tree, registering with the VM's kubelet), and the admission webhook runs in process, registered
-// by deploy/webhook's configurations: seed 000's workload (deploy/examples/tpu-workload.yaml),
-// applied with kubectl, runs on the slice with its chips and its variables.
+// (testenv::tpuenv::InProcessOperator: tpu::RegisterOperator on a kube::Manager), and simulated TPU
+// VMs (sim/kubelet) that join as kubeadm + kubelet do: bootstrap token from their metadata,
+// cluster-info JWS and CA pin, CSR approved and signed by kube-controller-manager, their own Node
+// and Lease. kube-scheduler binds pods; the VMs run them (the operator's device-plugin DaemonSet in
+// process on each VM's fake TPU tree, registering with the VM's kubelet), and the admission webhook
+// runs in process, registered by deploy/webhook's configurations: seed 000's workload
+// (deploy/examples/tpu-workload.yaml), applied with kubectl, runs on the slice with its chips and
+// its variables.
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -32,18 +31,17 @@
 #include "src/gce/compute.h"
 #include "src/kube/client.h"
 #include "src/kube/informer.h"
-#include "src/kube/manager.h"
 #include "src/kube/object_helpers.h"
-#include "src/net/pki.h"
 #include "src/tpu/api.h"
 #include "src/tpu/internal/device_plugin.h"
-#include "src/tpu/operator.h"
 #include "src/webhook/webhook.h"
 #include "test/testenv/command.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/examples.h"
+#include "test/testenv/in_process_operator.h"
 #include "test/testenv/joining_cluster.h"
 #include "test/testenv/json_str.h"
+#include "test/testenv/local_webhook.h"
 #include "test/testenv/node_ready.h"
 #include "test/testenv/sim_fleet.h"
 #include "test/testenv/tpu_env.h"
@@ -123,34 +121,17 @@ class TpuSliceE2eTest : public ::testing::Test {
     nodes_->Start();
     ASSERT_TRUE(nodes_->WaitForCacheSync(60s));
 
-    kube::ManagerOptions mo;
-    mo.client = client_;
-    mo.graceful_shutdown_timeout = 3000ms;
-    auto mgr = kube::Manager::Create(mo);
-    ASSERT_TRUE(mgr.ok()) << mgr.error().ToString();
-    mgr_ = std::move(*mgr);
-    OperatorOptions oo;
-    oo.client = client_;
-    oo.compute = compute_;
-    oo.device_plugin_namespace = kDevicePluginNs;
-    oo.drift_check_interval = 1h;
-    oo.orphan_sweep_interval = Clock::Duration::zero();
-    oo.workers = 2;
-    Status registered = RegisterOperator(*mgr_, oo);
-    ASSERT_TRUE(registered.ok()) << registered.error().ToString();
-    mgr_thread_ = std::thread([this] { (void)mgr_->Run(); });
+    // The operator in process, on the environment's client and Compute.
+    Status started = operator_.Start(*env_);
+    ASSERT_TRUE(started.ok()) << started.error().ToString();
   }
 
   void TearDown() override {
-    if (mgr_) mgr_->Stop();
-    if (mgr_thread_.joinable()) mgr_thread_.join();
-    mgr_.reset();
+    operator_.Stop();
     nodes_.reset();
     secrets_.reset();
     fleet_.reset();
-    if (webhook_) webhook_->Stop(500ms);
-    webhook_.reset();
-    if (!webhook_dir_.empty()) std::filesystem::remove_all(webhook_dir_);
+    webhook_.reset();  // stops serving, removes its serving pair
     compute_.reset();
     client_.reset();
     log::SetSink(nullptr);
@@ -181,26 +162,13 @@ class TpuSliceE2eTest : public ::testing::Test {
 
   // The webhook in process, registered by deploy/webhook's own configurations (URL clientConfig).
   void StartWebhook() {
-    webhook_dir_ = std::filesystem::temp_directory_path() /
-                   ("hs-tpu-slice-webhook-" + std::to_string(getpid()));
-    std::filesystem::create_directories(webhook_dir_);
-    auto ca = net::pki::MakeCa("tpu-slice-e2e-webhook-ca");
-    ASSERT_TRUE(ca.ok());
-    auto pair = net::pki::Issue(
-        *ca, {.common_name = "webhook", .ip_addresses = {"127.0.0.1"}, .server = true});
-    ASSERT_TRUE(pair.ok());
-    std::ofstream(webhook_dir_ + "/tls.crt") << pair->cert_pem;
-    std::ofstream(webhook_dir_ + "/tls.key") << pair->key_pem;
     webhook::ServerOptions o;
-    o.tls_cert_file = webhook_dir_ + "/tls.crt";
-    o.tls_key_file = webhook_dir_ + "/tls.key";
     o.source = webhook::NewInformerObjectSource(client_, 20s);
-    auto server = webhook::Server::Start(std::move(o));
-    ASSERT_TRUE(server.ok()) << server.error().ToString();
-    webhook_ = std::move(*server);
-    Status registered = webhook::RegisterConfigurations(
-        *client_, std::string(HS_DEPLOY_DIR) + "/webhook/base/webhooks.yaml",
-        "https://127.0.0.1:" + std::to_string(webhook_->port()), ca->cert_pem);
+    auto started = testenv::LocalWebhook::Start("tpu-slice-e2e-webhook", std::move(o));
+    ASSERT_TRUE(started.ok()) << started.error().ToString();
+    webhook_ = std::move(*started);
+    Status registered =
+        webhook_->Register(*client_, std::string(HS_DEPLOY_DIR) + "/webhook/base/webhooks.yaml");
     ASSERT_TRUE(registered.ok()) << registered.error().ToString();
   }
 
@@ -251,10 +219,8 @@ class TpuSliceE2eTest : public ::testing::Test {
   std::shared_ptr<kube::Client> client_;
   std::shared_ptr<gce::Compute> compute_;
   std::unique_ptr<sim::kubelet::Fleet> fleet_;
-  std::unique_ptr<webhook::Server> webhook_;
-  std::string webhook_dir_;
-  std::unique_ptr<kube::Manager> mgr_;
-  std::thread mgr_thread_;
+  std::unique_ptr<testenv::LocalWebhook> webhook_;
+  testenv::tpuenv::InProcessOperator operator_;
   std::unique_ptr<kube::SharedInformer> secrets_, nodes_;
 
   std::mutex log_mu_;

@@ -11,7 +11,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -24,17 +23,16 @@
 #include "src/gce/auth.h"
 #include "src/gce/compute.h"
 #include "src/kube/client.h"
-#include "src/kube/manager.h"
 #include "src/kube/object_helpers.h"
 #include "src/kube/yaml.h"
 #include "src/net/pki.h"
 #include "src/tpu/api.h"
 #include "src/tpu/internal/device_plugin.h"
 #include "src/tpu/internal/nodegroup_spec.h"
-#include "src/tpu/operator.h"
 #include "src/webhook/webhook.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/examples.h"
+#include "test/testenv/in_process_operator.h"
 #include "test/testenv/operator_process.h"
 #include "test/testenv/shell.h"
 #include "test/testenv/testenv.h"
@@ -48,8 +46,9 @@ namespace json = boost::json;
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
-// The shared environment (test/testenv/tpu_env.h, operator_process.h): Env, GceControl,
-// OperatorProcess, FakeKubelets, the zones (kZone is the seed's, with the reservation).
+// The shared environment (test/testenv/tpu_env.h, operator_process.h, in_process_operator.h): Env,
+// GceControl, OperatorProcess, InProcessOperator, FakeKubelets, the zones (kZone is the seed's,
+// with the reservation).
 using namespace testenv::tpuenv;  // NOLINT(google-build-using-namespace)
 
 constexpr char kReservation[] = "my-tpu-reservation";
@@ -114,39 +113,6 @@ Env& OperatorEnv(std::string* error) {
   *error = env.error.empty() ? webhook_error : env.error;
   return env;
 }
-
-// The operator in this process, on its own Manager (no leader election).
-class InProcessOperator {
- public:
-  ~InProcessOperator() { Stop(); }
-  Status Start(const Env& env) {
-    kube::ManagerOptions mo;
-    mo.client = env.client;
-    mo.graceful_shutdown_timeout = 3000ms;
-    HS_ASSIGN_OR_RETURN(mgr_, kube::Manager::Create(mo));
-    OperatorOptions o;
-    o.client = env.client;
-    o.compute = env.compute;
-    o.device_plugin_namespace = kOperatorNs;
-    o.drift_check_interval = 1h;
-    o.orphan_sweep_interval = Clock::Duration::zero();
-    o.workers = 2;
-    HS_RETURN_IF_ERROR(RegisterOperator(*mgr_, o));
-    thread_ = std::thread([this] { run_status_ = mgr_->Run(); });
-    return OkStatus();
-  }
-  void Stop() {
-    if (!mgr_) return;
-    mgr_->Stop();
-    if (thread_.joinable()) thread_.join();
-    mgr_.reset();
-  }
-
- private:
-  std::unique_ptr<kube::Manager> mgr_;
-  std::thread thread_;
-  Status run_status_;
-};
 
 // What the simulator holds in the project, by kind.
 struct Inventory {
