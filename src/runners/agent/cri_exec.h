@@ -1,4 +1,5 @@
-// Exec in a CRI container (cri_runtime.h), bridged to the RunnerAgent Exec stream.
+// Exec in a CRI container (cri_runtime.h): the runtime's streaming server bridged to the
+// RunnerAgent Exec stream (cri_exec.cc).
 #pragma once
 
 #include <grpcpp/grpcpp.h>

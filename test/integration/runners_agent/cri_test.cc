@@ -300,17 +300,34 @@ TEST_F(CriAgentTest, RunsAPodByDigestWithLogsExitCodesMountsAndLimits) {
   ExpectNothingLeft();
 }
 
-TEST_F(CriAgentTest, ExecWithoutATerminal) {
+TEST_F(CriAgentTest, ExecThroughTheRuntimesStreamingServerWithAndWithoutATerminal) {
   AgentProcess agent(*env_, "runner-cri-exec", Flags());
   ASSERT_TRUE(agent.Start());
   auto stub = agent.Stub();
   ASSERT_TRUE(RunPod(*stub, Pod("cri-exec", env_->image, {"sleep:600"})).ok());
   ASSERT_TRUE(
       WaitFor(*stub, "cri-exec", [](const v1::PodStatus& p) { return p.phase() == "Running"; }));
+  // Without a terminal: stdout and stderr apart, as they come, and the exit code.
   auto r = ExecIn(*stub, "cri-exec", {"/hstest", "print:inside", "eprint:err", "exit:3"});
   EXPECT_EQ(r.error, "");
   EXPECT_EQ(r.out, "inside\nerr\n");
   EXPECT_EQ(r.code, 3);
+  EXPECT_EQ(ExecIn(*stub, "cri-exec", {"/hstest", "tty"}).out, "tty=no\n");
+  EXPECT_EQ(ExecIn(*stub, "cri-exec", {"/hstest"}).code, 0);
+  // With a terminal: the command sees one, its exit code comes back.
+  auto plain = ExecIn(*stub, "cri-exec", {"/hstest", "tty", "exit:3"}, /*tty=*/true);
+  EXPECT_EQ(plain.error, "");
+  EXPECT_EQ(plain.code, 3);
+  EXPECT_NE(plain.out.find("tty=yes"), std::string::npos) << plain.out;
+  // Resized, then a line typed (echoed by the terminal), read by the command.
+  auto typed = ExecIn(*stub, "cri-exec", {"/hstest", "readline", "tty", "exit:5"}, /*tty=*/true,
+                      "hello-cri\r", {100, 40});
+  EXPECT_EQ(typed.code, 5);
+  EXPECT_NE(typed.out.find("line=hello-cri"), std::string::npos) << typed.out;
+  EXPECT_NE(typed.out.find("tty=yes rows=40 cols=100"), std::string::npos) << typed.out;
+  // A command that cannot start is an exit with an error, not a failed call.
+  auto missing = ExecIn(*stub, "cri-exec", {"/no-such-command"});
+  EXPECT_NE(missing.code, 0);
   ASSERT_TRUE(DeleteNow(*stub, "cri-exec").ok());
   ExpectNothingLeft();
 }
