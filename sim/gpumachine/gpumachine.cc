@@ -3,15 +3,18 @@
 #include <yaml-cpp/yaml.h>
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <utility>
 
+#include "sim/gpumachine/port_map.h"
 #include "src/base/base64.h"
 #include "src/base/command.h"
 #include "src/base/files.h"
@@ -279,7 +282,8 @@ std::optional<RunnerAgentContainer> ReadRunnerAgentContainer(const boost::json::
   }
   if (const auto* env = payload.if_contains("env"); env != nullptr && env->is_object()) {
     for (const auto& [k, v] : env->as_object()) {
-      if (v.is_string()) c.env[std::string(k)] = std::string(v.as_string());
+      // Vast's docker options ride in env as keys ("-p 7443:7443"): options, not variables.
+      if (v.is_string() && !k.starts_with("-")) c.env[std::string(k)] = std::string(v.as_string());
     }
   }
   if (const auto* args = payload.if_contains("args"); args != nullptr) {
@@ -298,6 +302,54 @@ std::optional<RunnerAgentContainer> ReadRunnerAgentContainer(const boost::json::
   }
   return c;
 }
+
+namespace {
+
+// The env a provider gives its containers about their public address and published ports.
+struct ProviderEnv {
+  const char* provider;     // market provider name
+  const char* public_ip;    // the machine's public address
+  const char* port_prefix;  // + container port: the public port mapped to it
+};
+constexpr ProviderEnv kProviderEnv[] = {
+    {"runpod", "RUNPOD_PUBLIC_IP", "RUNPOD_TCP_PORT_"},
+    {"vastai", "PUBLIC_IPADDR", "VAST_TCP_PORT_"},
+};
+
+// A runner-agent container's network in the simulator: its own address and its published ports
+// relayed from the machine's public address, both on loopback (127.A.B.201 public, .202 the
+// container's; A.B random so parallel test processes do not meet).
+struct ContainerNet {
+  std::string public_ip, address;
+  std::map<int, std::string> published;
+  std::vector<std::unique_ptr<PortMap>> maps;
+};
+
+Result<ContainerNet> MapPorts(const market::Instance& i) {
+  std::seed_seq seq(i.id.begin(), i.id.end());
+  std::mt19937 rng(seq);
+  rng.discard(static_cast<unsigned long long>(::getpid()) % 1000);
+  std::uniform_int_distribution<int> a(16, 250), b(0, 255);
+  for (int attempt = 0; attempt < 32; ++attempt) {
+    std::string prefix = "127." + std::to_string(a(rng)) + "." + std::to_string(b(rng)) + ".";
+    ContainerNet net{.public_ip = prefix + "201", .address = prefix + "202"};
+    bool taken = false;
+    for (const auto& [port, public_port] : i.tcp_ports) {
+      auto map = PortMap::Start(net.public_ip, public_port, net.address, port);
+      if (!map.ok() && map.error().reason == "AddressInUse") {
+        taken = true;
+        break;
+      }
+      if (!map.ok()) return map.error();
+      net.maps.push_back(std::move(*map));
+      net.published[port] = net.public_ip + ":" + std::to_string(public_port);
+    }
+    if (!taken) return net;
+  }
+  return Error::Make(Error::Code::kUnavailable, "no free loopback address for the machine");
+}
+
+}  // namespace
 
 struct Fleet::Impl {
   explicit Impl(Options o) : o_(std::move(o)) {}
@@ -325,6 +377,7 @@ struct Fleet::Impl {
   void Handle(const market::Instance& i) {
     std::unique_ptr<kubelet::Agent> gone;
     std::function<void()> stop_container;
+    std::vector<std::unique_ptr<PortMap>> maps;
     {
       std::lock_guard lock(mu_);
       Entry& e = machines_[i.id];
@@ -333,6 +386,8 @@ struct Fleet::Impl {
       if (i.state == market::State::kStopping || i.state == market::State::kTerminated) {
         gone = std::move(e.agent);
         stop_container = std::exchange(e.stop_container, nullptr);
+        for (auto& map : e.maps) e.m.published_connections += map->connections();
+        maps.swap(e.maps);  // closed below, outside the lock: its ports go with the machine
         e.m.joined = false;
       } else if (i.state != market::State::kRunning || e.booted) {
         return;
@@ -421,14 +476,29 @@ struct Fleet::Impl {
     if (!o_.runner_agent) {
       return record("RunnerAgentUnavailable", "the machine runs a runner-agent container");
     }
-    auto stop = o_.runner_agent(i, c);
+    auto net = MapPorts(i);
+    if (!net.ok()) return record("PortMappingFailed", net.error().message);
+    RunnerAgentContainer container = c;
+    container.address = net->address;
+    container.published = net->published;
+    for (const auto& pe : kProviderEnv) {
+      if (o_.market->options().provider != pe.provider) continue;
+      container.env[pe.public_ip] = net->public_ip;
+      for (const auto& [port, public_port] : i.tcp_ports) {
+        container.env[pe.port_prefix + std::to_string(port)] = std::to_string(public_port);
+      }
+    }
+    auto stop = o_.runner_agent(i, container);
     if (!stop.ok()) return record("RunnerAgentFailed", stop.error().message);
-    log::Info("sim gpumachine: runner-agent container started", {{"instance", i.id}});
+    log::Info("sim gpumachine: runner-agent container started",
+              {{"instance", i.id}, {"address", net->address}, {"public_ip", net->public_ip}});
     std::lock_guard lock(mu_);
     Entry& e = machines_[i.id];
     e.booted = true;
     e.m.kind = "runner-agent";
     e.m.joined = true;
+    e.m.published = net->published;
+    e.maps = std::move(net->maps);
     e.stop_container = std::move(*stop);
   }
 
@@ -461,11 +531,13 @@ struct Fleet::Impl {
     bool booted = false;  // its payload was read (a machine boots once)
     std::unique_ptr<kubelet::Agent> agent;
     std::function<void()> stop_container;  // a runner-agent container's (Options::runner_agent)
+    std::vector<std::unique_ptr<PortMap>> maps;  // its published ports, gone with the machine
   };
 
   Machine Snapshot(const Entry& e) const {
     Machine m = e.m;
     if (e.agent) m.agent = e.agent->state();
+    for (const auto& map : e.maps) m.published_connections += map->connections();
     return m;
   }
 

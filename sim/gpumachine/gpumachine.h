@@ -8,7 +8,11 @@
 //     read as the machine's shell would write them; the instance id is what `cloud-init query
 //     v1.instance_id` answers on that machine: its provider instance id;
 //   - a runner-agent container (a marketplace Runner's machine): started through
-//     Options::runner_agent, stopped when the machine stops;
+//     Options::runner_agent on an address of its own, stopped when the machine stops; the TCP
+//     ports its create published (RunPod `ports`, Vast `-p`) are relayed from the machine's
+//     public address (a loopback address; the provider's API reports 192.0.2.x) on the public
+//     port the provider reported, and only those get the provider's env variables — an
+//     unpublished port is reachable from nowhere, as on a real provider;
 //   - a Talos machine config: the v1alpha1 document's cluster.token, cluster.ca.crt and
 //     cluster.controlPlane.endpoint, machine.nodeLabels / nodeTaints, the HostnameConfig's
 //     hostname; the providerID is `<market provider>://<instance id>`, as Talos's platform code
@@ -82,8 +86,17 @@ Result<JoinConfig> ReadPayload(const boost::json::object& payload, const std::st
 // join token the agent reads with --link-from-env).
 struct RunnerAgentContainer {
   std::string image;
+  // The env the container runs with: the create's variables (Vast's docker options such as
+  // "-p 7443:7443" are options, not variables) and, once it runs, the provider's own: the
+  // machine's public address (RUNPOD_PUBLIC_IP, PUBLIC_IPADDR) and, for each published TCP port
+  // only, the public port mapped to it (RUNPOD_TCP_PORT_<port>, VAST_TCP_PORT_<port>).
   std::map<std::string, std::string> env;
   std::vector<std::string> args;  // RunPod's dockerArgs split at spaces; Vast's args as given
+  // The container's own address: what `0.0.0.0` is inside it in the simulator (a loopback address
+  // of its own). Nothing outside is told it; only the published ports are reachable, through the
+  // machine's public address. The seam binds what the container binds here, same port.
+  std::string address;
+  std::map<int, std::string> published;  // container port -> "public ip:public port"
 };
 // nullopt when the payload is not such a container (a join script, a Talos config, another image).
 std::optional<RunnerAgentContainer> ReadRunnerAgentContainer(const boost::json::object& payload);
@@ -113,6 +126,10 @@ struct Machine {
   std::string message;        // never holds a credential
   std::string kind;           // "script", "talos", "runner-agent" or "" (unread)
   kubelet::AgentState agent;  // when joined
+  // A runner-agent container's published ports (container port -> "public ip:public port", both
+  // loopback) and how many connections were relayed through them.
+  std::map<int, std::string> published;
+  uint64_t published_connections = 0;
 };
 
 class Fleet {

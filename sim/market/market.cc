@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -265,6 +266,12 @@ Market::CreateResult Market::Create(const CreateSpec& spec,
     inst.created = options_.clock->Now();
     size_t n = impl_->instance_order.size() + 1;
     inst.public_ip = "192.0.2." + std::to_string(1 + (n % 254));
+    // A public port per published container port, as providers pick them: not the container's.
+    for (int port : spec.tcp_ports) {
+      inst.tcp_ports[port] =
+          10000 +
+          static_cast<int>(std::hash<std::string>{}(inst.id + "/" + std::to_string(port)) % 50000);
+    }
     impl_->instances[inst.id] = inst;
     impl_->instance_order.push_back(inst.id);
     impl_->Changed(inst);
@@ -502,6 +509,9 @@ json::object ToJson(const Instance& i) {
   o["tags"] = std::move(tags);
   o["payload"] = i.payload;
   o["publicIp"] = i.public_ip;
+  json::object ports;
+  for (const auto& [port, public_port] : i.tcp_ports) ports[std::to_string(port)] = public_port;
+  o["tcpPorts"] = std::move(ports);
   return o;
 }
 

@@ -63,6 +63,9 @@ struct Instance {
   // env as a JSON object, ...). sim/gpumachine boots simulated machines from it.
   boost::json::object payload;
   std::string public_ip;  // 192.0.2.x (TEST-NET-1): never dialed from the host
+  // The container TCP ports the create published -> the public port the provider mapped to each
+  // (RunPod `ports`, Vast `-p`). sim/gpumachine maps them on a loopback address of the machine's.
+  std::map<int, int> tcp_ports;
   Clock::TimePoint created, running_since, terminated_at;
 };
 
@@ -153,6 +156,7 @@ class Market {
     std::optional<MicroUsd> bid;  // spot: whole-machine bid; must be >= spot_price
     std::map<std::string, std::string> tags;
     boost::json::object payload;
+    std::vector<int> tcp_ports;  // container ports to publish; each gets a public port
   };
   enum class CreateError { kNone, kNoSuchListing, kCapacity, kBidTooLow, kNotSold };
   struct CreateResult {

@@ -26,8 +26,11 @@
 #include <cmath>
 #include <ctime>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
+#include <string_view>
+#include <vector>
 
 #include <boost/json.hpp>
 
@@ -116,6 +119,33 @@ std::string Base36(uint64_t v, size_t len) {
     v /= 36;
   }
   return s;
+}
+
+// A pod's `ports` ("8888/http,22/tcp", runpod-python's format): each "<port>/<http|tcp>". A TCP
+// port is published on the pod's public IP with a port RunPod maps (runtime.ports publicPort; the
+// container's RUNPOD_TCP_PORT_<port>); an HTTP port is served through RunPod's proxy.
+struct PortSpec {
+  int port = 0;
+  std::string type;  // "tcp" or "http"
+};
+std::optional<std::vector<PortSpec>> ParsePorts(std::string_view s) {
+  std::vector<PortSpec> out;
+  while (!s.empty()) {
+    size_t comma = s.find(',');
+    std::string_view item = s.substr(0, comma);
+    s = comma == std::string_view::npos ? std::string_view() : s.substr(comma + 1);
+    size_t slash = item.find('/');
+    if (slash == std::string_view::npos || slash == 0 || slash > 5) return std::nullopt;
+    PortSpec p;
+    for (char c : item.substr(0, slash)) {
+      if (c < '0' || c > '9') return std::nullopt;
+      p.port = p.port * 10 + (c - '0');
+    }
+    p.type = std::string(item.substr(slash + 1));
+    if (p.port < 1 || p.port > 65535 || (p.type != "tcp" && p.type != "http")) return std::nullopt;
+    out.push_back(p);
+  }
+  return out;
 }
 
 // Projects `full` onto the selection set (only the selected fields, under their response keys,
@@ -552,13 +582,23 @@ class Api final : public market::ProviderApi {
                                     {"gpuUtilPercent", 0},
                                     {"memoryUtilPercent", 0}});
       }
-      int64_t port = 10000 + static_cast<int64_t>(Hash(i.id) % 50000);
+      // One entry per port the create asked for: TCP ones on the public IP with the port the
+      // market mapped, HTTP ones behind RunPod's proxy (a private address, not public).
+      json::array ports;
+      const auto* asked = i.payload.if_contains("ports");
+      auto specs = asked && asked->is_string() ? ParsePorts(asked->get_string()) : std::nullopt;
+      for (const auto& p : specs.value_or(std::vector<PortSpec>{})) {
+        auto mapped = i.tcp_ports.find(p.port);
+        bool tcp = p.type == "tcp" && mapped != i.tcp_ports.end();
+        ports.push_back(json::object{
+            {"ip", tcp ? i.public_ip : "100.65." + std::to_string(Hash(i.id) % 250) + ".2"},
+            {"isIpPublic", tcp},
+            {"privatePort", p.port},
+            {"publicPort", tcp ? mapped->second : 60000 + static_cast<int>(Hash(i.id) % 5000)},
+            {"type", p.type}});
+      }
       rt = json::object{{"uptimeInSeconds", uptime},
-                        {"ports", json::array{json::object{{"ip", i.public_ip},
-                                                           {"isIpPublic", true},
-                                                           {"privatePort", 22},
-                                                           {"publicPort", port},
-                                                           {"type", "tcp"}}}},
+                        {"ports", std::move(ports)},
                         {"gpus", std::move(gpus)},
                         {"container", json::object{{"cpuPercent", 0}, {"memoryPercent", 0}}}};
     }
@@ -650,6 +690,13 @@ class Api final : public market::ProviderApi {
       }
       bid = static_cast<market::MicroUsd>(std::llround(per_gpu * 1e6)) * count;
     }
+    // The exact message RunPod gives a malformed `ports` is not published; this one is ours.
+    auto ports = ParsePorts(Str(f("ports")));
+    if (!ports) {
+      *err = ExecError{"ports must be a comma-separated list of <port>/http or <port>/tcp",
+                       "BAD_USER_INPUT"};
+      return nullptr;
+    }
     if (capacity_fault) {
       *err = ExecError{kNoCapacity};
       return nullptr;
@@ -708,6 +755,9 @@ class Api final : public market::ProviderApi {
     if (auto v = Bool(f("startSsh"))) payload["startSsh"] = *v;
     payload["cloudType"] = cloud.empty() ? "ALL" : cloud;
     spec.payload = std::move(payload);
+    for (const auto& p : *ports) {
+      if (p.type == "tcp") spec.tcp_ports.push_back(p.port);
+    }
     auto res = m_.Create(spec, [this] { return NewPodId(); });
     if (res.error != market::Market::CreateError::kNone) {
       *err = ExecError{kNoCapacity};

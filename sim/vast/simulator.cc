@@ -191,6 +191,38 @@ json::object EnvFromFlags(std::string_view s) {
   return out;
 }
 
+// The container TCP ports an env's docker options publish: keys "-p <host>:<container>[/tcp]"
+// (vast-cli parse_env keeps them as keys with the value "1"); Vast maps each container port to a
+// public port of its own choosing, whatever host port the option names (docs "Networking & Ports").
+std::vector<int> PublishedTcpPorts(const json::object& payload) {
+  std::vector<int> out;
+  const json::value* env = payload.if_contains("env");
+  if (env == nullptr || !env->is_object()) return out;
+  for (const auto& [k, v] : env->get_object()) {
+    std::string_view key = k;
+    if (!key.starts_with("-p ")) continue;
+    key.remove_prefix(3);
+    size_t colon = key.find(':');
+    if (colon == std::string_view::npos) continue;
+    std::string_view container = key.substr(colon + 1);
+    std::string_view proto = "tcp";
+    if (size_t slash = container.find('/'); slash != std::string_view::npos) {
+      proto = container.substr(slash + 1);
+      container = container.substr(0, slash);
+    }
+    int port = 0;
+    for (char c : container) {
+      if (c < '0' || c > '9' || port > 65535) {
+        port = 0;
+        break;
+      }
+      port = port * 10 + (c - '0');
+    }
+    if (proto == "tcp" && port >= 1 && port <= 65535) out.push_back(port);
+  }
+  return out;
+}
+
 bool RuntypeOk(std::string_view r) {
   // openapi enum, plus the space-separated combinations vast-cli resolve_runtype builds
   // ("ssh_direc ssh_proxy", "jupyter_direc ssh_direc ssh_proxy").
@@ -494,6 +526,8 @@ class VastApi final : public market::ProviderApi {
     spec.owner = *account;
     spec.spot = price.has_value();
     if (price) spec.bid = static_cast<market::MicroUsd>(std::llround(*price * 1e6));
+    spec.tcp_ports = PublishedTcpPorts(payload);
+    if (payload.at("runtype").as_string().starts_with("ssh")) spec.tcp_ports.push_back(22);
     spec.payload = std::move(payload);
     auto res = m_.Create(spec, [this] { return std::to_string(next_id_++); });
     switch (res.error) {
@@ -592,7 +626,8 @@ class VastApi final : public market::ProviderApi {
     o["dph_base"] = price;
     o["public_ipaddr"] = i.public_ip;
     o["ssh_host"] = i.public_ip;
-    o["ssh_port"] = 20000 + id % 10000;
+    auto ssh = i.tcp_ports.find(22);
+    o["ssh_port"] = ssh != i.tcp_ports.end() ? ssh->second : 20000 + id % 10000;
     o["ssh_idx"] = "0";
     o["local_ipaddrs"] = "172.17.0.2";
     o["direct_port_start"] = 40000;
@@ -618,13 +653,15 @@ class VastApi final : public market::ProviderApi {
     o["template_name"] = nullptr;
     o["machine_dir_ssh_port"] = 21000 + id % 10000;
     // Port mappings exist only while the container runs (openapi.yaml showInstances).
+    // Each published TCP port (docker's "<port>/tcp" -> HostIp/HostPort) with the public port the
+    // market mapped to it; ssh launch modes publish 22 (docs "Networking & Ports").
+    json::object ports;
+    for (const auto& [port, public_port] : i.tcp_ports) {
+      ports[std::to_string(port) + "/tcp"] = json::array{
+          json::object{{"HostIp", "0.0.0.0"}, {"HostPort", std::to_string(public_port)}}};
+    }
     o["ports"] =
-        i.state == market::State::kRunning
-            ? json::value(json::object{
-                  {"22/tcp",
-                   json::array{json::object{{"HostIp", "0.0.0.0"},
-                                            {"HostPort", std::to_string(20000 + id % 10000)}}}}})
-            : json::value(nullptr);
+        i.state == market::State::kRunning ? json::value(std::move(ports)) : json::value(nullptr);
     return o;
   }
 

@@ -150,11 +150,13 @@ Status FromEnv(RunnerAgentFlags& f, std::string* link_ca_pem,
   if (f.join_token_file.empty() && !token.empty()) {
     *join_token = [token]() -> Result<std::string> { return token; };
   }
-  // Listening on every interface of a rented container: control nodes dial the public address
-  // and mapped port the provider gives it (RunPod: RUNPOD_PUBLIC_IP, RUNPOD_TCP_PORT_<port>;
-  // Vast: PUBLIC_IPADDR, VAST_TCP_PORT_<port>).
-  if (o.advertise_address.empty() && o.listen.rfind("0.0.0.0:", 0) == 0) {
-    const std::string port = o.listen.substr(o.listen.find(':') + 1);
+  // In a rented container no address of the container's own is reachable from outside, whatever
+  // --listen binds: control nodes dial the public address and the port the provider mapped to the
+  // listen port, which only a port published at the create has (RunPod: RUNPOD_PUBLIC_IP,
+  // RUNPOD_TCP_PORT_<port>; Vast: PUBLIC_IPADDR, VAST_TCP_PORT_<port>). Without that mapping
+  // nothing could dial the agent, so it refuses to start rather than link an unreachable address.
+  if (o.advertise_address.empty()) {
+    const std::string port = o.listen.substr(o.listen.rfind(':') + 1);
     static constexpr std::pair<const char*, const char*> kPublic[] = {
         {"RUNPOD_PUBLIC_IP", "RUNPOD_TCP_PORT_"}, {"PUBLIC_IPADDR", "VAST_TCP_PORT_"}};
     for (const auto& [ip, mapped] : kPublic) {
@@ -162,9 +164,11 @@ Status FromEnv(RunnerAgentFlags& f, std::string* link_ca_pem,
       if (!host.empty() && !p.empty()) o.advertise_address = host.append(":").append(p);
     }
     if (o.advertise_address.empty()) {
-      return Error::Make(
-          Error::Code::kInvalidArgument,
-          "--listen 0.0.0.0:" + port + " needs --advertise-address (no public address in the env)");
+      return Error::Make(Error::Code::kInvalidArgument,
+                         "--listen " + o.listen + ": port " + port +
+                             " is not published by the provider (no RUNPOD_TCP_PORT_" + port +
+                             " or VAST_TCP_PORT_" + port +
+                             " in the env); give --advertise-address or publish the port");
     }
   }
   log::Info("runner agent: link parameters from the environment",
@@ -194,11 +198,13 @@ void SetupRunnerAgent(CLI::App& app) {
                "boot on a GCE VM: read the runner name, link endpoint, runners CA and join token "
                "the operator put in the instance's metadata (GCE_METADATA_HOST honoured); flags "
                "given win; with --listen 0.0.0.0:<port> it advertises the VM's address");
-  app.add_flag("--link-from-env", f.link_from_env,
-               "boot in a rented container: read the runner name, link endpoint, runners CA and "
-               "join token from HYPERSLICE_RUNNER_NAME, HYPERSLICE_LINK_ENDPOINT, "
-               "HYPERSLICE_RUNNERS_CA and HYPERSLICE_JOIN_TOKEN (flags given win); with --listen "
-               "0.0.0.0:<port> it advertises the provider's public address and mapped port");
+  app.add_flag(
+      "--link-from-env", f.link_from_env,
+      "boot in a rented container: read the runner name, link endpoint, runners CA and "
+      "join token from HYPERSLICE_RUNNER_NAME, HYPERSLICE_LINK_ENDPOINT, "
+      "HYPERSLICE_RUNNERS_CA and HYPERSLICE_JOIN_TOKEN (flags given win); it advertises the "
+      "provider's public address and the port mapped to --listen's (refused when the "
+      "port is not published), unless --advertise-address is given");
   app.add_option("--runtime", o.runtime, "OCI runtime binary (runc, or crun where it works)")
       ->capture_default_str();
   app.add_option("--container-runtime-endpoint", o.container_runtime_endpoint,

@@ -89,6 +89,11 @@ struct BootPayload {
   std::string image;           // container image (RunPod, Vast) or OS image/template id
   std::map<std::string, std::string> env;  // container env (RunPod, Vast)
   std::vector<std::string> args;
+  // Container TCP ports the provider must publish (RunPod `ports: "<p>/tcp"`, Vast `-p <p>:<p>`):
+  // reachable from outside on the machine's public address and a port the provider maps, which
+  // the container learns from its env (RUNPOD_PUBLIC_IP + RUNPOD_TCP_PORT_<p>, PUBLIC_IPADDR +
+  // VAST_TCP_PORT_<p>). A container port nobody asked for is reachable from nowhere.
+  std::vector<int> tcp_ports;
   std::vector<std::string> ssh_key_names;  // Lambda requires exactly one
   // How the machine joins ("CloudInit", "StartupScript", "Talos"): what the claim records as
   // status.joinMethod. Providers ignore it.

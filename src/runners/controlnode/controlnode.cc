@@ -10,6 +10,7 @@
 
 #include "src/base/json.h"
 #include "src/base/log.h"
+#include "src/gpu/provider.h"
 #include "src/kube/client.h"
 #include "src/kube/controller.h"
 #include "src/kube/events.h"
@@ -21,6 +22,7 @@
 #include "src/kube/store.h"
 #include "src/runners/controlnode/api.h"
 #include "src/runners/controlnode/attestation.h"
+#include "src/runners/controlnode/class_protection.h"
 #include "src/runners/controlnode/pod_request.h"
 #include "src/runners/policy/policy.h"
 #include "src/runners/sealed/sealed.h"
@@ -313,6 +315,7 @@ class System final : public ControlNodeSet,
     kube::EventRecorderOptions eo;
     eo.component = "hyperslice-controlnode";
     events_ = std::make_shared<kube::EventRecorder>(client_, eo);
+    classes_ = std::make_unique<ClassProtection>(client_, events_);
     cn_informer_ = mgr.informers()->For(ControlNodes());
     runner_informer_ = mgr.informers()->For(Runners());
     signatures_ = policy::NewRegistrySignatureSource(o_.registry);
@@ -1394,6 +1397,17 @@ class System final : public ControlNodeSet,
                                "(--runners-link-advertise-address)"};
     }
     HS_RETURN_IF_ERROR(AddFinalizer(obj, kMachineFinalizer));
+    // The class first: it must outlive the machine, which is returned through it.
+    HS_ASSIGN_OR_RETURN(auto use, classes_->Protect(spec.market.gpu_node_class));
+    const json::object* machine = ObjectField(st, "machine");
+    if (use == ClassProtection::Use::kDeleting &&
+        (machine == nullptr ||
+         (StringField(*machine, "id").empty() && !ObjectField(*machine, "launchAttempt")))) {
+      return MarketOutcome{.reason = "GPUNodeClassDeleting",
+                           .message = "GPUNodeClass " + spec.market.gpu_node_class +
+                                      " is being deleted: nothing is rented with it",
+                           .requeue_after = Ms(5000)};
+    }
     auto outcome = market_.Reconcile(obj, spec, st);
     if (outcome.ok() && outcome->warning) {
       events_->Event(obj, kube::EventType::kWarning, "MachineLaunchFailed",
@@ -1418,6 +1432,18 @@ class System final : public ControlNodeSet,
     if (!*gone) {
       (void)PatchStatus(Runners(), "", name, st);
       return kube::ReconcileResult{.requeue_after = Ms(1000)};
+    }
+    // Recorded as returned first, so a Runner going at the same time does not count this one as
+    // holding the class; then the class may go unless another Runner rents with it (before the
+    // finalizer: a failed release is retried with the Runner still there to say which class).
+    if (json::object* m = st.contains("machine") ? st["machine"].if_object() : nullptr;
+        m != nullptr && (m->contains("id") || m->contains("launchAttempt"))) {
+      (*m)["state"] = gpu::StateName(gpu::InstanceState::kTerminated);
+      if (m->contains("launchAttempt")) (*m)["launchAttempt"] = nullptr;  // merge patch: dropped
+      HS_RETURN_IF_ERROR(PatchStatus(Runners(), "", name, st));
+    }
+    if (auto spec = ParseRunner(obj); spec.ok() && !spec->market.gpu_node_class.empty()) {
+      HS_RETURN_IF_ERROR(classes_->Release(spec->market.gpu_node_class, name));
     }
     std::string patch = kube::RemoveFinalizerPatch(obj, kMachineFinalizer);
     if (!patch.empty()) {
@@ -1854,6 +1880,7 @@ class System final : public ControlNodeSet,
   std::shared_ptr<SecretJoinTokens> tokens_;
   GceRunnerProvisioner gce_;
   MarketRunnerProvisioner market_;
+  std::unique_ptr<ClassProtection> classes_;  // GPUNodeClasses kept while Runners rent with them
   kube::metrics::Registry& registry_;
   std::shared_ptr<kube::EventRecorder> events_;
   std::unique_ptr<policy::SignatureSource> signatures_;  // sealed control nodes' image checks

@@ -305,7 +305,9 @@ Result<MarketOutcome> MarketRunnerProvisioner::Launch(const kube::Object& runner
       {kLabelRunner, GceLabelValue(name)}, {kLabelRunnerUid, uid}, {kLabelManagedBy, "hyperslice"}};
   lr.spot = choice->spot;
   lr.payload.image = options_.agent_image;
-  lr.payload.args = options_.agent_args;
+  lr.payload.args = {"runner-agent", "--link-from-env", "--listen",
+                     "0.0.0.0:" + std::to_string(options_.agent_port)};
+  lr.payload.tcp_ports = {options_.agent_port};
   lr.payload.env = {{kEnvRunnerName, name},
                     {kEnvLinkEndpoint, options_.link_endpoint},
                     {kEnvRunnersCa, options_.ca_bundle_pem},

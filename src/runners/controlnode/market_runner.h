@@ -78,8 +78,10 @@ MarketClassSource GpuNodeClassSource(std::shared_ptr<kube::Client> client,
 struct MarketProvisionerOptions {
   MarketClassSource classes;  // empty: spec.marketplace Runners stay Pending (MarketNotConfigured)
   std::string agent_image;    // the container image whose entrypoint is `hyperslice`
-  std::vector<std::string> agent_args = {"runner-agent", "--link-from-env", "--listen",
-                                         "0.0.0.0:7443"};
+  // The container's command is `runner-agent --link-from-env --listen 0.0.0.0:<agent_port>`, and
+  // the provider publishes that port (BootPayload::tcp_ports): control nodes dial the machine's
+  // public address and the port the provider maps to it, which the agent reads from its env.
+  int agent_port = 7443;
   std::string link_endpoint;  // host:port the container's agent links to
   std::string ca_bundle_pem;  // the runners CA certificate (verifies the link server)
   // After a create whose answer was lost, how long the provider may take to list the machine.

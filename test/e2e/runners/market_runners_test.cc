@@ -1,18 +1,25 @@
 // Runners with spec.marketplace end to end (issue 20): the operator rents a container machine for
-// each Runner from the RunPod simulator (sim/runpod over sim/market) with the providers and
-// credentials of a GPUNodeClass, on a real kube-apiserver + kube-scheduler +
-// kube-controller-manager. sim/gpumachine boots each machine from the payload RunPod received; the
-// test supplies its runner-agent seam, which runs the real `hyperslice runner-agent
-// --link-from-env` on a loopback address of its own with the container's env (runner name, link
-// endpoint, runners CA, join token) as its environment.
+// each Runner from the RunPod or the Vast.ai simulator (sim/runpod, sim/vast over sim/market) with
+// the providers and credentials of a GPUNodeClass, on a real kube-apiserver + kube-scheduler +
+// kube-controller-manager. sim/gpumachine boots each machine from the payload its provider
+// received, relaying the ports the create published from the machine's public address (a
+// loopback one) to the container's own; the test supplies its runner-agent seam, which runs the
+// real `hyperslice runner-agent --link-from-env` on the container's address with the container's
+// env (runner name, link endpoint, runners CA, join token, the provider's public address and
+// mapped ports) as its environment.
 //
-// Checked: the cheapest container offer that fits (RTX4090 in EU-RO-1 at $0.59/h) is rented once,
-// with the agent image, `runner-agent --link-from-env` args and the link env; the provider and
-// machine id are in status.machine; the agent links (status.address its loopback address) and a
-// pod runs on it as a runc container; deleting the Runner terminates the machine at the
-// simulator before the Runner goes; a provider refusal (no capacity) and an impossible request
-// (no offer fits) are MachineReady=False conditions with the reason and a Warning Event, and rent
-// nothing; no join token appears in any log line of the operator, the simulators or the agents.
+// Checked: the cheapest container offer that fits (RTX4090 in EU-RO-1 at $0.59/h on RunPod;
+// California at $0.35/h on Vast) is rented once, with the agent image, `runner-agent
+// --link-from-env` args, the link env and the agent's port published (RunPod `ports: "7443/tcp"`,
+// Vast env "-p 7443:7443"); the agent links at the public address and mapped port, which is what
+// the control node dials (status.address, connections through the mapping); a pod runs on it as a
+// runc container; deleting the Runner terminates the machine before the Runner goes; a container
+// whose port was not published gets no mapping and its agent refuses to start; a GPUNodeClass
+// deleted before its Runner waits (finalizer runners.hyperslice.dev/in-use, condition, Event)
+// until the machine is returned, then goes; a provider refusal (no capacity) and an impossible
+// request (no offer fits) are MachineReady=False conditions with the reason and a Warning Event,
+// and rent nothing; no join token appears in any log line of the operator, the simulators or the
+// agents.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -38,17 +45,20 @@
 #include "sim/gpumachine/gpumachine.h"
 #include "sim/market/simulator.h"
 #include "sim/runpod/simulator.h"
+#include "sim/vast/simulator.h"
 #include "src/base/base64.h"
 #include "src/base/command.h"
 #include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/gpu/api.h"
+#include "src/gpu/providers.h"
 #include "src/kube/client.h"
 #include "src/kube/manager.h"
 #include "src/kube/object_helpers.h"
 #include "src/kube/quantity.h"
 #include "src/kube/resource.h"
 #include "src/runners/controlnode/api.h"
+#include "src/runners/controlnode/class_protection.h"
 #include "src/runners/controlnode/controlnode.h"
 #include "src/runners/controlnode/market_runner.h"
 #include "src/runners/controlnode/servers.h"
@@ -69,7 +79,8 @@ using namespace std::chrono_literals;
 using testenv::Eventually;
 
 constexpr char kControlNode[] = "market-global";
-constexpr char kClass[] = "runner-gpus";
+constexpr char kClass[] = "runner-gpus";           // RunPod only
+constexpr char kVastClass[] = "runner-gpus-vast";  // Vast.ai only
 constexpr char kAgentImage[] = "registry.example/hyperslice/hyperslice:test";
 
 using testenv::StringAt;
@@ -88,26 +99,20 @@ class Containers {
   Result<std::function<void()>> Start(const sim::market::Instance& i,
                                       const sim::gpumachine::RunnerAgentContainer& c) {
     std::lock_guard lock(mu_);
-    const std::string ip = "127.0.0." + std::to_string(next_ip_++);
-    HS_ASSIGN_OR_RETURN(int port, FreeLoopbackPort(ip));
     const std::string state = dir_ + "/machine-" + i.id;
     fs::create_directories(state);
     const std::string log = state + ".log";
     images_.push_back(c.image);
     args_.push_back(c.args);
-    // The container's command, with what a loopback "machine" needs instead of 0.0.0.0.
+    // The container's command; its 0.0.0.0 is the container's own address in the simulator
+    // (same port: only the provider's mapping of that port reaches it).
     std::vector<std::string> argv = {HS_BINARY};
-    for (size_t k = 0; k < c.args.size(); ++k) {
-      if (c.args[k] == "--listen" && k + 1 < c.args.size()) {
-        ++k;
-        continue;
-      }
-      argv.push_back(c.args[k]);
+    for (const auto& a : c.args) {
+      argv.push_back(a.starts_with("0.0.0.0:") ? c.address + a.substr(7) : a);
     }
-    for (std::string a :
-         {std::string("--listen"), ip + ":" + std::to_string(port), std::string("--state-dir"),
-          state, std::string("--insecure-registry"), registry_, std::string("--capacity"),
-          std::string("cpu=4"), std::string("--capacity"), std::string("memory=8Gi")}) {
+    for (std::string a : {std::string("--state-dir"), state, std::string("--insecure-registry"),
+                          registry_, std::string("--capacity"), std::string("cpu=4"),
+                          std::string("--capacity"), std::string("memory=8Gi")}) {
       argv.push_back(std::move(a));
     }
     std::vector<std::string> env;
@@ -116,8 +121,10 @@ class Containers {
     HS_ASSIGN_OR_RETURN(pid_t pid, Spawn(argv, env, log));
     pids_[i.id] = pid;
     logs_.push_back(log);
+    log_of_[i.id] = log;
     roots_.push_back(state + "/runtime");
-    addresses_.push_back(ip);
+    addresses_.push_back(c.address);
+    envs_[i.id] = c.env;
     std::string id = i.id;
     return std::function<void()>([this, id] {
       std::lock_guard lock(mu_);
@@ -148,6 +155,16 @@ class Containers {
   std::vector<std::string> Addresses() {
     std::lock_guard lock(mu_);
     return addresses_;
+  }
+  std::string Log(const std::string& machine) {
+    std::lock_guard lock(mu_);
+    auto it = log_of_.find(machine);
+    return it == log_of_.end() ? std::string() : testenv::ReadFile(it->second);
+  }
+  // The env a machine's container ran with (the create's and the provider's variables).
+  std::map<std::string, std::string> Env(const std::string& machine) {
+    std::lock_guard lock(mu_);
+    return envs_[machine];
   }
 
  private:
@@ -186,7 +203,8 @@ class Containers {
   std::map<std::string, pid_t> pids_;
   std::vector<std::string> logs_, roots_, images_, addresses_;
   std::vector<std::vector<std::string>> args_;
-  int next_ip_ = 60;
+  std::map<std::string, std::map<std::string, std::string>> envs_;
+  std::map<std::string, std::string> log_of_;
 };
 
 class MarketRunnersTest : public ::testing::Test {
@@ -208,6 +226,12 @@ class MarketRunnersTest : public ::testing::Test {
     auto runpod = sim::runpod::Start(ro);
     ASSERT_TRUE(runpod.ok()) << runpod.error().message;
     runpod_ = std::move(*runpod);
+    // Vast.ai: its default market (container asks; none on a VM machine).
+    sim::market::ServerOptions vo;
+    vo.market.api_keys = {{"vast-test-key", "runners"}};
+    auto vast = sim::vast::Start(vo);
+    ASSERT_TRUE(vast.ok()) << vast.error().message;
+    vast_ = std::move(*vast);
 
     // The operator's runners part with spec.marketplace: the containers learn the link server's
     // address from their env, so it is known before the servers start.
@@ -218,7 +242,15 @@ class MarketRunnersTest : public ::testing::Test {
                       cn::ServersOptions& sv) -> Status {
       HS_ASSIGN_OR_RETURN(int link_port, FreeLoopbackPort("127.0.0.1"));
       sv.link_address = "127.0.0.1:" + std::to_string(link_port);
-      oo.market.classes = cn::GpuNodeClassSource(env.client(), env.ns(), {});
+      link_address_ = sv.link_address;
+      // Vast's documented pace (one request per 2 s) would make the test minutes long; the
+      // simulator has no limit, so the clients may go faster.
+      oo.market.classes =
+          cn::GpuNodeClassSource(env.client(), env.ns(), {}, [](gpu::ProviderConfig c) {
+            c.requests_per_second = 50;
+            c.burst = 50;
+            return gpu::NewProvider(c);
+          });
       oo.market.agent_image = kAgentImage;
       oo.market.link_endpoint = sv.link_address;
       oo.market.ca_bundle_pem = env.ca().ca.cert_pem;
@@ -232,25 +264,27 @@ class MarketRunnersTest : public ::testing::Test {
 
     // Machines that boot the payload RunPod received; the runner-agent seam starts the agent.
     containers_ = std::make_unique<Containers>(env_->dir(), env_->registry().host());
-    sim::gpumachine::Options fo;
-    fo.market = &runpod_->market();
-    fo.runner_agent = [](const sim::market::Instance& i,
-                         const sim::gpumachine::RunnerAgentContainer& c) {
-      return containers_->Start(i, c);
-    };
-    auto fleet = sim::gpumachine::Fleet::Start(fo);
-    ASSERT_TRUE(fleet.ok()) << fleet.error().message;
-    fleet_ = std::move(*fleet);
+    for (auto* sim : {runpod_.get(), vast_.get()}) {
+      sim::gpumachine::Options fo;
+      fo.market = &sim->market();
+      fo.runner_agent = [](const sim::market::Instance& i,
+                           const sim::gpumachine::RunnerAgentContainer& c) {
+        return containers_->Start(i, c);
+      };
+      auto fleet = sim::gpumachine::Fleet::Start(fo);
+      ASSERT_TRUE(fleet.ok()) << fleet.error().message;
+      fleets_[sim->market().options().provider] = std::move(*fleet);
+    }
 
-    // The GPUNodeClass whose provider and credentials the Runners rent with.
+    // The GPUNodeClasses whose provider and credentials the Runners rent with.
     Create(kube::resources::Secrets(), env_->ns(),
            R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":"runpod-key"},)"
            R"("stringData":{"api-key":"runpod-test-key"}})");
-    Create(gpu::GPUNodeClasses(), "",
-           R"({"apiVersion":"tgp.io/v1","kind":"GPUNodeClass","metadata":{"name":")" +
-               std::string(kClass) + R"("},"spec":{"providers":[{"name":"runpod","endpoint":")" +
-               runpod_->api_endpoint() + R"(","credentialsRef":{"name":"runpod-key","key":)" +
-               R"("api-key"}}]}})");
+    Create(kube::resources::Secrets(), env_->ns(),
+           R"({"apiVersion":"v1","kind":"Secret","metadata":{"name":"vast-key"},)"
+           R"("stringData":{"api-key":"vast-test-key"}})");
+    CreateClass(kClass, "runpod");
+    CreateClass(kVastClass, "vastai");
     // Every token the operator mints, read as the admin could (Secrets in its namespace).
     token_watch_ = std::thread([] {
       while (!stop_tokens_.load()) {
@@ -274,10 +308,11 @@ class MarketRunnersTest : public ::testing::Test {
   static void TearDownTestSuite() {
     stop_tokens_ = true;
     if (token_watch_.joinable()) token_watch_.join();
-    if (fleet_) fleet_->Stop();
+    for (auto& [_, fleet] : fleets_) fleet->Stop();
     containers_.reset();
     env_.reset();
     if (runpod_) runpod_->Stop();
+    if (vast_) vast_->Stop();
     log::SetSink(nullptr);
   }
 
@@ -288,6 +323,15 @@ class MarketRunnersTest : public ::testing::Test {
   static void Create(const kube::Resource& r, const std::string& ns, const std::string& body) {
     Status st = env_->Create(r, ns, body);
     ASSERT_TRUE(st.ok()) << st.error().message << "\n" << body;
+  }
+  // A GPUNodeClass with one provider: the RunPod simulator ("runpod") or Vast's ("vastai").
+  static void CreateClass(const std::string& name, const std::string& provider) {
+    const bool runpod = provider == "runpod";
+    Create(gpu::GPUNodeClasses(), "",
+           R"({"apiVersion":"tgp.io/v1","kind":"GPUNodeClass","metadata":{"name":")" + name +
+               R"("},"spec":{"providers":[{"name":")" + provider + R"(","endpoint":")" +
+               (runpod ? runpod_ : vast_)->api_endpoint() + R"(","credentialsRef":{"name":")" +
+               (runpod ? "runpod-key" : "vast-key") + R"(","key":"api-key"}}]}})");
   }
   static void CreateRunner(const std::string& name, const std::string& marketplace) {
     Create(
@@ -329,17 +373,52 @@ class MarketRunnersTest : public ::testing::Test {
     }
     return false;
   }
-  // Instances of the simulated market that are not terminated.
+  // A pod tolerating the control node runs to completion on the (only) linked runner, then goes.
+  static void RunsAPod(const std::string& name) {
+    Create(kube::resources::Pods(), env_->ns(),
+           R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name +
+               R"("},"spec":{"restartPolicy":"Never","tolerations":)"
+               R"([{"key":"runners.hyperslice.dev/control-node","operator":"Exists",)"
+               R"("effect":"NoSchedule"}],"containers":[{"name":"main","image":")" +
+               env_->image() +
+               R"(","args":["print:hello from a rented runner"],)"
+               R"("resources":{"requests":{"cpu":"1"}}}]}})");
+    ASSERT_TRUE(Eventually(
+        [&] {
+          auto p = Get(kube::resources::Pods(), env_->ns(), name);
+          return p && StringAt(*p, "status", "phase") == "Succeeded";
+        },
+        90s))
+        << Diagnostics();
+    ASSERT_TRUE(env_->client()
+                    ->Delete(kube::resources::Pods(), env_->ns(), name,
+                             {"Background", 0, std::nullopt, std::nullopt})
+                    .ok());
+    ASSERT_TRUE(Eventually([&] { return !Get(kube::resources::Pods(), env_->ns(), name); }, 60s));
+  }
+  static bool ClassInUse(const std::string& cls) {
+    auto c = Get(gpu::GPUNodeClasses(), "", cls);
+    return c && kube::HasFinalizer(*c, cn::kClassInUseFinalizer);
+  }
+  // Instances of the simulated markets that are not terminated.
   static std::vector<sim::market::Instance> Live() {
     std::vector<sim::market::Instance> out;
-    for (auto& i : runpod_->market().List("")) {
-      if (i.state != sim::market::State::kTerminated) out.push_back(i);
+    for (auto* sim : {runpod_.get(), vast_.get()}) {
+      for (auto& i : sim->market().List("")) {
+        if (i.state != sim::market::State::kTerminated) out.push_back(i);
+      }
     }
     return out;
   }
+  // What sim/gpumachine made of a machine (its published ports, the connections through them).
+  static sim::gpumachine::Machine MachineOf(const std::string& provider, const std::string& id) {
+    auto m = fleets_.at(provider)->Get(id);
+    return m ? *m : sim::gpumachine::Machine{};
+  }
   static std::string Diagnostics() {
     std::string out;
-    for (const char* r : {"market-a", "market-nocap", "market-nofit"}) {
+    for (const char* r :
+         {"market-a", "market-nocap", "market-nofit", "market-vast", "market-doomed"}) {
       auto o = Get(cn::Runners(), "", r);
       if (o) out += std::string(r) + ": " + json::serialize(*o) + "\n";
     }
@@ -352,14 +431,16 @@ class MarketRunnersTest : public ::testing::Test {
                StringAt(ev, "", "message") + "\n";
       }
     }
-    return out + json::serialize(runpod_->market().Dump()) + "\n" + containers_->Logs();
+    return out + json::serialize(runpod_->market().Dump()) + "\n" +
+           json::serialize(vast_->market().Dump()) + "\n" + containers_->Logs();
   }
 
   static inline std::string skip_;
-  static inline std::unique_ptr<sim::market::MarketSimulator> runpod_;
+  static inline std::string link_address_;
+  static inline std::unique_ptr<sim::market::MarketSimulator> runpod_, vast_;
   static inline std::unique_ptr<testenv::RunnersEnv> env_;
   static inline std::unique_ptr<Containers> containers_;
-  static inline std::unique_ptr<sim::gpumachine::Fleet> fleet_;
+  static inline std::map<std::string, std::unique_ptr<sim::gpumachine::Fleet>> fleets_;
   static inline std::thread token_watch_;
   static inline std::mutex log_mu_;
   static inline std::string operator_log_;
@@ -392,10 +473,23 @@ TEST_F(MarketRunnersTest, ARentedContainerLinksRunsAPodAndIsReturnedWithItsRunne
   EXPECT_EQ(StringAt(r, "status.machine", "state"), "Running");
   EXPECT_EQ(Condition("market-a", "MachineReady"), "True/MachineRunning");
   EXPECT_TRUE(kube::HasFinalizer(r, cn::kMachineFinalizer));
-  // The agent linked on the address it reported (its loopback address, never the machine's).
+  // The agent's port was published (RunPod `ports`), and what the control node dials is the
+  // machine's public address and the port RunPod mapped to it (the agent read them from its env),
+  // never the container's own address; the control node's connections came through the mapping.
+  EXPECT_EQ(StringAt(m.payload, "", "ports"), "7443/tcp");
+  ASSERT_EQ(m.tcp_ports.count(7443), 1u) << Diagnostics();
+  const auto machine = MachineOf("runpod", m.id);
+  ASSERT_EQ(machine.published.count(7443), 1u);
+  const std::string published = machine.published.at(7443);
+  EXPECT_EQ(published.substr(published.rfind(':') + 1), std::to_string(m.tcp_ports.at(7443)));
+  EXPECT_EQ(StringAt(r, "status", "address"), published);
   ASSERT_EQ(containers_->Addresses().size(), 1u);
-  EXPECT_EQ(StringAt(r, "status", "address").rfind(containers_->Addresses()[0] + ":", 0), 0u)
-      << StringAt(r, "status", "address");
+  EXPECT_NE(published.rfind(containers_->Addresses()[0] + ":", 0), 0u) << published;
+  EXPECT_GT(machine.published_connections, 0u);
+  auto cenv = containers_->Env(m.id);
+  EXPECT_EQ(cenv["RUNPOD_PUBLIC_IP"] + ":" + cenv["RUNPOD_TCP_PORT_7443"], published);
+  // The class is kept while the Runner rents with it.
+  EXPECT_TRUE(ClassInUse(kClass));
   // The container: the agent image, its command, the link env (the token is the minted one).
   EXPECT_EQ(containers_->Images(), std::vector<std::string>{kAgentImage});
   const auto args = containers_->Args()[0];
@@ -412,27 +506,7 @@ TEST_F(MarketRunnersTest, ARentedContainerLinksRunsAPodAndIsReturnedWithItsRunne
   EXPECT_EQ(runpod_->market().Counters()["podFindAndDeployOnDemand"], 1);
 
   // A pod runs on it as a real container.
-  Create(kube::resources::Pods(), env_->ns(),
-         R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"on-market"},"spec":)"
-         R"({"restartPolicy":"Never","tolerations":)"
-         R"([{"key":"runners.hyperslice.dev/control-node","operator":"Exists",)"
-         R"("effect":"NoSchedule"}],"containers":[{"name":"main","image":")" +
-             env_->image() +
-             R"(","args":["print:hello from a rented runner"],)"
-             R"("resources":{"requests":{"cpu":"1"}}}]}})");
-  ASSERT_TRUE(Eventually(
-      [] {
-        auto p = Get(kube::resources::Pods(), env_->ns(), "on-market");
-        return p && StringAt(*p, "status", "phase") == "Succeeded";
-      },
-      90s))
-      << Diagnostics();
-  ASSERT_TRUE(env_->client()
-                  ->Delete(kube::resources::Pods(), env_->ns(), "on-market",
-                           {"Background", 0, std::nullopt, std::nullopt})
-                  .ok());
-  ASSERT_TRUE(
-      Eventually([] { return !Get(kube::resources::Pods(), env_->ns(), "on-market"); }, 60s));
+  RunsAPod("on-market");
 
   // Deleting the Runner terminates its machine at the provider before the Runner goes.
   ASSERT_TRUE(env_->client()->Delete(cn::Runners(), "", "market-a").ok());
@@ -442,6 +516,148 @@ TEST_F(MarketRunnersTest, ARentedContainerLinksRunsAPodAndIsReturnedWithItsRunne
   EXPECT_EQ(after->state, sim::market::State::kTerminated) << sim::market::StateName(after->state);
   EXPECT_TRUE(Live().empty()) << Diagnostics();
   EXPECT_TRUE(Eventually([] { return containers_->Running() == 0; }, 10s));
+  // No Runner rents with the class any more: it is not held.
+  EXPECT_TRUE(Eventually([] { return !ClassInUse(kClass); }, 10s));
+}
+
+TEST_F(MarketRunnersTest, AVastContainerLinksThroughItsPublishedPortRunsAPodAndIsReturned) {
+  const auto start = std::chrono::steady_clock::now();
+  CreateRunner("market-vast",
+               R"({"gpuNodeClass":")" + std::string(kVastClass) + R"(","gpuType":"RTX4090"})");
+  ASSERT_TRUE(Eventually([] { return RunnerPhase("market-vast") == "Linked"; }, 90s))
+      << Diagnostics();
+  std::cout << "a Vast.ai runner linked "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - start)
+                   .count()
+            << " ms after its Runner was created\n";
+  std::vector<sim::market::Instance> live;
+  for (auto& i : vast_->market().List("")) {
+    if (i.state != sim::market::State::kTerminated) live.push_back(i);
+  }
+  ASSERT_EQ(live.size(), 1u) << Diagnostics();
+  const auto& m = live[0];
+  EXPECT_EQ(m.listing.id, "18420311");  // the cheapest RTX 4090 ask (California, $0.35/h)
+  auto r = *Get(cn::Runners(), "", "market-vast");
+  EXPECT_EQ(StringAt(r, "status.machine", "provider"), "vastai");
+  EXPECT_EQ(StringAt(r, "status.machine", "id"), m.id);
+  EXPECT_EQ(StringAt(r, "status.machine", "price"), "0.35");
+  EXPECT_EQ(vast_->market().Counters()["PUT /api/v0/asks/{id}/"], 1);
+  // Vast's create: the image's entrypoint with the agent's args, the port as a docker option in
+  // env (vast-cli's "-p <port>:<port>": "1"), which is an option, not a variable, in the container.
+  EXPECT_EQ(StringAt(m.payload, "", "runtype"), "args");
+  EXPECT_EQ(StringAt(m.payload.at("env").as_object(), "", "-p 7443:7443"), "1");
+  EXPECT_EQ(StringAt(m.payload.at("env").as_object(), "", cn::kEnvRunnerName), "market-vast");
+  auto cenv = containers_->Env(m.id);
+  EXPECT_EQ(cenv.count("-p 7443:7443"), 0u);
+  // Dialed at the machine's public address and the port Vast mapped (PUBLIC_IPADDR,
+  // VAST_TCP_PORT_7443), through the mapping.
+  ASSERT_EQ(m.tcp_ports.count(7443), 1u) << Diagnostics();
+  const auto machine = MachineOf("vastai", m.id);
+  ASSERT_EQ(machine.published.count(7443), 1u);
+  EXPECT_EQ(cenv["PUBLIC_IPADDR"] + ":" + cenv["VAST_TCP_PORT_7443"], machine.published.at(7443));
+  EXPECT_EQ(cenv["VAST_TCP_PORT_7443"], std::to_string(m.tcp_ports.at(7443)));
+  EXPECT_EQ(StringAt(r, "status", "address"), machine.published.at(7443));
+  EXPECT_GT(machine.published_connections, 0u);
+
+  RunsAPod("on-vast");
+
+  ASSERT_TRUE(env_->client()->Delete(cn::Runners(), "", "market-vast").ok());
+  ASSERT_TRUE(Eventually([] { return !Get(cn::Runners(), "", "market-vast"); }, 60s))
+      << Diagnostics();
+  // Destroyed: gone from Vast's reads at once, terminated by the market a moment later.
+  EXPECT_TRUE(Eventually([&] { return Live().empty(); }, 10s)) << Diagnostics();
+  EXPECT_EQ(vast_->market().Get(m.id)->state, sim::market::State::kTerminated);
+  EXPECT_TRUE(Eventually([] { return !ClassInUse(kVastClass); }, 10s));
+}
+
+// The other side of exposure: a runner-agent container whose create published no port (sent
+// through RunPod's API as the operator would, minus `ports`) gets no mapping and no
+// RUNPOD_TCP_PORT_7443, so its agent refuses to start: there is nothing a control node could dial.
+TEST_F(MarketRunnersTest, AContainerWithoutItsPortPublishedIsReachableFromNowhere) {
+  gpu::ProviderConfig pc;
+  pc.name = "runpod";
+  pc.endpoint = runpod_->api_endpoint();
+  pc.credentials = gpu::StaticCredential("runpod-test-key");
+  auto client = gpu::NewProvider(pc);
+  ASSERT_TRUE(client.ok()) << client.error().message;
+  auto offers = (*client)->ListOffers();
+  ASSERT_TRUE(offers.ok()) << offers.error().message;
+  const gpu::Offer* offer = nullptr;
+  for (const auto& o : *offers) {
+    if (o.gpu_type == "RTX4090" && o.gpu_count == 1) offer = &o;
+  }
+  ASSERT_NE(offer, nullptr);
+  gpu::LaunchRequest lr;
+  lr.offer = offer;
+  lr.name = "hs-runner-unpublished";
+  lr.payload.image = kAgentImage;
+  lr.payload.args = {"runner-agent", "--link-from-env", "--listen", "0.0.0.0:7443"};
+  lr.payload.env = {{cn::kEnvRunnerName, "unpublished"},
+                    {cn::kEnvLinkEndpoint, link_address_},
+                    {cn::kEnvRunnersCa, env_->ca().ca.cert_pem}};
+  auto created = (*client)->Create(lr);
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  const std::string id = created->id;
+  ASSERT_TRUE(Eventually(
+      [&] { return containers_->Log(id).find("is not published") != std::string::npos; }, 60s))
+      << containers_->Log(id) << Diagnostics();
+  EXPECT_TRUE(MachineOf("runpod", id).published.empty());
+  auto cenv = containers_->Env(id);
+  EXPECT_EQ(cenv.count("RUNPOD_TCP_PORT_7443"), 0u);
+  EXPECT_FALSE(cenv["RUNPOD_PUBLIC_IP"].empty());  // the machine has a public address, no mapping
+  EXPECT_EQ(runpod_->market().Get(id)->tcp_ports.size(), 0u);
+  ASSERT_TRUE((*client)->Delete(id).ok());
+  EXPECT_TRUE(Eventually([] { return Live().empty(); }, 30s)) << Diagnostics();
+}
+
+// Deleting the GPUNodeClass first does not strand the Runner: the class waits (finalizer
+// runners.hyperslice.dev/in-use, condition and Event naming the Runner) until the Runner is
+// deleted and its machine returned through the class's provider; then the class goes.
+TEST_F(MarketRunnersTest, AClassDeletedBeforeItsRunnerWaitsUntilTheMachineIsReturned) {
+  constexpr char kDoomed[] = "runner-gpus-doomed";
+  CreateClass(kDoomed, "runpod");
+  CreateRunner("market-doomed",
+               R"({"gpuNodeClass":")" + std::string(kDoomed) + R"(","gpuType":"RTX4090"})");
+  ASSERT_TRUE(Eventually([] { return RunnerPhase("market-doomed") == "Linked"; }, 90s))
+      << Diagnostics();
+  EXPECT_TRUE(ClassInUse(kDoomed));
+  const std::string id = StringAt(*Get(cn::Runners(), "", "market-doomed"), "status.machine", "id");
+  ASSERT_FALSE(id.empty());
+
+  const auto deleted = std::chrono::steady_clock::now();
+  ASSERT_TRUE(env_->client()->Delete(gpu::GPUNodeClasses(), "", kDoomed).ok());
+  std::string message;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto c = Get(gpu::GPUNodeClasses(), "", kDoomed);
+        if (!c || !kube::IsDeleting(*c)) return false;
+        auto cond = kube::FindCondition(*c, "RunnersReleased");
+        if (cond) message = cond->message;
+        return cond && cond->status == "False" && cond->reason == "InUseByRunners";
+      },
+      30s))
+      << Diagnostics();
+  EXPECT_NE(message.find("market-doomed"), std::string::npos) << message;
+  EXPECT_TRUE(Eventually([&] { return WarningEvent(kDoomed, "InUse", "market-doomed"); }, 30s));
+  // Held, with the machine still running and the Runner still linked.
+  std::this_thread::sleep_for(1s);
+  EXPECT_TRUE(Get(gpu::GPUNodeClasses(), "", kDoomed).has_value());
+  EXPECT_EQ(runpod_->market().Get(id)->state, sim::market::State::kRunning);
+  EXPECT_EQ(RunnerPhase("market-doomed"), "Linked");
+
+  ASSERT_TRUE(env_->client()->Delete(cn::Runners(), "", "market-doomed").ok());
+  ASSERT_TRUE(Eventually([] { return !Get(cn::Runners(), "", "market-doomed"); }, 60s))
+      << Diagnostics();
+  EXPECT_EQ(runpod_->market().Get(id)->state, sim::market::State::kTerminated);
+  ASSERT_TRUE(Eventually([&] { return !Get(gpu::GPUNodeClasses(), "", kDoomed); }, 30s))
+      << Diagnostics();
+  std::cout << "class deleted first: Runner and class gone "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - deleted)
+                   .count()
+            << " ms after the class's delete\n";
+  EXPECT_TRUE(Live().empty()) << Diagnostics();
 }
 
 TEST_F(MarketRunnersTest, ProviderFailuresAreConditionsAndEventsAndRentNothing) {

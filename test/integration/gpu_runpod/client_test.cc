@@ -31,6 +31,17 @@ LaunchRequest Launch(const Offer& o, const std::string& uid, bool spot = false) 
   return r;
 }
 
+// The pod as the client reads it once it reaches `state` (a default Instance if it never does).
+Instance Await(Provider& p, const std::string& id, InstanceState state) {
+  Instance got;
+  bool reached = Eventually([&] {
+    auto g = p.Get(id);
+    if (g.ok()) got = *g;
+    return g.ok() && g->state == state;
+  });
+  return reached ? got : Instance{};
+}
+
 TEST(RunPodClient, OffersListedAndNormalised) {
   SimFixture f;
   auto p = f.Client();
@@ -71,6 +82,32 @@ TEST(RunPodClient, OffersListedAndNormalised) {
   EXPECT_EQ(f.Counter("dataCenters"), 1);
 }
 
+// A pod that publishes no port has no public mapping: runtime.ports lists only what the create
+// asked for (here nothing), so there is no public address to read.
+TEST(RunPodClient, APodWithoutPublishedPortsHasNoPublicMapping) {
+  SimFixture f;
+  auto p = f.Client();
+  auto offers = p->ListOffers();
+  ASSERT_TRUE(offers.ok());
+  const Offer* o = Find(*offers, "NVIDIA GeForce RTX 4090", "US-CA-2", 1);
+  ASSERT_NE(o, nullptr);
+  auto inst = p->Create(Launch(*o, "uid-np"));
+  ASSERT_TRUE(inst.ok()) << inst.error().message;
+  auto m = f.sim->market().Get(inst->id);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_FALSE(m->payload.contains("ports"));
+  EXPECT_TRUE(m->tcp_ports.empty());
+  Instance got = Await(*p, inst->id, InstanceState::kRunning);
+  ASSERT_EQ(got.id, inst->id);
+  EXPECT_TRUE(got.public_ip.empty()) << got.public_ip;
+  auto bad = Launch(*o, "uid-bad");
+  bad.payload.tcp_ports = {0};
+  auto refused = p->Create(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(KindOf(refused.error()), ErrorKind::kInvalid);
+  ASSERT_TRUE(p->Delete(inst->id).ok());
+}
+
 TEST(RunPodClient, OnDemandCreateRunningDelete) {
   SimFixture f;
   auto p = f.Client();
@@ -78,7 +115,9 @@ TEST(RunPodClient, OnDemandCreateRunningDelete) {
   ASSERT_TRUE(offers.ok());
   const Offer* o = Find(*offers, "NVIDIA GeForce RTX 4090", "US-CA-2", 1);
   ASSERT_NE(o, nullptr);
-  auto inst = p->Create(Launch(*o, "uid-1"));
+  auto launch = Launch(*o, "uid-1");
+  launch.payload.tcp_ports = {7443, 2222};
+  auto inst = p->Create(launch);
   ASSERT_TRUE(inst.ok()) << inst.error().message;
   EXPECT_EQ(inst->provider, kRunPod);
   EXPECT_EQ(inst->id.size(), 14u);
@@ -98,13 +137,13 @@ TEST(RunPodClient, OnDemandCreateRunningDelete) {
   EXPECT_EQ(m->payload.at("env").at("JOIN_TOKEN").as_string(), "abc=def&x");
   EXPECT_EQ(m->payload.at("args").as_string(), "--join 10.0.0.1");
   EXPECT_FALSE(m->spot);
+  // The published ports, in runpod-python's `ports` form; RunPod maps each to a public port.
+  EXPECT_EQ(m->payload.at("ports").as_string(), "7443/tcp,2222/tcp");
+  ASSERT_EQ(m->tcp_ports.size(), 2u);
+  EXPECT_NE(m->tcp_ports.at(7443), 7443);
 
-  Instance got;
-  ASSERT_TRUE(Eventually([&] {
-    auto g = p->Get(inst->id);
-    if (g.ok()) got = *g;
-    return g.ok() && g->state == InstanceState::kRunning;
-  }));
+  Instance got = Await(*p, inst->id, InstanceState::kRunning);
+  ASSERT_EQ(got.id, inst->id);
   EXPECT_EQ(got.provider_state, "RUNNING");
   EXPECT_FALSE(got.public_ip.empty());
   EXPECT_EQ(got.tags.at("tgp.io/cluster"), "c1");

@@ -121,6 +121,36 @@ TEST_F(VastSimTest, OnDemandCreateRunsAndDeletes) {
   EXPECT_TRUE(after->empty());
 }
 
+// A container that publishes a port: the create carries it as vast-cli's docker option in env
+// ("-p <port>:<port>": "1"), Vast maps it to a public port of its choosing and shows the mapping
+// in the instance's `ports` once it runs.
+TEST_F(VastSimTest, APublishedPortIsADockerOptionInEnvAndMapped) {
+  Offer offer = OfferById("18420311");
+  LaunchRequest r = Launch(offer, "uid-ports");
+  r.payload.startup_script.clear();
+  r.payload.args = {"runner-agent", "--listen", "0.0.0.0:7443"};
+  r.payload.tcp_ports = {7443};
+  auto created = provider_->Create(r);
+  ASSERT_TRUE(created.ok()) << created.error().ToString();
+  auto inst = sim_->market().Get(created->id);
+  ASSERT_TRUE(inst.has_value());
+  EXPECT_EQ(inst->payload.at("env").at("-p 7443:7443").as_string(), "1");
+  EXPECT_EQ(inst->payload.at("runtype").as_string(), "args");
+  ASSERT_EQ(inst->tcp_ports.size(), 1u);  // args mode: no ssh port
+  const int mapped = inst->tcp_ports.at(7443);
+  ASSERT_TRUE(WaitFor(created->id, InstanceState::kRunning).ok());
+  auto shown = sim_->market().Get(created->id);
+  ASSERT_TRUE(shown.has_value());
+  EXPECT_EQ(shown->tcp_ports.at(7443), mapped);
+  // A key that is not a variable name (a docker option smuggled in env) is refused.
+  LaunchRequest bad = Launch(offer, "uid-bad-env");
+  bad.payload.env["-v /:/host"] = "1";
+  auto refused = provider_->Create(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(KindOf(refused.error()), ErrorKind::kInvalid);
+  ASSERT_TRUE(provider_->Delete(created->id).ok());
+}
+
 TEST_F(VastSimTest, InterruptibleWithABid) {
   Offer offer = OfferById("18420311");
   LaunchRequest r = Launch(offer, "uid-spot");

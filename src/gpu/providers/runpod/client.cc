@@ -129,6 +129,16 @@ class RunPod final : public Provider {
     env += "]";
     std::string args;
     for (const auto& a : p.args) args += (args.empty() ? "" : " ") + a;
+    // Published ports: runpod-python's `ports` ("8888/http,22/tcp", no spaces). A TCP port is
+    // mapped on the pod's public IP (RUNPOD_PUBLIC_IP, RUNPOD_TCP_PORT_<port> in its env).
+    std::string ports;
+    for (int port : p.tcp_ports) {
+      if (port < 1 || port > 65535) {
+        return MakeError(ErrorKind::kInvalid,
+                         "runpod: port " + std::to_string(port) + " cannot be published");
+      }
+      ports += (ports.empty() ? "" : ",") + std::to_string(port) + "/tcp";
+    }
 
     std::string input =
         "name: " + GraphQLString(r.name) + ", imageName: " + GraphQLString(p.image) +
@@ -136,7 +146,7 @@ class RunPod final : public Provider {
         (dc.empty() ? "" : ", dataCenterId: " + GraphQLString(dc)) +
         ", cloudType: ALL, supportPublicIp: true, startSsh: false" +
         ", containerDiskInGb: 20, volumeInGb: 0, dockerArgs: " + GraphQLString(args) +
-        ", env: " + env;
+        (ports.empty() ? "" : ", ports: " + GraphQLString(ports)) + ", env: " + env;
     std::string method = "podFindAndDeployOnDemand";
     if (r.spot) {
       // bidPerGpu is required by podRentInterruptable; the bid covers the whole pod, rounded up

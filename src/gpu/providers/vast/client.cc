@@ -141,7 +141,19 @@ class VastProvider final : public Provider {
     // values; cancel_unavail so a machine that cannot start now fails the create (410) instead
     // of becoming a stopped instance we would pay storage for.
     json::object env;
-    for (const auto& [k, v] : p.env) env[k] = v;
+    for (const auto& [k, v] : p.env) {
+      if (k.empty() || k.front() == '-') return invalid("env key " + k + " is not a variable name");
+      env[k] = v;
+    }
+    // Published ports: docker options ride in `env` as keys, "-p <port>:<port>" with the value
+    // "1" (vast-cli's parse_env); Vast maps each on the machine's public IP to a port of its
+    // choosing (PUBLIC_IPADDR, VAST_TCP_PORT_<port> in the container's env).
+    for (int port : p.tcp_ports) {
+      if (port < 1 || port > 65535) {
+        return invalid("port " + std::to_string(port) + " cannot be published");
+      }
+      env["-p " + std::to_string(port) + ":" + std::to_string(port)] = "1";
+    }
     json::object body;
     body["client_id"] = "me";
     body["image"] = image;
