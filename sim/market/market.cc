@@ -534,7 +534,7 @@ json::object Market::Dump() const {
   return out;
 }
 
-uint64_t Market::Subscribe(InstanceObserver observer) {
+uint64_t Market::Subscribe(const InstanceObserver& observer) {
   std::lock_guard d(impl_->deliver_mu);
   uint64_t id;
   std::vector<Instance> live;

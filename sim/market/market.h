@@ -189,7 +189,7 @@ class Market {
   double TotalSpend() const;         // USD
   boost::json::object Dump() const;  // listings, instances, ledger, counters
 
-  uint64_t Subscribe(InstanceObserver observer);  // first called for each live instance
+  uint64_t Subscribe(const InstanceObserver& observer);  // first called for each live instance
   void Unsubscribe(uint64_t id);
 
   struct Impl;
