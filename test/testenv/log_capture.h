@@ -2,6 +2,7 @@
 // debug level, kept for the test to scan (for a token that must never be logged). Header-only.
 #pragma once
 
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -13,11 +14,16 @@ namespace hyperslice::testenv {
 
 class LogCapture {
  public:
-  LogCapture() {
+  // `echo`: each line also goes to stderr (a failing test's output shows what happened).
+  explicit LogCapture(bool echo = false) {
     log::SetLevel(log::Level::kDebug);
-    log::SetSink([this](std::string_view line) {
+    log::SetSink([this, echo](std::string_view line) {
       std::lock_guard lock(mu_);
       lines_.emplace_back(line);
+      if (echo) {
+        std::fwrite(line.data(), 1, line.size(), stderr);
+        std::fputc('\n', stderr);
+      }
     });
   }
   LogCapture(const LogCapture&) = delete;
@@ -31,6 +37,13 @@ class LogCapture {
   std::vector<std::string> Lines() {
     std::lock_guard lock(mu_);
     return lines_;
+  }
+  // The lines so far, each ended by a newline.
+  std::string Text() {
+    std::lock_guard lock(mu_);
+    std::string out;
+    for (const auto& l : lines_) out.append(l).push_back('\n');
+    return out;
   }
 
  private:

@@ -105,6 +105,8 @@ Status RunnersEnv::Init(const RunnersEnvOptions& options) {
 }
 
 RunnersEnv::~RunnersEnv() {
+  stop_tokens_ = true;
+  if (token_watch_.joinable()) token_watch_.join();
   if (servers_) servers_->Stop();
   if (mgr_) mgr_->Stop();
   if (run_.joinable()) run_.join();
@@ -145,6 +147,68 @@ std::optional<json::object> RunnersEnv::Get(const kube::Resource& r, const std::
   auto got = client_->Get(r, ns, name);
   if (!got.ok()) return std::nullopt;
   return *got;
+}
+
+Status RunnersEnv::CreateRunner(const std::string& name, const std::string& control_node,
+                                const std::string& placement, const std::string& spec_json) const {
+  return Create(cn::Runners(), "",
+                R"({"apiVersion":"runners.hyperslice.dev/v1alpha1","kind":"Runner",)"
+                R"("metadata":{"name":")" +
+                    name + R"("},"spec":{"controlNode":")" + control_node + R"(",")" + placement +
+                    R"(":)" + spec_json + "}}");
+}
+
+std::string RunnersEnv::RunnerCondition(const std::string& runner, const std::string& type,
+                                        std::string* message) const {
+  auto r = Get(cn::Runners(), "", runner);
+  const json::object* st = r ? jsonfield::ObjectField(*r, "status") : nullptr;
+  const json::array* conds = st ? jsonfield::ArrayField(*st, "conditions") : nullptr;
+  if (conds == nullptr) return "";
+  for (const auto& c : *conds) {
+    if (!c.is_object() || jsonfield::StringField(c.as_object(), "type") != type) continue;
+    if (message) *message = std::string(jsonfield::StringField(c.as_object(), "message"));
+    return std::string(jsonfield::StringField(c.as_object(), "status")) + "/" +
+           std::string(jsonfield::StringField(c.as_object(), "reason"));
+  }
+  return "";
+}
+
+bool RunnersEnv::WarningEvent(const std::string& involved, const std::string& reason,
+                              const std::string& text) const {
+  kube::ListOptions lo;
+  lo.field_selector = "involvedObject.name=" + involved;
+  auto l = client_->List(kube::resources::Events(), "default", lo);
+  if (!l.ok()) return false;
+  for (const auto& e : l->items) {
+    if (StringAt(e, "", "type") == "Warning" && StringAt(e, "", "reason") == reason &&
+        StringAt(e, "", "message").find(text) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void RunnersEnv::WatchJoinTokens() {
+  token_watch_ = std::thread([this] {
+    while (!stop_tokens_.load()) {
+      kube::ListOptions lo;
+      lo.label_selector = "runners.hyperslice.dev/runner";
+      auto l = client_->List(kube::resources::Secrets(), ns_, lo);
+      if (l.ok()) {
+        std::lock_guard lock(tokens_mu_);
+        for (const auto& s : l->items) {
+          auto d = Base64Decode(StringAt(s, "data", "token"));
+          if (d.ok() && !d->empty()) tokens_.insert(*d);
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+}
+
+std::set<std::string> RunnersEnv::MintedJoinTokens() const {
+  std::lock_guard lock(tokens_mu_);
+  return tokens_;
 }
 
 std::string RunnersEnv::RunnerPhase(const std::string& runner) const {

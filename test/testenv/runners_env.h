@@ -11,10 +11,13 @@
 // removes it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -75,6 +78,21 @@ class RunnersEnv {
   // there is no such Node or quantity.
   int64_t NodeMilli(const std::string& node, const std::string& which,
                     const std::string& resource) const;
+  // A Runner of `control_node` placed by spec.<placement> (gce, marketplace, host) = `spec_json`.
+  Status CreateRunner(const std::string& name, const std::string& control_node,
+                      const std::string& placement, const std::string& spec_json) const;
+  // "<status>/<reason>" of the Runner's condition `type` ("" when it has none); its message goes
+  // to `message` when given.
+  std::string RunnerCondition(const std::string& runner, const std::string& type,
+                              std::string* message = nullptr) const;
+  // Whether a Warning Event about the object named `involved` (Events of cluster-scoped objects
+  // are in "default") has `reason` and a message containing `text`.
+  bool WarningEvent(const std::string& involved, const std::string& reason,
+                    const std::string& text) const;
+  // From now until the environment goes, every join token the controllers mint, read as the admin
+  // could (the token Secrets, every 50 ms): the tokens tests look for in every log line.
+  void WatchJoinTokens();
+  std::set<std::string> MintedJoinTokens() const;
   // Waits for the one-time join token the controllers mint for `runner`.
   Result<std::string> JoinToken(const std::string& runner, std::chrono::seconds timeout) const;
   // Waits until the namespace has no pods; false on timeout.
@@ -92,6 +110,10 @@ class RunnersEnv {
   std::unique_ptr<kube::Manager> mgr_;
   std::unique_ptr<runners::controlnode::RunnerServers> servers_;
   std::thread run_;
+  mutable std::mutex tokens_mu_;
+  std::set<std::string> tokens_;
+  std::atomic<bool> stop_tokens_{false};
+  std::thread token_watch_;
 };
 
 // The string at `key` of the object at the dotted path in `o` ("" when absent).

@@ -49,6 +49,7 @@
 #include "src/runners/controlnode/gce_runner.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/files.h"
+#include "test/testenv/log_capture.h"
 #include "test/testenv/registry.h"
 #include "test/testenv/runners_env.h"
 
@@ -176,12 +177,7 @@ class GceRunnersTest : public ::testing::Test {
     if (!skip_.empty()) return;
     // Every log line of this process (operator, link server, simulator, gce client), to prove
     // no join token is ever written.
-    log::SetSink([](std::string_view line) {
-      std::lock_guard lock(log_mu_);
-      operator_log_.append(line).push_back('\n');
-      std::fwrite(line.data(), 1, line.size(), stderr);
-      std::fputc('\n', stderr);
-    });
+    log_ = std::make_unique<testenv::LogCapture>(/*echo=*/true);
 
     // Compute Engine: the simulator in two regions, the product's client against it.
     sim::gce::Options so;
@@ -221,34 +217,17 @@ class GceRunnersTest : public ::testing::Test {
     ASSERT_TRUE(env.ok()) << env.error().message;
     env_ = std::move(*env);
     boot_ = std::make_unique<VmBoot>(sim_.get(), env_->dir(), env_->registry().host());
-    // Every token the operator mints, read as the admin could (Secrets in its namespace).
-    token_watch_ = std::thread([] {
-      while (!stop_tokens_.load()) {
-        kube::ListOptions lo;
-        lo.label_selector = "runners.hyperslice.dev/runner";
-        auto l = env_->client()->List(kube::resources::Secrets(), env_->ns(), lo);
-        if (l.ok()) {
-          std::lock_guard lock(log_mu_);
-          for (const auto& s : l->items) {
-            auto d = Base64Decode(testenv::StringAt(s, "data", "token"));
-            if (d.ok() && !d->empty()) tokens_.insert(*d);
-          }
-        }
-        std::this_thread::sleep_for(50ms);
-      }
-    });
+    env_->WatchJoinTokens();  // every token minted, for the log check
 
     Status node = env_->CreateControlNode(kControlNode);
     ASSERT_TRUE(node.ok()) << node.error().message;
   }
 
   static void TearDownTestSuite() {
-    stop_tokens_ = true;
-    if (token_watch_.joinable()) token_watch_.join();
     boot_.reset();
     env_.reset();
     if (sim_) sim_->Stop();
-    log::SetSink(nullptr);
+    log_.reset();
   }
 
   void SetUp() override {
@@ -260,10 +239,8 @@ class GceRunnersTest : public ::testing::Test {
     ASSERT_TRUE(created.ok()) << created.error().message;
   }
   static void CreateRunner(const std::string& name, const std::string& gce) {
-    Create(
-        cn::Runners(), "",
-        R"({"apiVersion":"runners.hyperslice.dev/v1alpha1","kind":"Runner","metadata":{"name":")" +
-            name + R"("},"spec":{"controlNode":")" + kControlNode + R"(","gce":)" + gce + "}}");
+    Status st = env_->CreateRunner(name, kControlNode, "gce", gce);
+    ASSERT_TRUE(st.ok()) << st.error().message;
   }
   static std::optional<json::object> Get(const kube::Resource& r, const std::string& ns,
                                          const std::string& name) {
@@ -280,17 +257,7 @@ class GceRunnersTest : public ::testing::Test {
   }
   static std::string Condition(const std::string& runner, const std::string& type,
                                std::string* message = nullptr) {
-    auto r = Get(cn::Runners(), "", runner);
-    const json::object* st = r ? jsonfield::ObjectField(*r, "status") : nullptr;
-    const json::array* conds = st ? jsonfield::ArrayField(*st, "conditions") : nullptr;
-    if (conds == nullptr) return "";
-    for (const auto& c : *conds) {
-      if (!c.is_object() || jsonfield::StringField(c.as_object(), "type") != type) continue;
-      if (message) *message = std::string(jsonfield::StringField(c.as_object(), "message"));
-      return std::string(jsonfield::StringField(c.as_object(), "status")) + "/" +
-             std::string(jsonfield::StringField(c.as_object(), "reason"));
-    }
-    return "";
+    return env_->RunnerCondition(runner, type, message);
   }
   // The simulator's control endpoint (counters, stockouts, latency).
   static json::value SimControl(const std::string& method, const std::string& path,
@@ -330,12 +297,8 @@ class GceRunnersTest : public ::testing::Test {
   static inline std::unique_ptr<testenv::RunnersEnv> env_;
   static inline std::unique_ptr<sim::gce::Simulator> sim_;
   static inline std::shared_ptr<gce::Compute> compute_;
-  static inline std::thread token_watch_;
   static inline std::unique_ptr<VmBoot> boot_;
-  static inline std::mutex log_mu_;
-  static inline std::string operator_log_;
-  static inline std::set<std::string> tokens_;
-  static inline std::atomic<bool> stop_tokens_{false};
+  static inline std::unique_ptr<testenv::LogCapture> log_;
 };
 
 TEST_F(GceRunnersTest, RunnersInTwoRegionsGetInstancesLinkRunAPodAndLeaveWithTheirInstances) {
@@ -495,19 +458,8 @@ TEST_F(GceRunnersTest, AStockoutIsAConditionAndAnEventAndLeavesNoInstance) {
   // The Warning Event names GCE's reason.
   ASSERT_TRUE(Eventually(
       [] {
-        kube::ListOptions lo;
-        lo.field_selector = "involvedObject.name=gce-stockout";
-        auto l = env_->client()->List(kube::resources::Events(), "default", lo);
-        if (!l.ok()) return false;
-        for (const auto& e : l->items) {
-          if (testenv::StringAt(e, "", "type") == "Warning" &&
-              testenv::StringAt(e, "", "reason") == "InstanceCreateFailed" &&
-              testenv::StringAt(e, "", "message").find("ZONE_RESOURCE_POOL_EXHAUSTED") !=
-                  std::string::npos) {
-            return true;
-          }
-        }
-        return false;
+        return env_->WarningEvent("gce-stockout", "InstanceCreateFailed",
+                                  "ZONE_RESOURCE_POOL_EXHAUSTED");
       },
       30s));
   // The retries back off (1 s, then 2 s) and none leaves an instance behind.
@@ -578,13 +530,8 @@ TEST_F(GceRunnersTest, AnInsertsOperationIsRecordedWhileItRuns) {
 
 // Last (gtest runs a suite's tests in order): every token minted so far against every log line.
 TEST_F(GceRunnersTest, ZNoJoinTokenAppearsInAnyLog) {
-  std::set<std::string> tokens;
-  std::string op_log;
-  {
-    std::lock_guard lock(log_mu_);
-    tokens = tokens_;
-    op_log = operator_log_;
-  }
+  const std::set<std::string> tokens = env_->MintedJoinTokens();
+  const std::string op_log = log_->Text();
   const std::string agents = boot_->Logs();
   ASSERT_GE(tokens.size(), 2u) << "the test saw too few join tokens to check anything";
   ASSERT_FALSE(op_log.empty());

@@ -64,6 +64,7 @@
 #include "src/runners/controlnode/servers.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/files.h"
+#include "test/testenv/log_capture.h"
 #include "test/testenv/runners_env.h"
 #include "test/testenv/testenv.h"
 
@@ -213,12 +214,7 @@ class MarketRunnersTest : public ::testing::Test {
     skip_ = testenv::RunnerToolsMissing();
     if (!skip_.empty()) return;
     // Every log line of this process (operator, link server, simulators, provider client).
-    log::SetSink([](std::string_view line) {
-      std::lock_guard lock(log_mu_);
-      operator_log_.append(line).push_back('\n');
-      std::fwrite(line.data(), 1, line.size(), stderr);
-      std::fputc('\n', stderr);
-    });
+    log_ = std::make_unique<testenv::LogCapture>(/*echo=*/true);
 
     // RunPod: its default market (container pods only).
     sim::market::ServerOptions ro;
@@ -285,35 +281,18 @@ class MarketRunnersTest : public ::testing::Test {
            R"("stringData":{"api-key":"vast-test-key"}})");
     CreateClass(kClass, "runpod");
     CreateClass(kVastClass, "vastai");
-    // Every token the operator mints, read as the admin could (Secrets in its namespace).
-    token_watch_ = std::thread([] {
-      while (!stop_tokens_.load()) {
-        kube::ListOptions lo;
-        lo.label_selector = "runners.hyperslice.dev/runner";
-        auto l = env_->client()->List(kube::resources::Secrets(), env_->ns(), lo);
-        if (l.ok()) {
-          std::lock_guard lock(log_mu_);
-          for (const auto& s : l->items) {
-            auto d = Base64Decode(testenv::StringAt(s, "data", "token"));
-            if (d.ok() && !d->empty()) tokens_.insert(*d);
-          }
-        }
-        std::this_thread::sleep_for(50ms);
-      }
-    });
+    env_->WatchJoinTokens();  // every token minted, for the log check
     Status node = env_->CreateControlNode(kControlNode);
     ASSERT_TRUE(node.ok()) << node.error().message;
   }
 
   static void TearDownTestSuite() {
-    stop_tokens_ = true;
-    if (token_watch_.joinable()) token_watch_.join();
     for (auto& [_, fleet] : fleets_) fleet->Stop();
     containers_.reset();
     env_.reset();
     if (runpod_) runpod_->Stop();
     if (vast_) vast_->Stop();
-    log::SetSink(nullptr);
+    log_.reset();
   }
 
   void SetUp() override {
@@ -334,11 +313,8 @@ class MarketRunnersTest : public ::testing::Test {
                (runpod ? "runpod-key" : "vast-key") + R"(","key":"api-key"}}]}})");
   }
   static void CreateRunner(const std::string& name, const std::string& marketplace) {
-    Create(
-        cn::Runners(), "",
-        R"({"apiVersion":"runners.hyperslice.dev/v1alpha1","kind":"Runner","metadata":{"name":")" +
-            name + R"("},"spec":{"controlNode":")" + kControlNode + R"(","marketplace":)" +
-            marketplace + "}}");
+    Status st = env_->CreateRunner(name, kControlNode, "marketplace", marketplace);
+    ASSERT_TRUE(st.ok()) << st.error().message;
   }
   static std::optional<json::object> Get(const kube::Resource& r, const std::string& ns,
                                          const std::string& name) {
@@ -347,31 +323,11 @@ class MarketRunnersTest : public ::testing::Test {
   static std::string RunnerPhase(const std::string& name) { return env_->RunnerPhase(name); }
   static std::string Condition(const std::string& runner, const std::string& type,
                                std::string* message = nullptr) {
-    auto r = Get(cn::Runners(), "", runner);
-    const json::object* st = r ? jsonfield::ObjectField(*r, "status") : nullptr;
-    const json::array* conds = st ? jsonfield::ArrayField(*st, "conditions") : nullptr;
-    if (conds == nullptr) return "";
-    for (const auto& c : *conds) {
-      if (!c.is_object() || jsonfield::StringField(c.as_object(), "type") != type) continue;
-      if (message) *message = std::string(jsonfield::StringField(c.as_object(), "message"));
-      return std::string(jsonfield::StringField(c.as_object(), "status")) + "/" +
-             std::string(jsonfield::StringField(c.as_object(), "reason"));
-    }
-    return "";
+    return env_->RunnerCondition(runner, type, message);
   }
-  static bool WarningEvent(const std::string& runner, const std::string& reason,
+  static bool WarningEvent(const std::string& object, const std::string& reason,
                            const std::string& text) {
-    kube::ListOptions lo;
-    lo.field_selector = "involvedObject.name=" + runner;
-    auto l = env_->client()->List(kube::resources::Events(), "default", lo);
-    if (!l.ok()) return false;
-    for (const auto& e : l->items) {
-      if (StringAt(e, "", "type") == "Warning" && StringAt(e, "", "reason") == reason &&
-          StringAt(e, "", "message").find(text) != std::string::npos) {
-        return true;
-      }
-    }
-    return false;
+    return env_->WarningEvent(object, reason, text);
   }
   // A pod tolerating the control node runs to completion on the (only) linked runner, then goes.
   static void RunsAPod(const std::string& name) {
@@ -441,11 +397,7 @@ class MarketRunnersTest : public ::testing::Test {
   static inline std::unique_ptr<testenv::RunnersEnv> env_;
   static inline std::unique_ptr<Containers> containers_;
   static inline std::map<std::string, std::unique_ptr<sim::gpumachine::Fleet>> fleets_;
-  static inline std::thread token_watch_;
-  static inline std::mutex log_mu_;
-  static inline std::string operator_log_;
-  static inline std::set<std::string> tokens_;
-  static inline std::atomic<bool> stop_tokens_{false};
+  static inline std::unique_ptr<testenv::LogCapture> log_;
 };
 
 TEST_F(MarketRunnersTest, ARentedContainerLinksRunsAPodAndIsReturnedWithItsRunner) {
@@ -710,11 +662,13 @@ TEST_F(MarketRunnersTest, ProviderFailuresAreConditionsAndEventsAndRentNothing) 
 
 // Last (gtest runs a suite's tests in order): every token minted so far against every log line.
 TEST_F(MarketRunnersTest, ZNoJoinTokenAppearsInAnyLog) {
-  std::lock_guard lock(log_mu_);
-  ASSERT_FALSE(tokens_.empty());
+  const std::set<std::string> tokens = env_->MintedJoinTokens();
+  ASSERT_FALSE(tokens.empty());
+  const std::string op_log = log_->Text();
+  ASSERT_FALSE(op_log.empty());
   const std::string agents = containers_->Logs();
-  for (const auto& t : tokens_) {
-    EXPECT_EQ(operator_log_.find(t), std::string::npos) << "a join token is in the operator's log";
+  for (const auto& t : tokens) {
+    EXPECT_EQ(op_log.find(t), std::string::npos) << "a join token is in the operator's log";
     EXPECT_EQ(agents.find(t), std::string::npos) << "a join token is in an agent's log";
   }
 }
