@@ -12,6 +12,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "src/runners/agent/child_stdio.h"
+
 namespace hyperslice::runners::agent {
 namespace json = boost::json;
 
@@ -151,16 +153,11 @@ Status SpawnShim(const std::vector<std::string>& shim_argv, const ShimOptions& o
   argv.reserve(args.size() + 1);
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  std::string shim_log = o.dir + "/shim.log";
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, shim_log.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0600);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  // The shim outlives the agent: an inherited socket or pipe of the agent's would stay open
-  // with it (a listener still bound after the agent's restart).
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  const std::string shim_log = o.dir + "/shim.log";
+  ChildStdio stdio;  // the shim outlives the agent: stdio only
+  stdio.Open(STDIN_FILENO, "/dev/null", O_RDONLY)
+      .Open(STDOUT_FILENO, shim_log, O_WRONLY | O_CREAT | O_APPEND, 0600)
+      .Dup(STDOUT_FILENO, STDERR_FILENO);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   // Its own session: the shim outlives the agent (kill -9, restart) and keeps no controlling
@@ -170,8 +167,7 @@ Status SpawnShim(const std::vector<std::string>& shim_argv, const ShimOptions& o
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attr, &none);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  int rc = posix_spawn(&pid, argv[0], stdio.StdioOnly(), &attr, argv.data(), environ);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     return Error::Make(Error::Code::kInternal,

@@ -21,6 +21,7 @@
 #include <fstream>
 #include <string>
 
+#include "src/runners/agent/child_stdio.h"
 #include "src/runners/agent/runtime.h"
 
 namespace hyperslice::runners::agent {
@@ -98,16 +99,13 @@ pid_t Spawn(const std::vector<std::string>& args, int out_fd, int err_fd) {
   argv.reserve(copy.size() + 1);
   for (auto& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err_fd, STDERR_FILENO);
   // The runtime (and the container's init it starts) gets stdio only.
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  ChildStdio stdio;
+  stdio.Open(STDIN_FILENO, "/dev/null", O_RDONLY)
+      .Dup(out_fd, STDOUT_FILENO)
+      .Dup(err_fd, STDERR_FILENO);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  int rc = posix_spawn(&pid, argv[0], stdio.StdioOnly(), nullptr, argv.data(), environ);
   return rc == 0 ? pid : -1;
 }
 
