@@ -1,5 +1,5 @@
 // ChildStdio: the posix_spawn file actions of a process the agent starts (the container shim,
-// the runtime, an exec): its stdin, stdout and stderr as the caller sets them, in that order,
+// the runtime, `runc exec`): its stdin, stdout and stderr as the caller sets them, in that order,
 // and no other descriptor. The shim outlives the agent and the runtime starts the container's
 // init: a socket or pipe of the agent's inherited by them would stay open with them (a listener
 // still bound after the agent's restart).

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <thread>
 
+#include "src/runners/agent/child_stdio.h"
 #include "src/runners/agent/runc_runtime.h"
 
 namespace hyperslice::runners::agent {
@@ -43,15 +44,10 @@ pid_t SpawnRuntime(std::vector<std::string> args, int in, int out, int err) {
   argv.reserve(args.size() + 1);
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in, STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, out, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err, STDERR_FILENO);
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);  // stdio only (see SpawnShim)
+  ChildStdio stdio;
+  stdio.Dup(in, STDIN_FILENO).Dup(out, STDOUT_FILENO).Dup(err, STDERR_FILENO);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  int rc = posix_spawn(&pid, argv[0], stdio.StdioOnly(), nullptr, argv.data(), environ);
   return rc == 0 ? pid : -rc;
 }
 
