@@ -115,4 +115,15 @@ std::vector<std::string> RuncContainers(const std::string& root, bool live_only)
   return ids;
 }
 
+void RemoveMachineRemains(const std::string& state_dir) {
+  const std::string root = state_dir + "/runtime";
+  for (const auto& id : RuncContainers(root)) {
+    (void)RunCommand({"runc", "--root", root, "delete", "--force", id});
+  }
+  std::error_code ec;
+  for (const auto& pod : std::filesystem::directory_iterator(state_dir + "/pods", ec)) {
+    (void)RunCommand({"ip", "netns", "delete", "hs-" + pod.path().filename().string()});
+  }
+}
+
 }  // namespace hyperslice::testenv

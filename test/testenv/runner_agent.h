@@ -13,6 +13,13 @@ namespace hyperslice::testenv {
 // The ids of runc's containers under `root` (all, or those not stopped); none when runc fails.
 std::vector<std::string> RuncContainers(const std::string& root, bool live_only = false);
 
+// A simulated machine that is gone (a returned marketplace machine, a deleted GCE VM) takes with
+// it what its agent made; on this shared host the test removes it after killing the agent: runc's
+// containers under <state_dir>/runtime and each pod's named network namespace (hs-<pod uid>, one
+// per folder under <state_dir>/pods). Without it every returned machine left its pods'
+// namespaces in /run/netns.
+void RemoveMachineRemains(const std::string& state_dir);
+
 class RunnerAgent {
  public:
   // kSigkill: the destructor kills at once (a plain agent keeps its pods' state for a restart);

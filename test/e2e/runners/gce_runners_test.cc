@@ -106,12 +106,15 @@ class VmBoot {
   struct Vm {
     pid_t pid = -1;
     std::string address;
+    std::string state;
   };
+  // The VM is gone: its agent and everything the agent made go.
   void Kill(Vm& vm) {
     if (vm.pid <= 0) return;
     ::kill(vm.pid, SIGKILL);
     ::waitpid(vm.pid, nullptr, 0);
     vm.pid = -1;
+    testenv::RemoveMachineRemains(vm.state);
   }
   void Loop() {
     std::unique_lock lock(mu_);
@@ -128,6 +131,7 @@ class VmBoot {
         vm.address = ip + ":" + std::to_string(port.ok() ? *port : 0);
         const std::string state = dir_ + "/vm-" + e.name + "-" + std::to_string(next_ip_);
         fs::create_directories(state);
+        vm.state = state;
         const std::string log = state + ".log";
         std::vector<std::string> argv = {
             "/usr/bin/env",

@@ -95,7 +95,7 @@ class Containers {
       : dir_(std::move(dir)), registry_(std::move(registry)) {}
   ~Containers() {
     std::lock_guard lock(mu_);
-    for (auto& [_, pid] : pids_) Kill(pid);
+    for (auto& [id, pid] : pids_) Kill(pid, dir_ + "/machine-" + id);
   }
   Result<std::function<void()>> Start(const sim::market::Instance& i,
                                       const sim::gpumachine::RunnerAgentContainer& c) {
@@ -130,7 +130,7 @@ class Containers {
     return std::function<void()>([this, id] {
       std::lock_guard lock(mu_);
       if (auto it = pids_.find(id); it != pids_.end()) {
-        Kill(it->second);
+        Kill(it->second, dir_ + "/machine-" + id);
         pids_.erase(it);
       }
     });
@@ -169,9 +169,11 @@ class Containers {
   }
 
  private:
-  static void Kill(pid_t pid) {
+  // The machine is returned: its agent and everything the agent made go.
+  static void Kill(pid_t pid, const std::string& state) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
+    testenv::RemoveMachineRemains(state);
   }
   static Result<pid_t> Spawn(const std::vector<std::string>& argv,
                              const std::vector<std::string>& env, const std::string& log) {
