@@ -21,6 +21,16 @@ const boost::json::array* ArrayField(const boost::json::object& o, std::string_v
   return v != nullptr ? v->if_array() : nullptr;
 }
 
+std::vector<std::string> StringsField(const boost::json::object& o, std::string_view key) {
+  std::vector<std::string> out;
+  if (const boost::json::array* a = ArrayField(o, key)) {
+    for (const boost::json::value& v : *a) {
+      if (v.is_string()) out.emplace_back(v.get_string());
+    }
+  }
+  return out;
+}
+
 std::optional<int64_t> IntField(const boost::json::object& o, std::string_view key) {
   const boost::json::value* v = o.if_contains(key);
   if (v == nullptr) return std::nullopt;
@@ -55,6 +65,22 @@ std::optional<bool> BoolField(const boost::json::object& o, std::string_view key
   const boost::json::value* v = o.if_contains(key);
   if (v == nullptr || !v->is_bool()) return std::nullopt;
   return v->get_bool();
+}
+
+std::string_view StringField(const boost::json::object* o, std::string_view key) {
+  return o != nullptr ? StringField(*o, key) : std::string_view();
+}
+
+const boost::json::object* ObjectField(const boost::json::object* o, std::string_view key) {
+  return o != nullptr ? ObjectField(*o, key) : nullptr;
+}
+
+const boost::json::array* ArrayField(const boost::json::object* o, std::string_view key) {
+  return o != nullptr ? ArrayField(*o, key) : nullptr;
+}
+
+std::optional<int64_t> IntField(const boost::json::object* o, std::string_view key) {
+  return o != nullptr ? IntField(*o, key) : std::nullopt;
 }
 
 const boost::json::object* ObjectAt(const boost::json::object& o, std::string_view dotted_path) {

@@ -18,4 +18,28 @@ std::optional<std::pair<std::string, std::string>> SplitKeyValue(std::string_vie
   return std::pair(std::string(s.substr(0, eq)), std::string(s.substr(eq + 1)));
 }
 
+std::string AsciiLower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string QuoteForMessage(std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  constexpr size_t kMax = 80;
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size() && i < kMax; ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (s.size() > kMax) out += "...";
+  return out + "\"";
+}
+
 }  // namespace hyperslice

@@ -14,4 +14,12 @@ std::string TrimSpace(std::string_view s);
 // "<key>=<value>" split at the first '=' when both sides are non-empty; nullopt otherwise.
 std::optional<std::pair<std::string, std::string>> SplitKeyValue(std::string_view s);
 
+// `s` with its ASCII letters lowered (header names, case-insensitive names); other bytes kept.
+std::string AsciiLower(std::string_view s);
+
+// `s` in double quotes for an error message: at most 80 bytes (then "..."), and control, non-ASCII,
+// '"' and '\\' bytes written as \xNN, so a refusal can quote what it refused without carrying
+// a client's bytes into a status or a log line as they are.
+std::string QuoteForMessage(std::string_view s);
+
 }  // namespace hyperslice

@@ -19,22 +19,13 @@ namespace {
 
 namespace wire = internal::headscale;
 using internal::ApiCaller;
+using internal::Redact;
 
 // headscale documents no limit; this keeps a burst of launches from queueing behind one another
 // while still bounding what a runaway loop can send.
 constexpr double kRps = 20;
 constexpr int kBurst = 40;
 constexpr char kApi[] = "/api/v1";
-
-// Replaces every occurrence of `secret` in `text`: a server that echoed a credential back into an
-// error message must not carry it into a status or a log line.
-std::string Redact(std::string text, const std::string& secret) {
-  if (secret.size() < 4) return text;
-  for (size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at)) {
-    text.replace(at, secret.size(), "<redacted>");
-  }
-  return text;
-}
 
 class HeadscaleAdmin final : public TailnetAdmin {
  public:
@@ -147,12 +138,7 @@ Result<std::unique_ptr<TailnetAdmin>> NewHeadscaleAdmin(const HeadscaleConfig& c
   pc.endpoint = config.login_server;
   while (!pc.endpoint.empty() && pc.endpoint.back() == '/') pc.endpoint.pop_back();
   pc.credentials = config.api_key;
-  pc.retry = config.retry;
-  pc.request_timeout = config.request_timeout;
-  pc.ca_pem = config.ca_pem;
-  pc.clock = config.clock;
-  pc.metrics = config.metrics;
-  pc.seed = config.seed;
+  internal::CopyTransport(config, pc);
   HS_ASSIGN_OR_RETURN(auto api, ApiCaller::Create(pc, pc.endpoint, kRps, kBurst));
   return std::unique_ptr<TailnetAdmin>(new HeadscaleAdmin(std::move(api), config.user));
 }

@@ -24,6 +24,7 @@ namespace {
 
 namespace wire = internal::tailscale;
 using internal::ApiCaller;
+using internal::Redact;
 
 // Tailscale publishes no request rate for the API; this bounds a runaway loop without queueing a
 // burst of launches behind one another.
@@ -34,14 +35,6 @@ constexpr std::chrono::seconds kMaxKeyExpiry{int64_t{90} * 24 * 3600};
 // A token is renewed this long before it expires (a quarter of its life when that is shorter), so
 // a call never starts with a token about to die in flight.
 constexpr std::chrono::seconds kRenewBefore{300};
-
-std::string Redact(std::string text, const std::string& secret) {
-  if (secret.size() < 4) return text;
-  for (size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at)) {
-    text.replace(at, secret.size(), "<redacted>");
-  }
-  return text;
-}
 
 bool ValidTag(const std::string& tag) {
   static const std::regex kTag("^tag:[a-zA-Z][-a-zA-Z0-9]*$");
@@ -202,13 +195,8 @@ Result<std::unique_ptr<TailnetAdmin>> NewTailscaleAdmin(const TailscaleConfig& c
   while (!pc.endpoint.empty() && pc.endpoint.back() == '/') pc.endpoint.pop_back();
   // The secret is what a 401 may mean was rotated: ApiCaller drops its cache then.
   pc.credentials = config.client_secret;
-  pc.retry = config.retry;
+  internal::CopyTransport(config, pc);
   pc.requests_per_second = config.requests_per_second;
-  pc.request_timeout = config.request_timeout;
-  pc.ca_pem = config.ca_pem;
-  pc.clock = config.clock;
-  pc.metrics = config.metrics;
-  pc.seed = config.seed;
   HS_ASSIGN_OR_RETURN(auto api, ApiCaller::Create(pc, pc.endpoint, kRps, kBurst));
   return std::unique_ptr<TailnetAdmin>(new TailscaleAdmin(std::move(api), config));
 }

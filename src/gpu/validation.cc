@@ -2,11 +2,11 @@
 #include "src/gpu/validation.h"
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <optional>
 #include <string>
 
+#include "src/base/strings.h"
 #include "src/gpu/normalize.h"
 #include "src/gpu/planner.h"
 #include "src/gpu/provider.h"
@@ -37,24 +37,6 @@ std::optional<std::string_view> StringAt(const json::object* o, std::string_view
   return std::string_view(v->get_string());
 }
 
-// Printable for a message: at most 80 characters, control and non-ASCII bytes escaped.
-std::string Quote(std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size() && i < 80; ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (s.size() > 80) out += "...";
-  return out + "\"";
-}
-
 template <typename Container>
 std::string Join(const Container& items) {
   std::string out;
@@ -65,15 +47,9 @@ std::string Join(const Container& items) {
   return out;
 }
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // Edit distance, case-insensitive (both strings are short: names and label values).
 size_t Distance(std::string_view a, std::string_view b) {
-  std::string x = Lower(a), y = Lower(b);
+  std::string x = AsciiLower(a), y = AsciiLower(b);
   std::vector<size_t> row(y.size() + 1);
   for (size_t j = 0; j <= y.size(); ++j) row[j] = j;
   for (size_t i = 1; i <= x.size(); ++i) {
@@ -96,7 +72,7 @@ std::string Nearest(std::string_view s, const Container& known) {
   if (s.size() >= 3) {
     for (const auto& k : known) {
       std::string_view kv(k);
-      if (kv.size() > s.size() && Lower(kv.substr(0, s.size())) == Lower(s)) return std::string(k);
+      if (kv.size() > s.size() && AsciiLower(kv.substr(0, s.size())) == AsciiLower(s)) return std::string(k);
     }
   }
   std::string best;
@@ -112,7 +88,7 @@ std::string Nearest(std::string_view s, const Container& known) {
 }
 
 std::string DidYouMean(const std::string& nearest) {
-  return nearest.empty() ? "" : " (did you mean " + Quote(nearest) + "?)";
+  return nearest.empty() ? "" : " (did you mean " + QuoteForMessage(nearest) + "?)";
 }
 
 const std::vector<std::string>& ProviderNames() {
@@ -145,7 +121,7 @@ void RequirementValueFindings(const json::object& req, const std::string& at, st
   for (size_t j = 0; j < values->size(); ++j) {
     if (!(*values)[j].is_string()) continue;
     std::string_view v = (*values)[j].get_string();
-    std::string where = at + ".values[" + std::to_string(j) + "] " + Quote(v);
+    std::string where = at + ".values[" + std::to_string(j) + "] " + QuoteForMessage(v);
     if (key == kLabelProvider) {
       if (std::find(ProviderNames().begin(), ProviderNames().end(), v) == ProviderNames().end()) {
         f.problems.push_back(where + " is not a provider; use one of " + Join(ProviderNames()) +
@@ -238,7 +214,7 @@ Findings PoolSpecFindings(const json::object& spec) {
     std::string at = "spec.template.spec.requirements[" + std::to_string(i) + "]";
     const auto& known = KnownLabelKeys();
     if (std::find(known.begin(), known.end(), *key) == known.end()) {
-      f.problems.push_back(at + ".key " + Quote(*key) +
+      f.problems.push_back(at + ".key " + QuoteForMessage(*key) +
                            " is not a tgp.io label hyperslice puts on its machines, so no "
                            "machine could satisfy it; use one of " +
                            Join(known) + DidYouMean(Nearest(*key, known)));
@@ -252,8 +228,8 @@ Findings PoolSpecFindings(const json::object& spec) {
     auto p = ParseUsd(*price);
     auto c = ParseUsd(*cost);
     if (p.ok() && c.ok() && *p > *c) {
-      f.problems.push_back("spec.maxHourlyPrice " + Quote(*price) +
-                           " is above the pool's own limits.maxHourlyCost " + Quote(*cost) +
+      f.problems.push_back("spec.maxHourlyPrice " + QuoteForMessage(*price) +
+                           " is above the pool's own limits.maxHourlyCost " + QuoteForMessage(*cost) +
                            ", so no machine could be rented; lower maxHourlyPrice to at most " +
                            FormatUsd(*c) + " or raise limits.maxHourlyCost");
     }
@@ -271,8 +247,8 @@ std::vector<std::string> PoolClassProblems(const json::object& pool_spec,
   auto p = ParseUsd(*price);
   auto c = ParseUsd(*cost);
   if (p.ok() && c.ok() && *p > *c) {
-    problems.push_back("spec.maxHourlyPrice " + Quote(*price) + " is above GPUNodeClass " +
-                       Quote(class_name) + "'s limits.maxHourlyCost " + Quote(*cost) +
+    problems.push_back("spec.maxHourlyPrice " + QuoteForMessage(*price) + " is above GPUNodeClass " +
+                       QuoteForMessage(class_name) + "'s limits.maxHourlyCost " + QuoteForMessage(*cost) +
                        ", so no machine of this pool could be rented; lower maxHourlyPrice to at "
                        "most " +
                        FormatUsd(*c) + " or raise the class's limits.maxHourlyCost");
@@ -298,8 +274,8 @@ std::vector<std::string> PoolsAboveClassCost(std::string_view class_name,
     const json::object* meta = ObjectAt(pool, "metadata");
     warnings.push_back("GPUNodePool " + std::string(StringAt(meta, "namespace").value_or("")) +
                        "/" + std::string(StringAt(meta, "name").value_or("")) +
-                       " has maxHourlyPrice " + Quote(*price) +
-                       " above this class's limits.maxHourlyCost " + Quote(*cost) +
+                       " has maxHourlyPrice " + QuoteForMessage(*price) +
+                       " above this class's limits.maxHourlyCost " + QuoteForMessage(*cost) +
                        ": it cannot rent a machine until its maxHourlyPrice is at most " +
                        FormatUsd(*c) + " or the class's limit is raised");
   }

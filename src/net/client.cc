@@ -14,6 +14,7 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/url/parse.hpp>
 
+#include "src/base/strings.h"
 #include "src/net/http.h"
 #include "src/net/tls.h"
 
@@ -29,15 +30,9 @@ using boost::system::error_code;
 
 constexpr uint64_t kMaxBodyBytes = 1ULL << 30;  // a list of 10k fat Nodes is ~100 MiB
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 Headers CollectHeaders(const http::fields& fields) {
   Headers out;
-  for (const auto& f : fields) out.emplace_back(Lower(f.name_string()), std::string(f.value()));
+  for (const auto& f : fields) out.emplace_back(AsciiLower(f.name_string()), std::string(f.value()));
   return out;
 }
 
@@ -319,7 +314,7 @@ Result<std::unique_ptr<ResponseStream>> Client::Stream(const Request& request,
 }  // namespace
 
 std::string Response::Header(std::string_view name) const {
-  std::string lower = Lower(name);
+  std::string lower = AsciiLower(name);
   for (const auto& [k, v] : headers) {
     if (k == lower) return v;
   }

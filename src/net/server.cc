@@ -35,6 +35,7 @@
 #include <boost/url/parse.hpp>
 
 #include "src/base/log.h"
+#include "src/base/strings.h"
 #include "src/net/hijack.h"
 #include "src/net/tls.h"
 
@@ -47,12 +48,6 @@ namespace http = beast::http;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // What Stop() needs of a live connection.
 using SteadyClock = std::chrono::steady_clock;
@@ -83,7 +78,7 @@ std::string SerializeResponse(int status, unsigned version, bool keep_alive, con
   out += "\r\nServer: hyperslice\r\n";
   bool has_type = false;
   for (const auto& [k, v] : headers) {
-    std::string name = Lower(k);
+    std::string name = AsciiLower(k);
     if (name == "content-length" || name == "connection" || name == "transfer-encoding") continue;
     if (name == "content-type") has_type = true;
     clean(k, out);
@@ -369,7 +364,7 @@ class Session {
     }
     req.headers.reserve(static_cast<size_t>(std::distance(msg.base().begin(), msg.base().end())));
     for (const auto& f : msg.base()) {
-      req.headers.emplace_back(Lower(f.name_string()), std::string(f.value()));
+      req.headers.emplace_back(AsciiLower(f.name_string()), std::string(f.value()));
     }
     req.body = std::move(msg.body());
     if (!remote_address_) {  // once per connection, not a getpeername per request
@@ -604,7 +599,7 @@ class Server final : public HttpServer {
 }  // namespace
 
 std::string ServerRequest::Header(std::string_view name) const {
-  std::string lower = Lower(name);
+  std::string lower = AsciiLower(name);
   for (const auto& [k, v] : headers) {
     if (k == lower) return v;
   }

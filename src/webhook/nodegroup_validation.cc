@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "src/base/strings.h"
 #include "src/tpu/api.h"
 #include "src/tpu/validation.h"
 #include "src/webhook/internal.h"
@@ -32,24 +33,6 @@ bool Lower(char c) { return c >= 'a' && c <= 'z'; }
 bool Digit(char c) { return c >= '0' && c <= '9'; }
 bool LowerAlnum(char c) { return Lower(c) || Digit(c); }
 bool Alnum(char c) { return LowerAlnum(c) || (c >= 'A' && c <= 'Z'); }
-
-// Printable for a message: at most 80 characters, control and non-ASCII bytes escaped.
-std::string Quote(std::string_view s) {
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size() && i < 80; ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (s.size() > 80) out += "...";
-  return out + "\"";
-}
 
 // A GCE resource name: [a-z]([-a-z0-9]*[a-z0-9])?, at most 63 characters.
 bool IsGceName(std::string_view s) {
@@ -290,7 +273,7 @@ void SyntaxProblems(const json::object& spec, std::vector<std::string>& problems
   std::string zone(StringAt(&spec, "nodeLocation"));
   if (std::string_view uri = StringAt(&spec, "instanceTemplateURI");
       !uri.empty() && !IsTemplateUri(uri)) {
-    problems.push_back("spec.instanceTemplateURI " + Quote(uri) +
+    problems.push_back("spec.instanceTemplateURI " + QuoteForMessage(uri) +
                        " is not an instance template URL; write "
                        "projects/<project>/global/instanceTemplates/<name> (or "
                        "projects/<project>/regions/<region>/instanceTemplates/<name>)");
@@ -299,7 +282,7 @@ void SyntaxProblems(const json::object& spec, std::vector<std::string>& problems
     if (std::string_view sub = StringAt(ic, "subnetwork"); !sub.empty()) {
       std::string region;
       if (!IsSubnetworkUri(sub, &region)) {
-        problems.push_back("spec.instanceConfig.subnetwork " + Quote(sub) +
+        problems.push_back("spec.instanceConfig.subnetwork " + QuoteForMessage(sub) +
                            " is not a subnetwork URL; write "
                            "projects/<project>/regions/<region>/subnetworks/<name>");
       } else if (auto zone_region = tpu::RegionOfZone(zone);
@@ -310,17 +293,17 @@ void SyntaxProblems(const json::object& spec, std::vector<std::string>& problems
       }
     }
     if (std::string_view image = StringAt(ic, "image"); !image.empty() && !IsImageUri(image)) {
-      problems.push_back("spec.instanceConfig.image " + Quote(image) +
+      problems.push_back("spec.instanceConfig.image " + QuoteForMessage(image) +
                          " is not an image URL; write projects/<project>/global/images/<image> or "
                          "projects/<project>/global/images/family/<family>");
     }
     if (std::string_view r = StringAt(ic, "reservation"); !r.empty() && !IsReservation(r)) {
-      problems.push_back("spec.instanceConfig.reservation " + Quote(r) +
+      problems.push_back("spec.instanceConfig.reservation " + QuoteForMessage(r) +
                          " is not a reservation; write its name (lower-case letters, digits and "
                          "'-', at most 63) or projects/<project>/reservations/<name>");
     }
     if (std::string_view d = StringAt(ic, "diskType"); !d.empty() && !IsGceName(d)) {
-      problems.push_back("spec.instanceConfig.diskType " + Quote(d) +
+      problems.push_back("spec.instanceConfig.diskType " + QuoteForMessage(d) +
                          " is not a disk type name; write e.g. hyperdisk-balanced or pd-balanced");
     }
     if (const json::array* accounts = ArrayAt(ic, "serviceAccounts")) {
@@ -328,7 +311,7 @@ void SyntaxProblems(const json::object& spec, std::vector<std::string>& problems
         const json::object* acc = a.if_object();
         std::string_view email = StringAt(acc, "email");
         if (!IsServiceAccountEmail(email)) {
-          problems.push_back("spec.instanceConfig.serviceAccounts[].email " + Quote(email) +
+          problems.push_back("spec.instanceConfig.serviceAccounts[].email " + QuoteForMessage(email) +
                              " is not a service account; write \"default\" or an email such as "
                              "name@project.iam.gserviceaccount.com");
         }
@@ -336,7 +319,7 @@ void SyntaxProblems(const json::object& spec, std::vector<std::string>& problems
           for (const json::value& sc : *scopes) {
             std::string_view scope = sc.is_string() ? std::string_view(sc.get_string()) : "";
             if (!IsScope(scope)) {
-              problems.push_back("spec.instanceConfig.serviceAccounts[].scopes " + Quote(scope) +
+              problems.push_back("spec.instanceConfig.serviceAccounts[].scopes " + QuoteForMessage(scope) +
                                  " is not an OAuth scope URL; write e.g. "
                                  "https://www.googleapis.com/auth/cloud-platform");
             }
@@ -349,11 +332,11 @@ void SyntaxProblems(const json::object& spec, std::vector<std::string>& problems
       for (const json::value& t : *tags) {
         std::string_view tag = t.is_string() ? std::string_view(t.get_string()) : "";
         if (!IsGceName(tag)) {
-          problems.push_back("spec.instanceConfig.networkTags " + Quote(tag) +
+          problems.push_back("spec.instanceConfig.networkTags " + QuoteForMessage(tag) +
                              " is not a network tag; use lower-case letters, digits and '-', "
                              "starting with a letter, at most 63");
         } else if (!seen.insert(tag).second) {
-          problems.push_back("spec.instanceConfig.networkTags lists " + Quote(tag) +
+          problems.push_back("spec.instanceConfig.networkTags lists " + QuoteForMessage(tag) +
                              " twice; list each tag once");
         }
       }
@@ -364,7 +347,7 @@ void SyntaxProblems(const json::object& spec, std::vector<std::string>& problems
         std::string_view value = v.is_string() ? std::string_view(v.get_string()) : "";
         total += k.size() + value.size();
         if (!IsMetadataKey(k)) {
-          problems.push_back("spec.instanceConfig.metadata key " + Quote(k) +
+          problems.push_back("spec.instanceConfig.metadata key " + QuoteForMessage(k) +
                              " is not a GCE metadata key; use letters, digits, '-' and '_', at "
                              "most 128");
         } else if (IsReservedMetadataKey(k)) {
@@ -389,7 +372,7 @@ void SyntaxProblems(const json::object& spec, std::vector<std::string>& problems
   if (const json::object* b = ObjectAt(&spec, "bootstrapKubernetes")) {
     std::string_view cp = StringAt(b, "controlPlaneIP");
     if (!cp.empty() && !IsHostPort(cp)) {
-      problems.push_back("spec.bootstrapKubernetes.controlPlaneIP " + Quote(cp) +
+      problems.push_back("spec.bootstrapKubernetes.controlPlaneIP " + QuoteForMessage(cp) +
                          " is not an address; write an IP address or DNS name, optionally with "
                          ":port (e.g. 10.128.0.2 or 10.128.0.2:6443)");
     }

@@ -18,6 +18,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include "src/base/log.h"
+#include "src/base/strings.h"
 #include "src/net/server.h"
 #include "src/webhook/webhook.h"
 
@@ -27,15 +28,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using net::Headers;
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // "application/json" with optional parameters ("; charset=utf-8"), any case.
 bool IsJsonContentType(const std::string& value) {
-  std::string v = Lower(value);
+  std::string v = AsciiLower(value);
   size_t semi = v.find(';');
   std::string media = v.substr(0, semi);
   while (!media.empty() && media.back() == ' ') media.pop_back();

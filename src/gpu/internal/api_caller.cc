@@ -107,16 +107,34 @@ void ApiCaller::RecordError(std::string_view method, const Error& error) {
 
 Result<json::object> ParseAnswerObject(std::string_view api, std::string_view what,
                                        std::string_view body) {
-  auto bad = [&](const std::string& why) {
-    return MakeError(ErrorKind::kInternal,
-                     std::string(api) + " " + std::string(what) + ": answer is " + why);
-  };
   boost::system::error_code ec;
   json::value v = json::parse(body, ec);
-  if (ec) return bad("not JSON: " + ec.message());
+  if (ec) return BadAnswer(api, what, "answer is not JSON: " + ec.message());
   auto* o = v.if_object();
-  if (o == nullptr) return bad("not a JSON object");
+  if (o == nullptr) return BadAnswer(api, what, "answer is not a JSON object");
   return std::move(*o);
+}
+
+Error BadAnswer(std::string_view api, std::string_view what, std::string_view why) {
+  return MakeError(ErrorKind::kInternal,
+                   std::string(api) + " " + std::string(what) + ": " + std::string(why));
+}
+
+ErrorKind KindOfHttpStatus(int status) {
+  if (status == 401 || status == 403) return ErrorKind::kUnauthorized;
+  if (status == 404) return ErrorKind::kNotFound;
+  if (status == 429) return ErrorKind::kRateLimited;
+  if (status == 400 || status == 409 || status == 422) return ErrorKind::kInvalid;
+  if (status >= 500) return ErrorKind::kTransient;
+  return ErrorKind::kInternal;
+}
+
+std::string Redact(std::string text, const std::string& secret) {
+  if (secret.size() < 4) return text;
+  for (size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at)) {
+    text.replace(at, secret.size(), "<redacted>");
+  }
+  return text;
 }
 
 ApiCaller::Call ApiCaller::BearerJson(std::string_view method, std::string verb, std::string target,

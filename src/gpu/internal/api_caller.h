@@ -37,6 +37,30 @@ namespace hyperslice::gpu::internal {
 // JSON: …" or "… answer is not a JSON object" (the API broke its documented shape).
 Result<boost::json::object> ParseAnswerObject(std::string_view api, std::string_view what,
                                               std::string_view body);
+// kInternal "<api> <what>: <why>": a 2xx answer that does not say what the API documents.
+Error BadAnswer(std::string_view api, std::string_view what, std::string_view why);
+
+// The kind of a non-2xx answer whose body says nothing more: 401/403 unauthorized, 404 not found,
+// 429 rate limited, 400/409/422 invalid, other 5xx transient (a proxy in front of the API, or no
+// body), anything else internal. An API that means more by a status checks it first.
+ErrorKind KindOfHttpStatus(int status);
+
+// `text` with every occurrence of `secret` replaced by "<redacted>": a server that echoed a
+// credential back into an error message must not carry it into a status or a log line. A secret
+// shorter than 4 characters is left alone (it would match ordinary text).
+std::string Redact(std::string text, const std::string& secret);
+
+// The transport settings a tailnet admin's config (HeadscaleConfig, TailscaleConfig in
+// src/gpu/tailnet.h) shares with a provider's: retries, timeout, CA bundle, clock, metrics, seed.
+template <typename TailnetConfig>
+void CopyTransport(const TailnetConfig& from, ProviderConfig& to) {
+  to.retry = from.retry;
+  to.request_timeout = from.request_timeout;
+  to.ca_pem = from.ca_pem;
+  to.clock = from.clock;
+  to.metrics = from.metrics;
+  to.seed = from.seed;
+}
 
 // Maps a non-2xx response to an Error made with MakeError (provider-specific body shapes).
 using ErrorDecoder = std::function<Error(const net::Response&)>;

@@ -1,7 +1,5 @@
 #include "src/gpu/internal/headscale_wire.h"
 
-#include <ctime>
-
 #include <boost/json.hpp>
 
 #include "src/base/json.h"
@@ -15,13 +13,11 @@ using jsonfield::ArrayField;
 using jsonfield::BoolField;
 using jsonfield::ObjectField;
 using jsonfield::StringField;
+using jsonfield::StringsField;
 
 namespace {
 
-Error Bad(std::string_view what, std::string_view why) {
-  return MakeError(ErrorKind::kInternal,
-                   std::string(kHeadscale) + " " + std::string(what) + ": " + std::string(why));
-}
+Error Bad(std::string_view what, std::string_view why) { return BadAnswer(kHeadscale, what, why); }
 
 // A uint64 id: a string as protojson writes it; a JSON number is accepted too (a proxy may
 // re-serialise it). "" when absent, zero or malformed.
@@ -39,16 +35,6 @@ std::string Id(const json::object& o, std::string_view key) {
   }
   if (s.empty() || s == "0" || s.find_first_not_of("0123456789") != std::string::npos) return {};
   return s;
-}
-
-std::vector<std::string> Strings(const json::object& o, std::string_view key) {
-  std::vector<std::string> out;
-  if (const auto* a = ArrayField(o, key)) {
-    for (const auto& v : *a) {
-      if (v.is_string()) out.emplace_back(v.get_string());
-    }
-  }
-  return out;
 }
 
 // gRPC status codes (google.golang.org/grpc/codes) headscale's handlers return.
@@ -94,37 +80,7 @@ ErrorKind KindOfGrpc(int64_t code) {
   }
 }
 
-ErrorKind KindOfStatus(int status) {
-  if (status == 401 || status == 403) return ErrorKind::kUnauthorized;
-  if (status == 404) return ErrorKind::kNotFound;
-  if (status == 429) return ErrorKind::kRateLimited;
-  if (status == 400 || status == 409 || status == 422) return ErrorKind::kInvalid;
-  if (status >= 500) return ErrorKind::kTransient;  // a proxy in front of headscale, or no body
-  return ErrorKind::kInternal;
-}
-
 }  // namespace
-
-std::optional<std::chrono::system_clock::time_point> ParseTimestamp(std::string_view s) {
-  std::string text(s);
-  std::tm tm{};
-  const char* rest = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (rest == nullptr) return std::nullopt;
-  if (*rest == '.') {  // fractional seconds: dropped (a key's expiry needs no better)
-    ++rest;
-    while (*rest >= '0' && *rest <= '9') ++rest;
-  }
-  std::time_t secs = timegm(&tm);
-  if (*rest == '+' || *rest == '-') {
-    int sign = *rest == '-' ? -1 : 1;
-    int hh = 0, mm = 0;
-    if (std::sscanf(rest + 1, "%2d:%2d", &hh, &mm) != 2) return std::nullopt;  // NOLINT
-    secs -= static_cast<std::time_t>(sign) * (hh * 3600 + mm * 60);
-  } else if (*rest != 'Z' || rest[1] != '\0') {
-    return std::nullopt;
-  }
-  return std::chrono::system_clock::from_time_t(secs);
-}
 
 std::string EncodeCreatePreAuthKey(const AuthKeyRequest& request, std::string_view user_id,
                                    std::chrono::system_clock::time_point expiration) {
@@ -149,7 +105,7 @@ Result<AuthKey> DecodeCreatePreAuthKey(std::string_view body) {
   key.id = Id(*k, "id");
   key.key = std::string(StringField(*k, "key"));
   if (key.id.empty() || key.key.empty()) return Bad(kWhat, "the key has no id or no key");
-  auto expires = ParseTimestamp(StringField(*k, "expiration"));
+  auto expires = kube::ParseTime(StringField(*k, "expiration"));
   if (!expires) return Bad(kWhat, "the key has no readable \"expiration\"");
   key.expires = *expires;
   return key;
@@ -172,8 +128,8 @@ Result<std::vector<Device>> DecodeNodes(std::string_view body) {
     if (d.id.empty()) return Bad(kWhat, "a node has no id");
     d.name = std::string(StringField(*n, "givenName"));
     d.hostname = std::string(StringField(*n, "name"));
-    d.addresses = Strings(*n, "ipAddresses");
-    d.tags = Strings(*n, "tags");
+    d.addresses = StringsField(*n, "ipAddresses");
+    d.tags = StringsField(*n, "tags");
     d.online = BoolField(*n, "online").value_or(false);
     out.push_back(std::move(d));
   }
@@ -211,7 +167,7 @@ Error DecodeError(const net::Response& response) {
   // headscale's auth middleware answers a bare "Unauthorized"; a proxy may answer HTML. Neither
   // is worth quoting at length.
   std::string text = response.body.substr(0, 200);
-  return MakeError(KindOfStatus(response.status), text.empty() ? prefix : prefix + ": " + text,
+  return MakeError(KindOfHttpStatus(response.status), text.empty() ? prefix : prefix + ": " + text,
                    response.status);
 }
 

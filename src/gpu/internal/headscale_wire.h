@@ -34,7 +34,4 @@ Result<std::string> DecodeUserId(std::string_view body, std::string_view name);
 // A non-2xx answer as an Error of the matching ErrorKind, with headscale's message.
 Error DecodeError(const net::Response& response);
 
-// "2026-11-26T08:00:00Z" (fractional seconds and offsets accepted) → time point; nullopt if bad.
-std::optional<std::chrono::system_clock::time_point> ParseTimestamp(std::string_view s);
-
 }  // namespace hyperslice::gpu::internal::headscale

@@ -1,10 +1,10 @@
 #include "src/gpu/internal/tailscale_wire.h"
 
-#include <cctype>
 
 #include <boost/json.hpp>
 
 #include "src/base/json.h"
+#include "src/base/strings.h"
 #include "src/gpu/internal/api_caller.h"
 #include "src/kube/object_helpers.h"
 #include "src/net/http.h"
@@ -16,33 +16,17 @@ using jsonfield::ArrayField;
 using jsonfield::BoolField;
 using jsonfield::IntField;
 using jsonfield::StringField;
+using jsonfield::StringsField;
 
 namespace {
 
 constexpr char kName[] = "tailscale";
 
-Error Bad(std::string_view what, std::string_view why) {
-  return MakeError(ErrorKind::kInternal,
-                   std::string(kName) + " " + std::string(what) + ": " + std::string(why));
-}
+Error Bad(std::string_view what, std::string_view why) { return BadAnswer(kName, what, why); }
 
-std::vector<std::string> Strings(const json::object& o, std::string_view key) {
-  std::vector<std::string> out;
-  if (const auto* a = ArrayField(o, key)) {
-    for (const auto& v : *a) {
-      if (v.is_string()) out.emplace_back(v.get_string());
-    }
-  }
-  return out;
-}
-
+// 501 is Tailscale refusing what it does not implement: a definite answer, not an outage.
 ErrorKind KindOfStatus(int status) {
-  if (status == 401 || status == 403) return ErrorKind::kUnauthorized;
-  if (status == 404) return ErrorKind::kNotFound;
-  if (status == 429) return ErrorKind::kRateLimited;
-  if (status == 400 || status == 409 || status == 422 || status == 501) return ErrorKind::kInvalid;
-  if (status >= 500) return ErrorKind::kTransient;
-  return ErrorKind::kInternal;
+  return status == 501 ? ErrorKind::kInvalid : KindOfHttpStatus(status);
 }
 
 }  // namespace
@@ -65,8 +49,7 @@ Result<AccessToken> DecodeToken(std::string_view body) {
   AccessToken t;
   t.token = std::string(StringField(o, "access_token"));
   if (t.token.empty()) return Bad(kWhat, "answer has no access_token");
-  std::string type(StringField(o, "token_type"));
-  for (auto& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string type = AsciiLower(StringField(o, "token_type"));
   if (!type.empty() && type != "bearer") return Bad(kWhat, "token type is not Bearer");
   // RFC 6749 makes expires_in optional; Tailscale's tokens last an hour, so assume that.
   t.expires_in = std::chrono::seconds(IntField(o, "expires_in").value_or(3600));
@@ -122,8 +105,8 @@ Result<std::vector<Device>> DecodeDevices(std::string_view body) {
     if (dev.id.empty()) return Bad(kWhat, "a device has no nodeId or id");
     dev.name = std::string(StringField(*d, "name"));
     dev.hostname = std::string(StringField(*d, "hostname"));
-    dev.addresses = Strings(*d, "addresses");
-    dev.tags = Strings(*d, "tags");
+    dev.addresses = StringsField(*d, "addresses");
+    dev.tags = StringsField(*d, "tags");
     dev.online = BoolField(*d, "connectedToControl").value_or(false);
     out.push_back(std::move(dev));
   }

@@ -33,6 +33,7 @@
 #include <boost/url/parse.hpp>
 
 #include "src/base/log.h"
+#include "src/base/strings.h"
 #include "src/net/hijack.h"
 #include "src/net/server.h"
 #include "src/runners/kubeletapi/internal/remotecommand.h"
@@ -57,12 +58,6 @@ using WsStream = websocket::stream<TlsStream>;
 constexpr size_t kWindowBytes = size_t{1} << 20;   // output queued per connection before blocking
 constexpr size_t kMaxChunk = size_t{32} * 1024;    // bytes per DATA frame / WebSocket message
 constexpr auto kLinger = std::chrono::seconds(5);  // wait for the client to close after an exec
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 bool ParseBool(std::string_view v) {
   return v == "1" || v == "t" || v == "T" || v == "true" || v == "TRUE" || v == "True";
@@ -421,7 +416,7 @@ class Call : public std::enable_shared_from_this<Call> {
                     internal::ErrorStatusJson(admitted.error()));
     }
 
-    std::string upgrade = Lower(http_.Header("upgrade"));
+    std::string upgrade = AsciiLower(http_.Header("upgrade"));
     bool ws = upgrade.find("websocket") != std::string::npos;
     bool spdy = upgrade.find("spdy/3.1") != std::string::npos;
     if (!ws && !spdy) {
@@ -624,7 +619,7 @@ class Call : public std::enable_shared_from_this<Call> {
       return;
     }
     Queue(spdy::SynReplyFrame(syn.stream_id, *reply, false), 0, After::kNone);
-    std::string type = Lower(spdy::HeaderValue(syn.headers, "streamtype"));
+    std::string type = AsciiLower(spdy::HeaderValue(syn.headers, "streamtype"));
     uint32_t* slot = nullptr;
     if (type == "error") slot = &error_id_;
     if (type == "stdin") slot = &stdin_id_;

@@ -49,5 +49,19 @@ TEST(ReadFile, ReadsBytesAsTheyAreAndNamesAMissingFile) {
   rmdir(dir);
 }
 
+TEST(AsciiLower, LowersAsciiLettersOnly) {
+  EXPECT_EQ(AsciiLower("Content-Type"), "content-type");
+  EXPECT_EQ(AsciiLower("X-\xC3\x89t\xC3\xA9"), "x-\xC3\x89t\xC3\xA9");  // UTF-8 bytes kept
+  EXPECT_EQ(AsciiLower(""), "");
+}
+
+TEST(QuoteForMessage, EscapesWhatAMessageMustNotCarryAndCutsAt80) {
+  EXPECT_EQ(QuoteForMessage("tag:gpu"), "\"tag:gpu\"");
+  EXPECT_EQ(QuoteForMessage("a\"b\\c\n\xff"), "\"a\\x22b\\x5cc\\x0a\\xff\"");
+  const std::string long_text(81, 'x');
+  EXPECT_EQ(QuoteForMessage(long_text), "\"" + std::string(80, 'x') + "...\"");
+  EXPECT_EQ(QuoteForMessage(std::string(80, 'y')), "\"" + std::string(80, 'y') + "\"");
+}
+
 }  // namespace
 }  // namespace hyperslice

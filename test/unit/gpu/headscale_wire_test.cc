@@ -106,14 +106,23 @@ TEST(HeadscaleWire, Errors) {
   EXPECT_EQ(KindOf(DecodeError(Answer(429, ""))), ErrorKind::kRateLimited);
 }
 
-TEST(HeadscaleWire, Timestamps) {
+// The key's expiration is RFC 3339 as protojson writes it (kube::ParseTime reads it): nanosecond
+// fractions (kept to the microsecond) and numeric offsets read; a time without a zone does not.
+TEST(HeadscaleWire, KeyExpirationForms) {
   auto epoch = std::chrono::system_clock::from_time_t(1893456000);
-  EXPECT_EQ(ParseTimestamp("2030-01-01T00:00:00Z"), epoch);
-  EXPECT_EQ(ParseTimestamp("2030-01-01T00:00:00.123456789Z"), epoch);
-  EXPECT_EQ(ParseTimestamp("2030-01-01T01:30:00+01:30"), epoch);
-  EXPECT_FALSE(ParseTimestamp("2030-01-01").has_value());
-  EXPECT_FALSE(ParseTimestamp("2030-01-01T00:00:00").has_value());
-  EXPECT_FALSE(ParseTimestamp("").has_value());
+  auto expires = [](std::string_view expiration) {
+    return DecodeCreatePreAuthKey(R"({"preAuthKey":{"id":"1","key":"k","expiration":")" +
+                                  std::string(expiration) + R"("}})");
+  };
+  auto fraction = expires("2030-01-01T00:00:00.123456789Z");
+  ASSERT_TRUE(fraction.ok()) << fraction.error().message;
+  EXPECT_EQ(fraction->expires, epoch + std::chrono::microseconds(123456));
+  auto offset = expires("2030-01-01T01:30:00+01:30");
+  ASSERT_TRUE(offset.ok()) << offset.error().message;
+  EXPECT_EQ(offset->expires, epoch);
+  for (const char* bad : {"2030-01-01", "2030-01-01T00:00:00", ""}) {
+    EXPECT_FALSE(expires(bad).ok()) << bad;
+  }
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
+
+#include "src/base/strings.h"
 
 namespace hyperslice::runners::kubeletapi::internal::spdy {
 namespace {
@@ -68,12 +69,6 @@ std::string ControlHeader(ControlType type, uint8_t flags, size_t length) {
   return out;
 }
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 }  // namespace
 
 Result<std::optional<RawFrame>> FrameParser::Next() {
@@ -119,7 +114,7 @@ std::string EncodeHeaderBlock(const HeaderBlock& headers) {
   std::string out;
   Put32(out, static_cast<uint32_t>(headers.size()));
   for (const auto& [name, value] : headers) {
-    std::string lower = Lower(name);
+    std::string lower = AsciiLower(name);
     Put32(out, static_cast<uint32_t>(lower.size()));
     out += lower;
     Put32(out, static_cast<uint32_t>(value.size()));
@@ -342,9 +337,9 @@ std::string WindowUpdateFrame(uint32_t stream_id, uint32_t delta) {
 }
 
 std::string HeaderValue(const HeaderBlock& headers, std::string_view name) {
-  std::string lower = Lower(name);
+  std::string lower = AsciiLower(name);
   for (const auto& [k, v] : headers) {
-    if (Lower(k) == lower) return v.substr(0, v.find('\0'));
+    if (AsciiLower(k) == lower) return v.substr(0, v.find('\0'));
   }
   return {};
 }
