@@ -1,14 +1,12 @@
 // The control endpoint: fault injection, capacity, reservations, instance kill/restore, keys and
 // tokens, counters and a state dump. Never part of GCE's API; see simulator.h for the routes.
 #include "sim/gce/sim_impl.h"
+#include "src/base/json.h"
 
 namespace hyperslice::sim::gce::internal {
 namespace {
 
-std::string Str(const json::object& o, std::string_view k, std::string def = {}) {
-  auto* v = o.if_contains(k);
-  return v && v->is_string() ? std::string(v->as_string()) : def;
-}
+using jsonfield::StringValue;
 
 int64_t Int(const json::object& o, std::string_view k, int64_t def) {
   auto* v = o.if_contains(k);
@@ -107,7 +105,7 @@ void SimulatorImpl::HandleControl(const net::ServerRequest& req,
   auto ok = [&](json::value v = json::object{}) { r->Send(200, json::serialize(v)); };
 
   if (p == "/control/service-account-keys" && req.method == "POST") {
-    std::string email = Str(body, "email", options_.service_account_email);
+    std::string email = StringValue(body, "email", options_.service_account_email);
     auto key = NewServiceAccountKey(email);
     if (!key.ok()) {
       r->Send(500, Bad(key.error().message));
@@ -142,7 +140,7 @@ void SimulatorImpl::HandleControl(const net::ServerRequest& req,
     rng_.seed(static_cast<uint64_t>(Int(body, "seed", 1)));
     ok();
   } else if (p == "/control/capacity" && req.method == "POST") {
-    std::string zone = Str(body, "zone"), mt = Str(body, "machineType");
+    std::string zone = StringValue(body, "zone"), mt = StringValue(body, "machineType");
     if (zone.empty() || mt.empty() || !body.contains("instances")) {
       r->Send(400, Bad("zone, machineType and instances are required"));
       return;
@@ -157,8 +155,9 @@ void SimulatorImpl::HandleControl(const net::ServerRequest& req,
     tick_cv_.notify_all();
     ok();
   } else if (p == "/control/reservations" && req.method == "POST") {
-    std::string project = Str(body, "project", options_.projects.front());
-    std::string zone = Str(body, "zone"), name = Str(body, "name"), mt = Str(body, "machineType");
+    std::string project = StringValue(body, "project", options_.projects.front());
+    std::string zone = StringValue(body, "zone"), name = StringValue(body, "name"),
+                mt = StringValue(body, "machineType");
     if (zone.empty() || name.empty() || mt.empty() || !ValidName(name)) {
       r->Send(400, Bad("zone, a valid name and machineType are required"));
       return;
@@ -183,12 +182,12 @@ void SimulatorImpl::HandleControl(const net::ServerRequest& req,
     tick_cv_.notify_all();
     ok();
   } else if (p == "/control/stockout" && req.method == "POST") {
-    std::string zone = Str(body, "zone");
+    std::string zone = StringValue(body, "zone");
     if (zone.empty()) {
       r->Send(400, Bad("zone is required"));
       return;
     }
-    std::string key = zone + "/" + Str(body, "machineType", "*");
+    std::string key = zone + "/" + StringValue(body, "machineType", "*");
     if (Bool(body, "enabled", true)) {
       st_.stockouts.insert(key);
     } else {
@@ -197,7 +196,7 @@ void SimulatorImpl::HandleControl(const net::ServerRequest& req,
     }
     ok();
   } else if (p == "/control/faults" && req.method == "POST") {
-    std::string method = Str(body, "method");
+    std::string method = StringValue(body, "method");
     if (method.empty()) {
       r->Send(400, Bad("method is required (\"*\" for every method)"));
       return;
@@ -205,8 +204,8 @@ void SimulatorImpl::HandleControl(const net::ServerRequest& req,
     Fault f;
     f.rate = Num(body, "rate", 1.0);
     f.code = static_cast<int>(Int(body, "code", 503));
-    f.reason = Str(body, "reason");
-    f.message = Str(body, "message");
+    f.reason = StringValue(body, "reason");
+    f.message = StringValue(body, "message");
     f.remaining = Int(body, "count", -1);
     st_.faults[method] = f;
     ok();
@@ -220,7 +219,7 @@ void SimulatorImpl::HandleControl(const net::ServerRequest& req,
       st_.instance_boot_latency = milliseconds(Int(body, "instanceBootMs", 0));
     }
     if (body.contains("apiMs")) {
-      std::string method = Str(body, "method");
+      std::string method = StringValue(body, "method");
       int64_t ms = Int(body, "apiMs", 0);
       if (method.empty()) {
         r->Send(400, Bad("apiMs needs a method"));
@@ -234,28 +233,28 @@ void SimulatorImpl::HandleControl(const net::ServerRequest& req,
     }
     ok();
   } else if (p == "/control/operation-failures" && req.method == "POST") {
-    std::string method = Str(body, "method");
+    std::string method = StringValue(body, "method");
     if (method.empty()) {
       r->Send(400, Bad("method is required"));
       return;
     }
     OpFailure f;
-    f.code = Str(body, "code", "INTERNAL_ERROR");
-    f.message = Str(body, "message", "Injected operation failure (" + f.code + ").");
+    f.code = StringValue(body, "code", "INTERNAL_ERROR");
+    f.message = StringValue(body, "message", "Injected operation failure (" + f.code + ").");
     f.remaining = Int(body, "count", 1);
     st_.op_failures[method] = f;
     ok();
   } else if ((p == "/control/instances/kill" || p == "/control/instances/restore") &&
              req.method == "POST") {
-    std::string key = Str(body, "project", options_.projects.front()) + "/" + Str(body, "zone") +
-                      "/" + Str(body, "name");
+    std::string key = StringValue(body, "project", options_.projects.front()) + "/" +
+                      StringValue(body, "zone") + "/" + StringValue(body, "name");
     auto it = st_.instances.find(key);
     if (it == st_.instances.end()) {
       r->Send(404, Bad("no instance " + key));
       return;
     }
     if (p == "/control/instances/kill") {
-      std::string mode = Str(body, "mode", "stop");
+      std::string mode = StringValue(body, "mode", "stop");
       if (mode == "vanish") {
         std::string mig_key = it->second.mig_key;
         DeleteInstance(key);

@@ -18,6 +18,7 @@
 #include "sim/kubelet/internal/crypto.h"
 #include "sim/kubelet/pod_runtime.h"
 #include "src/base/base64.h"
+#include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/kube/client.h"
 #include "src/kube/node_conditions.h"
@@ -53,6 +54,8 @@ const char* PhaseName(Phase phase) {
 namespace {
 
 namespace json = boost::json;
+using jsonfield::ObjectField;
+using jsonfield::StringValue;
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -69,16 +72,6 @@ bool Refusal(const std::string& reason) {
 
 Error Fail(Error::Code code, std::string reason, std::string message) {
   return Error::Make(code, std::move(message), std::move(reason));
-}
-
-std::string Str(const json::object& o, std::string_view k) {
-  auto* v = o.if_contains(k);
-  return v && v->is_string() ? std::string(v->as_string()) : std::string();
-}
-
-const json::object* Obj(const json::object& o, std::string_view k) {
-  auto* v = o.if_contains(k);
-  return v && v->is_object() ? &v->as_object() : nullptr;
 }
 
 // "10.128.0.2" → "https://10.128.0.2:6443"; keeps a given scheme and port.
@@ -378,16 +371,16 @@ class AgentImpl final : public Agent {
         continue;
       }
       JoinValues jv;
-      if (const auto* attrs = Obj(v.as_object(), "attributes")) {
-        jv.token = Str(*attrs, tpu::kMetaJoinToken);
-        jv.ca_hash = Str(*attrs, tpu::kMetaCaHash);
-        jv.control_plane = Str(*attrs, tpu::kMetaControlPlane);
-        jv.labels = Str(*attrs, tpu::kMetaKubeLabels);
+      if (const auto* attrs = ObjectField(v.as_object(), "attributes")) {
+        jv.token = StringValue(*attrs, tpu::kMetaJoinToken);
+        jv.ca_hash = StringValue(*attrs, tpu::kMetaCaHash);
+        jv.control_plane = StringValue(*attrs, tpu::kMetaControlPlane);
+        jv.labels = StringValue(*attrs, tpu::kMetaKubeLabels);
       }
       if (auto* nics = v.as_object().if_contains("networkInterfaces");
           nics && nics->is_array() && !nics->as_array().empty() &&
           nics->as_array()[0].is_object()) {
-        jv.ip = Str(nics->as_array()[0].as_object(), "ip");
+        jv.ip = StringValue(nics->as_array()[0].as_object(), "ip");
       }
       bool complete = !jv.token.empty() && !jv.ca_hash.empty() && !jv.control_plane.empty();
       if (complete && (refused_etag_.empty() || etag_ != refused_etag_)) {
@@ -424,9 +417,9 @@ class AgentImpl final : public Agent {
       return Fail(
           Error::Code::kUnavailable, "ClusterInfoUnavailable",
           "reading kube-public/cluster-info from " + endpoint + " failed: " + cm.error().message);
-    const json::object* data = Obj(*cm, "data");
-    std::string kubeconfig = data ? Str(*data, "kubeconfig") : "";
-    std::string jws = data ? Str(*data, "jws-kubeconfig-" + token_id) : "";
+    const json::object* data = ObjectField(*cm, "data");
+    std::string kubeconfig = data ? StringValue(*data, "kubeconfig") : "";
+    std::string jws = data ? StringValue(*data, "jws-kubeconfig-" + token_id) : "";
     if (kubeconfig.empty())
       return Fail(Error::Code::kInvalidArgument, "InvalidClusterInfo",
                   "kube-public/cluster-info has no kubeconfig");
@@ -478,8 +471,8 @@ class AgentImpl final : public Agent {
     if (!cm2.ok())
       return Fail(Error::Code::kUnavailable, "ClusterInfoUnavailable",
                   "reading cluster-info over verified TLS failed: " + cm2.error().message);
-    const json::object* data2 = Obj(*cm2, "data");
-    if (data2 == nullptr || Str(*data2, "kubeconfig") != kubeconfig)
+    const json::object* data2 = ObjectField(*cm2, "data");
+    if (data2 == nullptr || StringValue(*data2, "kubeconfig") != kubeconfig)
       return Fail(Error::Code::kInvalidArgument, "ClusterInfoChanged",
                   "cluster-info read over verified TLS differs from the signed one");
 
@@ -522,16 +515,17 @@ class AgentImpl final : public Agent {
     if (!created.ok())
       return Fail(created.error().code, "CSRCreateFailed",
                   "creating the CSR failed: " + created.error().message);
-    const json::object* meta = Obj(*created, "metadata");
-    std::string csr_name = meta ? Str(*meta, "name") : "";
+    const json::object* meta = ObjectField(*created, "metadata");
+    std::string csr_name = meta ? StringValue(*meta, "name") : "";
     {
       std::lock_guard lock(mu_);
       st_.csr_name = csr_name;
     }
     log::Info("sim kubelet: CSR submitted", {{"instance", options_.instance}, {"csr", csr_name}});
-    HS_ASSIGN_OR_RETURN(std::string cert_pem,
-                        WaitForCertificate(*client, csr_name,
-                                           meta ? Str(*meta, "resourceVersion") : std::string()));
+    HS_ASSIGN_OR_RETURN(
+        std::string cert_pem,
+        WaitForCertificate(*client, csr_name,
+                           meta ? StringValue(*meta, "resourceVersion") : std::string()));
     HS_ASSIGN_OR_RETURN(auto facts, internal::InspectCertificate(cert_pem, kc.key_pem));
     if (!facts.matches_key || facts.common_name != "system:node:" + options_.instance ||
         facts.organization != "system:nodes")
@@ -580,28 +574,29 @@ class AgentImpl final : public Agent {
           break;
         }
         if (e.type == kube::WatchEvent::Type::kBookmark) continue;
-        if (const auto* m = Obj(e.object, "metadata")) rv = Str(*m, "resourceVersion");
+        if (const auto* m = ObjectField(e.object, "metadata"))
+          rv = StringValue(*m, "resourceVersion");
         if (e.type == kube::WatchEvent::Type::kDeleted) {
           found = Fail(Error::Code::kNotFound, "CSRDeleted", "CSR " + name + " was deleted");
           done = true;
           break;
         }
-        const json::object* status = Obj(e.object, "status");
+        const json::object* status = ObjectField(e.object, "status");
         if (status == nullptr) continue;
         if (auto* conds = status->if_contains("conditions"); conds && conds->is_array()) {
           for (const auto& c : conds->as_array()) {
             if (!c.is_object()) continue;
-            std::string type = Str(c.as_object(), "type");
+            std::string type = StringValue(c.as_object(), "type");
             if (type == "Denied" || type == "Failed") {
               std::string why = "CSR " + name;
               why += " " + type + ": ";
-              why += Str(c.as_object(), "message");
+              why += StringValue(c.as_object(), "message");
               found = Fail(Error::Code::kForbidden, "CSRDenied", std::move(why));
               done = true;
             }
           }
         }
-        std::string cert = Str(*status, "certificate");
+        std::string cert = StringValue(*status, "certificate");
         if (!done && !cert.empty()) {
           auto pem = Base64Decode(cert);
           found = pem.ok() ? Result<std::string>(*pem) : Result<std::string>(pem.error());
@@ -702,7 +697,7 @@ class AgentImpl final : public Agent {
     } else {
       return created.error();
     }
-    if (const auto* m = Obj(current, "metadata")) node_uid_ = Str(*m, "uid");
+    if (const auto* m = ObjectField(current, "metadata")) node_uid_ = StringValue(*m, "uid");
     lease_.reset();
     HS_RETURN_IF_ERROR(SyncStatus(true));
     HS_RETURN_IF_ERROR(RenewLease());
@@ -763,13 +758,13 @@ class AgentImpl final : public Agent {
   }
 
   static bool NodeReady(const kube::Object& node) {
-    const json::object* status = Obj(node, "status");
+    const json::object* status = ObjectField(node, "status");
     if (status == nullptr) return false;
     auto* conds = status->if_contains("conditions");
     if (conds == nullptr || !conds->is_array()) return false;
     for (const auto& c : conds->as_array()) {
-      if (c.is_object() && Str(c.as_object(), "type") == "Ready")
-        return Str(c.as_object(), "status") == "True";
+      if (c.is_object() && StringValue(c.as_object(), "type") == "Ready")
+        return StringValue(c.as_object(), "status") == "True";
     }
     return false;
   }
@@ -814,7 +809,7 @@ class AgentImpl final : public Agent {
         {"PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"},
         {"Ready", "True", "KubeletReady", "kubelet is posting ready status"},
     };
-    const json::object* status = Obj(*node, "status");
+    const json::object* status = ObjectField(*node, "status");
     auto now = std::chrono::system_clock::now();
     kube::NodeConditionsUpdate update =
         kube::KubeletNodeConditions(*node, kConds, now, options_.node_status_report_interval);
@@ -825,7 +820,7 @@ class AgentImpl final : public Agent {
     if (options_.run_pods && status != nullptr) {
       // An extended resource the Node had and no plugin has registered for since this boot: the
       // kubelet keeps it with nothing allocatable until its plugin registers again.
-      if (const json::object* had = Obj(*status, "capacity")) {
+      if (const json::object* had = ObjectField(*status, "capacity")) {
         for (const auto& [name, v] : *had) {
           if (name.find('/') == std::string::npos || want.contains(name)) continue;
           want[name] = v;
@@ -833,8 +828,9 @@ class AgentImpl final : public Agent {
         }
       }
     }
-    if (status == nullptr || !Obj(*status, "capacity") || *Obj(*status, "capacity") != want ||
-        !Obj(*status, "allocatable") || *Obj(*status, "allocatable") != want_allocatable)
+    if (status == nullptr || !ObjectField(*status, "capacity") ||
+        *ObjectField(*status, "capacity") != want || !ObjectField(*status, "allocatable") ||
+        *ObjectField(*status, "allocatable") != want_allocatable)
       changed = true;
     if (!changed) return OkStatus();
     // The VM's loopback address, not its GCE networkIP: the apiserver dials the InternalIP for

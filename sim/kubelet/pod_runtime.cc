@@ -18,6 +18,7 @@
 #include <boost/json.hpp>
 
 #include "src/base/base64.h"
+#include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/deviceplugin/deviceplugin.h"
 #include "src/kube/client.h"
@@ -32,25 +33,32 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace json = boost::json;
+using jsonfield::ArrayField;
+using jsonfield::ObjectField;
+using jsonfield::StringValue;
 
 constexpr uint16_t kKubeletPort = 10250;
 constexpr char kPluginDir[] = "/var/lib/kubelet/device-plugins";
 
-const json::object* Obj(const json::object& o, std::string_view key) {
-  auto* v = o.if_contains(key);
-  return v != nullptr && v->is_object() ? &v->as_object() : nullptr;
+// A container's status as kubelet reports it (started when ready), with the simulator's image and
+// container ids.
+json::object ContainerStatus(const json::object& container, const std::string& uid, bool ready,
+                             json::object state) {
+  std::string name = StringValue(container, "name");
+  std::string image = StringValue(container, "image");
+  return json::object{{"name", name},
+                      {"image", image},
+                      {"imageID", "sim://" + image},
+                      {"containerID", "sim://" + uid + "/" + name},
+                      {"ready", ready},
+                      {"started", ready},
+                      {"restartCount", 0},
+                      {"state", std::move(state)}};
 }
-const json::array* Arr(const json::object& o, std::string_view key) {
-  auto* v = o.if_contains(key);
-  return v != nullptr && v->is_array() ? &v->as_array() : nullptr;
-}
-std::string Str(const json::object& o, std::string_view key) {
-  auto* v = o.if_contains(key);
-  return v != nullptr && v->is_string() ? std::string(v->as_string()) : std::string();
-}
+
 std::string Meta(const json::object& pod, std::string_view key) {
-  const json::object* m = Obj(pod, "metadata");
-  return m != nullptr ? Str(*m, key) : std::string();
+  const json::object* m = ObjectField(pod, "metadata");
+  return m != nullptr ? StringValue(*m, key) : std::string();
 }
 
 // kubelet's expansion.Expand: $(VAR) from the variables defined so far, $$ is a literal $, an
@@ -378,8 +386,8 @@ class PodRuntimeImpl final : public PodRuntime {
                   {{"pod", key}, {"error", st.error().message}});
       return;
     }
-    const json::object* status = Obj(*pod, "status");
-    std::string phase = status ? Str(*status, "phase") : "";
+    const json::object* status = ObjectField(*pod, "status");
+    std::string phase = status ? StringValue(*status, "phase") : "";
     if (known && Exited(key)) {
       WriteFinished(*pod, key);
       return;
@@ -418,7 +426,7 @@ class PodRuntimeImpl final : public PodRuntime {
     p.ns = Meta(pod, "namespace");
     p.name = Meta(pod, "name");
     p.started_at = kube::FormatTime(std::chrono::system_clock::now());
-    const json::object* spec = Obj(pod, "spec");
+    const json::object* spec = ObjectField(pod, "spec");
     bool host_network = false;
     if (spec != nullptr) {
       auto* hn = spec->if_contains("hostNetwork");
@@ -428,16 +436,16 @@ class PodRuntimeImpl final : public PodRuntime {
       std::lock_guard lock(mu_);
       p.pod_ip = host_network ? endpoint_.ip : NextPodIp();
     }
-    const json::array* containers = spec ? Arr(*spec, "containers") : nullptr;
+    const json::array* containers = spec ? ArrayField(*spec, "containers") : nullptr;
     for (const auto& cv : containers ? *containers : json::array{}) {
       if (!cv.is_object()) continue;
       const json::object& c = cv.as_object();
-      std::string cname = Str(c, "name");
+      std::string cname = StringValue(c, "name");
       ContainerRecord rec;
       std::vector<std::pair<std::string, std::string>> device_env;
       // Extended resources: requests equal limits; the limits say how many.
-      if (const json::object* res = Obj(c, "resources")) {
-        if (const json::object* limits = Obj(*res, "limits")) {
+      if (const json::object* res = ObjectField(c, "resources")) {
+        if (const json::object* limits = ObjectField(*res, "limits")) {
           for (const auto& [name, q] : *limits) {
             std::string rn(name);
             if (rn.find('/') == std::string::npos || rn.rfind("kubernetes.io/", 0) == 0) continue;
@@ -495,7 +503,8 @@ class PodRuntimeImpl final : public PodRuntime {
     }
     // `sleep N` in every container of a pod that is not restarted: it finishes after N seconds.
     if (p.failure.empty() && containers != nullptr && !containers->empty() && spec != nullptr &&
-        Str(*spec, "restartPolicy") != "Always" && !Str(*spec, "restartPolicy").empty()) {
+        StringValue(*spec, "restartPolicy") != "Always" &&
+        !StringValue(*spec, "restartPolicy").empty()) {
       double longest = 0;
       bool all = true;
       for (const auto& cv : *containers) {
@@ -520,7 +529,7 @@ class PodRuntimeImpl final : public PodRuntime {
   static std::optional<double> SleepSeconds(const json::object& c) {
     std::vector<std::string> argv;
     for (const char* field : {"command", "args"}) {
-      if (const json::array* a = Arr(c, field))
+      if (const json::array* a = ArrayField(c, field))
         for (const auto& v : *a)
           if (v.is_string()) argv.emplace_back(v.as_string());
     }
@@ -553,33 +562,23 @@ class PodRuntimeImpl final : public PodRuntime {
       uid = it->second.uid;
     }
     json::array cstatuses;
-    const json::object* spec = Obj(pod, "spec");
-    const json::array* containers = spec ? Arr(*spec, "containers") : nullptr;
+    const json::object* spec = ObjectField(pod, "spec");
+    const json::array* containers = spec ? ArrayField(*spec, "containers") : nullptr;
     for (const auto& cv : containers ? *containers : json::array{}) {
       if (!cv.is_object()) continue;
-      std::string name = Str(cv.as_object(), "name");
-      std::string image = Str(cv.as_object(), "image");
-      std::string container_id = "sim://";
-      container_id += uid;
-      container_id += "/" + name;
       cstatuses.push_back(
-          json::object{{"name", name},
-                       {"image", image},
-                       {"imageID", "sim://" + image},
-                       {"containerID", container_id},
-                       {"ready", false},
-                       {"started", false},
-                       {"restartCount", 0},
-                       {"state", json::object{{"terminated", json::object{{"exitCode", 0},
-                                                                          {"reason", "Completed"},
-                                                                          {"startedAt", started_at},
-                                                                          {"finishedAt", now}}}}}});
+          ContainerStatus(cv.as_object(), uid, /*ready=*/false,
+                          json::object{{"terminated", json::object{{"exitCode", 0},
+                                                                   {"reason", "Completed"},
+                                                                   {"startedAt", started_at},
+                                                                   {"finishedAt", now}}}}));
     }
     json::array conds;
-    if (const json::object* st = Obj(pod, "status"))
-      if (const json::array* cs = Arr(*st, "conditions"))
+    if (const json::object* st = ObjectField(pod, "status"))
+      if (const json::array* cs = ArrayField(*st, "conditions"))
         for (const auto& c : *cs)
-          if (c.is_object() && Str(c.as_object(), "type") == "PodScheduled") conds.push_back(c);
+          if (c.is_object() && StringValue(c.as_object(), "type") == "PodScheduled")
+            conds.push_back(c);
     for (const char* type : {"Initialized", "ContainersReady", "Ready"})
       conds.push_back(
           json::object{{"type", type},
@@ -614,7 +613,7 @@ class PodRuntimeImpl final : public PodRuntime {
   // "device-plugin". Its paths are the container's view of the VM through hostPath mounts, which
   // map the node's folders into the same paths, so they are the VM's paths below vm_root.
   Result<std::unique_ptr<deviceplugin::DevicePlugin>> MaybeStartPlugin(const json::object& c) {
-    const json::array* args = Arr(c, "args");
+    const json::array* args = ArrayField(c, "args");
     if (args == nullptr || args->empty() || !(*args)[0].is_string() ||
         (*args)[0].as_string() != "device-plugin")
       return std::unique_ptr<deviceplugin::DevicePlugin>();
@@ -667,16 +666,16 @@ class PodRuntimeImpl final : public PodRuntime {
       vars[k] = v;
     };
     std::string ns = Meta(pod, "namespace");
-    if (const json::array* env_from = Arr(c, "envFrom")) {
+    if (const json::array* env_from = ArrayField(c, "envFrom")) {
       for (const auto& ef : *env_from) {
         if (!ef.is_object()) continue;
         const json::object& e = ef.as_object();
-        std::string prefix = Str(e, "prefix");
+        std::string prefix = StringValue(e, "prefix");
         for (const auto& [field, secret] :
              {std::pair{"configMapRef", false}, std::pair{"secretRef", true}}) {
-          const json::object* ref = Obj(e, field);
+          const json::object* ref = ObjectField(e, field);
           if (ref == nullptr) continue;
-          auto data = ReadData(ns, Str(*ref, "name"), secret);
+          auto data = ReadData(ns, StringValue(*ref, "name"), secret);
           if (!data.ok()) {
             auto* opt = ref->if_contains("optional");
             if (opt != nullptr && opt->is_bool() && opt->as_bool()) continue;
@@ -686,41 +685,41 @@ class PodRuntimeImpl final : public PodRuntime {
         }
       }
     }
-    const json::array* env = Arr(c, "env");
+    const json::array* env = ArrayField(c, "env");
     for (const auto& ev : env ? *env : json::array{}) {
       if (!ev.is_object()) continue;
       const json::object& e = ev.as_object();
-      std::string name = Str(e, "name");
-      const json::object* from = Obj(e, "valueFrom");
+      std::string name = StringValue(e, "name");
+      const json::object* from = ObjectField(e, "valueFrom");
       if (from == nullptr) {
-        set(name, Expand(Str(e, "value"), vars));
+        set(name, Expand(StringValue(e, "value"), vars));
         continue;
       }
-      if (const json::object* f = Obj(*from, "fieldRef")) {
-        set(name, FieldRef(pod, Str(*f, "fieldPath"), pod_ip));
-      } else if (const json::object* rf = Obj(*from, "resourceFieldRef")) {
-        std::string res = Str(*rf, "resource");  // limits.cpu, requests.memory, ...
+      if (const json::object* f = ObjectField(*from, "fieldRef")) {
+        set(name, FieldRef(pod, StringValue(*f, "fieldPath"), pod_ip));
+      } else if (const json::object* rf = ObjectField(*from, "resourceFieldRef")) {
+        std::string res = StringValue(*rf, "resource");  // limits.cpu, requests.memory, ...
         std::string value;
         if (auto dot = res.find('.'); dot != std::string::npos)
-          if (const json::object* r = Obj(c, "resources"))
-            if (const json::object* kind = Obj(*r, res.substr(0, dot)))
-              value = Str(*kind, res.substr(dot + 1));
+          if (const json::object* r = ObjectField(c, "resources"))
+            if (const json::object* kind = ObjectField(*r, res.substr(0, dot)))
+              value = StringValue(*kind, res.substr(dot + 1));
         set(name, value);
       } else {
         for (const auto& [field, secret] :
              {std::pair{"configMapKeyRef", false}, std::pair{"secretKeyRef", true}}) {
-          const json::object* ref = Obj(*from, field);
+          const json::object* ref = ObjectField(*from, field);
           if (ref == nullptr) continue;
           auto* opt = ref->if_contains("optional");
           bool optional = opt != nullptr && opt->is_bool() && opt->as_bool();
-          auto data = ReadData(ns, Str(*ref, "name"), secret);
-          std::string key = Str(*ref, "key");
+          auto data = ReadData(ns, StringValue(*ref, "name"), secret);
+          std::string key = StringValue(*ref, "key");
           if (data.ok() && data->count(key)) {
             set(name, data->at(key));
           } else if (!optional) {
             return Error::Make(Error::Code::kInvalidArgument,
                                std::string(secret ? "secret" : "configmap") + " \"" +
-                                   Str(*ref, "name") + "\" key \"" + key + "\" not found",
+                                   StringValue(*ref, "name") + "\" key \"" + key + "\" not found",
                                "CreateContainerConfigError");
           }
         }
@@ -736,15 +735,15 @@ class PodRuntimeImpl final : public PodRuntime {
     if (path == "metadata.uid") return Meta(pod, "uid");
     if (path == "spec.nodeName") return o_.node_name;
     if (path == "spec.serviceAccountName") {
-      const json::object* spec = Obj(pod, "spec");
-      return spec ? Str(*spec, "serviceAccountName") : "";
+      const json::object* spec = ObjectField(pod, "spec");
+      return spec ? StringValue(*spec, "serviceAccountName") : "";
     }
     if (path == "status.hostIP" || path == "status.hostIPs") return endpoint_.ip;
     if (path == "status.podIP" || path == "status.podIPs") return pod_ip;
     if (auto sub = Subscript(path)) {
-      const json::object* m = Obj(pod, "metadata");
-      const json::object* map = m ? Obj(*m, sub->first) : nullptr;
-      return map ? Str(*map, sub->second) : "";
+      const json::object* m = ObjectField(pod, "metadata");
+      const json::object* map = m ? ObjectField(*m, sub->first) : nullptr;
+      return map ? StringValue(*map, sub->second) : "";
     }
     return "";
   }
@@ -761,7 +760,7 @@ class PodRuntimeImpl final : public PodRuntime {
           std::string(secret ? "secret" : "configmap") + " \"" + name + "\" not found",
           "CreateContainerConfigError");
     std::map<std::string, std::string> out;
-    if (const json::object* data = Obj(*got, "data")) {
+    if (const json::object* data = ObjectField(*got, "data")) {
       for (const auto& [k, v] : *data) {
         if (!v.is_string()) continue;
         if (!secret) {
@@ -787,10 +786,11 @@ class PodRuntimeImpl final : public PodRuntime {
       if (p.status_written) return;
       // Keep PodScheduled as the scheduler wrote it.
       json::array conds;
-      if (const json::object* st = Obj(pod, "status"))
-        if (const json::array* cs = Arr(*st, "conditions"))
+      if (const json::object* st = ObjectField(pod, "status"))
+        if (const json::array* cs = ArrayField(*st, "conditions"))
           for (const auto& c : *cs)
-            if (c.is_object() && Str(c.as_object(), "type") == "PodScheduled") conds.push_back(c);
+            if (c.is_object() && StringValue(c.as_object(), "type") == "PodScheduled")
+              conds.push_back(c);
       status["hostIP"] = endpoint_.ip;
       status["hostIPs"] = json::array{json::object{{"ip", endpoint_.ip}}};
       status["startTime"] = p.started_at;
@@ -798,13 +798,13 @@ class PodRuntimeImpl final : public PodRuntime {
         // The kubelet keeps such a pod Pending, its containers waiting, and tries again.
         status["phase"] = "Pending";
         json::array waiting;
-        const json::object* spec = Obj(pod, "spec");
-        const json::array* containers = spec ? Arr(*spec, "containers") : nullptr;
+        const json::object* spec = ObjectField(pod, "spec");
+        const json::array* containers = spec ? ArrayField(*spec, "containers") : nullptr;
         for (const auto& cv : containers ? *containers : json::array{}) {
           if (!cv.is_object()) continue;
           waiting.push_back(json::object{
-              {"name", Str(cv.as_object(), "name")},
-              {"image", Str(cv.as_object(), "image")},
+              {"name", StringValue(cv.as_object(), "name")},
+              {"image", StringValue(cv.as_object(), "image")},
               {"imageID", ""},
               {"ready", false},
               {"started", false},
@@ -829,31 +829,23 @@ class PodRuntimeImpl final : public PodRuntime {
                                        {"lastProbeTime", nullptr},
                                        {"lastTransitionTime", now}});
         json::array cstatuses;
-        const json::object* spec = Obj(pod, "spec");
-        const json::array* containers = spec ? Arr(*spec, "containers") : nullptr;
+        const json::object* spec = ObjectField(pod, "spec");
+        const json::array* containers = spec ? ArrayField(*spec, "containers") : nullptr;
         for (const auto& cv : containers ? *containers : json::array{}) {
           if (!cv.is_object()) continue;
-          std::string name = Str(cv.as_object(), "name");
-          std::string image = Str(cv.as_object(), "image");
-          cstatuses.push_back(json::object{
-              {"name", name},
-              {"image", image},
-              {"imageID", "sim://" + image},
-              {"containerID", "sim://" + p.uid + "/" + name},
-              {"ready", true},
-              {"started", true},
-              {"restartCount", 0},
-              {"state", json::object{{"running", json::object{{"startedAt", p.started_at}}}}}});
+          cstatuses.push_back(ContainerStatus(
+              cv.as_object(), p.uid, /*ready=*/true,
+              json::object{{"running", json::object{{"startedAt", p.started_at}}}}));
         }
         status["containerStatuses"] = std::move(cstatuses);
-        if (const json::array* inits = spec ? Arr(*spec, "initContainers") : nullptr) {
+        if (const json::array* inits = spec ? ArrayField(*spec, "initContainers") : nullptr) {
           json::array istatuses;
           for (const auto& cv : *inits) {
             if (!cv.is_object()) continue;
             istatuses.push_back(json::object{
-                {"name", Str(cv.as_object(), "name")},
-                {"image", Str(cv.as_object(), "image")},
-                {"imageID", "sim://" + Str(cv.as_object(), "image")},
+                {"name", StringValue(cv.as_object(), "name")},
+                {"image", StringValue(cv.as_object(), "image")},
+                {"imageID", "sim://" + StringValue(cv.as_object(), "image")},
                 {"ready", true},
                 {"restartCount", 0},
                 {"state",

@@ -4,10 +4,13 @@
 #include <boost/json.hpp>
 
 #include "sim/market/market.h"
+#include "src/base/json.h"
 
 namespace hyperslice::sim::market {
 
 namespace json = boost::json;
+using jsonfield::NumberField;
+using jsonfield::StringValue;
 
 namespace {
 
@@ -25,21 +28,6 @@ std::optional<Fault::Kind> ParseKind(std::string_view k) {
   if (k == "capacity") return Fault::Kind::kCapacity;
   if (k == "swallow") return Fault::Kind::kSwallow;
   if (k == "drop") return Fault::Kind::kDrop;
-  return std::nullopt;
-}
-
-std::string Str(const json::object& o, std::string_view k) {
-  auto it = o.find(k);
-  return it != o.end() && it->value().is_string() ? std::string(it->value().get_string()) : "";
-}
-
-std::optional<double> Num(const json::object& o, std::string_view k) {
-  auto it = o.find(k);
-  if (it == o.end()) return std::nullopt;
-  const auto& v = it->value();
-  if (v.is_double()) return v.get_double();
-  if (v.is_int64()) return static_cast<double>(v.get_int64());
-  if (v.is_uint64()) return static_cast<double>(v.get_uint64());
   return std::nullopt;
 }
 
@@ -90,7 +78,7 @@ std::optional<ControlResponse> HandleControl(Market& market, const std::string& 
     return Json(200, json::object{});
   }
   if (method == "POST" && rest == "faults") {
-    auto kind = ParseKind(Str(in, "kind"));
+    auto kind = ParseKind(StringValue(in, "kind"));
     if (!kind) {
       return Bad(
           "kind must be one of server_error, unavailable, rate_limited, unauthorized, "
@@ -98,9 +86,9 @@ std::optional<ControlResponse> HandleControl(Market& market, const std::string& 
     }
     Fault f;
     f.kind = *kind;
-    if (auto r = Num(in, "rate")) f.rate = *r;
-    if (auto c = Num(in, "count")) f.count = static_cast<int>(*c);
-    std::string m = Str(in, "method");
+    if (auto r = NumberField(in, "rate")) f.rate = *r;
+    if (auto c = NumberField(in, "count")) f.count = static_cast<int>(*c);
+    std::string m = StringValue(in, "method");
     market.SetFault(m.empty() ? "*" : m, f);
     return Json(200, json::object{});
   }
@@ -109,20 +97,20 @@ std::optional<ControlResponse> HandleControl(Market& market, const std::string& 
     return Json(200, json::object{});
   }
   if (method == "POST" && rest == "latency") {
-    auto ms = Num(in, "ms");
+    auto ms = NumberField(in, "ms");
     if (!ms || *ms < 0) return Bad("ms (>= 0) is required");
-    std::string m = Str(in, "method");
+    std::string m = StringValue(in, "method");
     market.SetLatency(m.empty() ? "*" : m, std::chrono::milliseconds(static_cast<int64_t>(*ms)));
     return Json(200, json::object{});
   }
   if (method == "POST" && rest == "api-keys") {
-    std::string key = Str(in, "key"), account = Str(in, "account");
+    std::string key = StringValue(in, "key"), account = StringValue(in, "account");
     if (key.empty() || account.empty()) return Bad("key and account are required");
     market.SetApiKey(key, account);
     return Json(200, json::object{});
   }
   if (method == "POST" && rest == "reclaim") {
-    if (!market.Reclaim(Str(in, "id"))) {
+    if (!market.Reclaim(StringValue(in, "id"))) {
       return Json(409, json::object{{"error", "no running interruptible instance with that id"}});
     }
     return Json(200, json::object{});

@@ -11,6 +11,12 @@ std::string_view StringField(const boost::json::object& o, std::string_view key)
   return {v->get_string().data(), v->get_string().size()};
 }
 
+std::string StringValue(const boost::json::object& o, std::string_view key, std::string fallback) {
+  const boost::json::value* v = o.if_contains(key);
+  if (v == nullptr || !v->is_string()) return fallback;
+  return std::string(v->get_string());
+}
+
 const boost::json::object* ObjectField(const boost::json::object& o, std::string_view key) {
   const boost::json::value* v = o.if_contains(key);
   return v != nullptr ? v->if_object() : nullptr;

@@ -17,6 +17,9 @@ namespace hyperslice::jsonfield {
 
 // The string at `key`, or "" when absent or not a string.
 std::string_view StringField(const boost::json::object& o, std::string_view key);
+// The same as a std::string, or `fallback` when absent or not a string.
+std::string StringValue(const boost::json::object& o, std::string_view key,
+                        std::string fallback = {});
 // The object/array at `key`, or nullptr.
 const boost::json::object* ObjectField(const boost::json::object& o, std::string_view key);
 const boost::json::array* ArrayField(const boost::json::object& o, std::string_view key);

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "src/base/json.h"
 #include "src/base/strings.h"
 #include "src/gpu/normalize.h"
 #include "src/gpu/planner.h"
@@ -14,25 +15,16 @@
 
 namespace hyperslice::gpu {
 namespace json = boost::json;
+using jsonfield::ArrayField;
+using jsonfield::ObjectField;
 namespace {
 
 constexpr std::string_view kTgpPrefix = "tgp.io/";
 
-const json::object* ObjectAt(const json::object* o, std::string_view key) {
-  if (o == nullptr) return nullptr;
-  const json::value* v = o->if_contains(key);
-  return v != nullptr && v->is_object() ? &v->get_object() : nullptr;
-}
-
-const json::array* ArrayAt(const json::object* o, std::string_view key) {
-  if (o == nullptr) return nullptr;
-  const json::value* v = o->if_contains(key);
-  return v != nullptr && v->is_array() ? &v->get_array() : nullptr;
-}
-
+// The string at `key` when it is one ("" included), nullopt when absent or not a string: the rules
+// check only what was written, so they tell the two apart (jsonfield::StringField does not).
 std::optional<std::string_view> StringAt(const json::object* o, std::string_view key) {
-  if (o == nullptr) return std::nullopt;
-  const json::value* v = o->if_contains(key);
+  const json::value* v = o != nullptr ? o->if_contains(key) : nullptr;
   if (v == nullptr || !v->is_string()) return std::nullopt;
   return std::string_view(v->get_string());
 }
@@ -72,7 +64,8 @@ std::string Nearest(std::string_view s, const Container& known) {
   if (s.size() >= 3) {
     for (const auto& k : known) {
       std::string_view kv(k);
-      if (kv.size() > s.size() && AsciiLower(kv.substr(0, s.size())) == AsciiLower(s)) return std::string(k);
+      if (kv.size() > s.size() && AsciiLower(kv.substr(0, s.size())) == AsciiLower(s))
+        return std::string(k);
     }
   }
   std::string best;
@@ -116,7 +109,7 @@ void RequirementValueFindings(const json::object& req, const std::string& at, st
     return;
   }
   if (op != "In" && op != "NotIn") return;
-  const json::array* values = ArrayAt(&req, "values");
+  const json::array* values = ArrayField(&req, "values");
   if (values == nullptr) return;
   for (size_t j = 0; j < values->size(); ++j) {
     if (!(*values)[j].is_string()) continue;
@@ -193,11 +186,11 @@ std::vector<std::string> TemplateProblems(std::string_view field, std::string_vi
 
 Findings ClassSpecFindings(const json::object& spec) {
   Findings f;
-  TemplateFieldProblems(ObjectAt(&spec, "talosConfig"), "spec.talosConfig", f.problems);
-  if (const json::array* providers = ArrayAt(&spec, "providers")) {
+  TemplateFieldProblems(ObjectField(&spec, "talosConfig"), "spec.talosConfig", f.problems);
+  if (const json::array* providers = ArrayField(&spec, "providers")) {
     for (size_t i = 0; i < providers->size(); ++i) {
       const json::object* p = (*providers)[i].if_object();
-      TemplateFieldProblems(ObjectAt(p, "talosConfig"),
+      TemplateFieldProblems(ObjectField(p, "talosConfig"),
                             "spec.providers[" + std::to_string(i) + "].talosConfig", f.problems);
     }
   }
@@ -206,7 +199,8 @@ Findings ClassSpecFindings(const json::object& spec) {
 
 Findings PoolSpecFindings(const json::object& spec) {
   Findings f;
-  const json::array* reqs = ArrayAt(ObjectAt(ObjectAt(&spec, "template"), "spec"), "requirements");
+  const json::array* reqs =
+      ArrayField(ObjectField(ObjectField(&spec, "template"), "spec"), "requirements");
   for (size_t i = 0; reqs != nullptr && i < reqs->size(); ++i) {
     const json::object* req = (*reqs)[i].if_object();
     std::optional<std::string_view> key = StringAt(req, "key");
@@ -223,13 +217,14 @@ Findings PoolSpecFindings(const json::object& spec) {
     RequirementValueFindings(*req, at, *key, f);
   }
   std::optional<std::string_view> price = StringAt(&spec, "maxHourlyPrice");
-  std::optional<std::string_view> cost = StringAt(ObjectAt(&spec, "limits"), "maxHourlyCost");
+  std::optional<std::string_view> cost = StringAt(ObjectField(&spec, "limits"), "maxHourlyCost");
   if (price && cost) {
     auto p = ParseUsd(*price);
     auto c = ParseUsd(*cost);
     if (p.ok() && c.ok() && *p > *c) {
       f.problems.push_back("spec.maxHourlyPrice " + QuoteForMessage(*price) +
-                           " is above the pool's own limits.maxHourlyCost " + QuoteForMessage(*cost) +
+                           " is above the pool's own limits.maxHourlyCost " +
+                           QuoteForMessage(*cost) +
                            ", so no machine could be rented; lower maxHourlyPrice to at most " +
                            FormatUsd(*c) + " or raise limits.maxHourlyCost");
     }
@@ -242,13 +237,15 @@ std::vector<std::string> PoolClassProblems(const json::object& pool_spec,
                                            const json::object& class_spec) {
   std::vector<std::string> problems;
   std::optional<std::string_view> price = StringAt(&pool_spec, "maxHourlyPrice");
-  std::optional<std::string_view> cost = StringAt(ObjectAt(&class_spec, "limits"), "maxHourlyCost");
+  std::optional<std::string_view> cost =
+      StringAt(ObjectField(&class_spec, "limits"), "maxHourlyCost");
   if (!price || !cost) return problems;
   auto p = ParseUsd(*price);
   auto c = ParseUsd(*cost);
   if (p.ok() && c.ok() && *p > *c) {
-    problems.push_back("spec.maxHourlyPrice " + QuoteForMessage(*price) + " is above GPUNodeClass " +
-                       QuoteForMessage(class_name) + "'s limits.maxHourlyCost " + QuoteForMessage(*cost) +
+    problems.push_back("spec.maxHourlyPrice " + QuoteForMessage(*price) +
+                       " is above GPUNodeClass " + QuoteForMessage(class_name) +
+                       "'s limits.maxHourlyCost " + QuoteForMessage(*cost) +
                        ", so no machine of this pool could be rented; lower maxHourlyPrice to at "
                        "most " +
                        FormatUsd(*c) + " or raise the class's limits.maxHourlyCost");
@@ -260,18 +257,19 @@ std::vector<std::string> PoolsAboveClassCost(std::string_view class_name,
                                              const json::object& class_spec,
                                              const std::vector<const json::object*>& pools) {
   std::vector<std::string> warnings;
-  std::optional<std::string_view> cost = StringAt(ObjectAt(&class_spec, "limits"), "maxHourlyCost");
+  std::optional<std::string_view> cost =
+      StringAt(ObjectField(&class_spec, "limits"), "maxHourlyCost");
   if (!cost) return warnings;
   auto c = ParseUsd(*cost);
   if (!c.ok()) return warnings;
   for (const json::object* pool : pools) {
-    const json::object* spec = ObjectAt(pool, "spec");
-    if (StringAt(ObjectAt(spec, "nodeClassRef"), "name").value_or("") != class_name) continue;
+    const json::object* spec = ObjectField(pool, "spec");
+    if (StringAt(ObjectField(spec, "nodeClassRef"), "name").value_or("") != class_name) continue;
     std::optional<std::string_view> price = StringAt(spec, "maxHourlyPrice");
     if (!price) continue;
     auto p = ParseUsd(*price);
     if (!p.ok() || *p <= *c) continue;
-    const json::object* meta = ObjectAt(pool, "metadata");
+    const json::object* meta = ObjectField(pool, "metadata");
     warnings.push_back("GPUNodePool " + std::string(StringAt(meta, "namespace").value_or("")) +
                        "/" + std::string(StringAt(meta, "name").value_or("")) +
                        " has maxHourlyPrice " + QuoteForMessage(*price) +

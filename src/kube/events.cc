@@ -5,6 +5,7 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/kube/object_helpers.h"
 
@@ -12,11 +13,7 @@ namespace hyperslice::kube {
 namespace {
 
 namespace json = boost::json;
-
-std::string Str(const json::object& o, const char* key) {
-  const auto* v = o.if_contains(key);
-  return v && v->is_string() ? std::string(v->get_string()) : std::string();
-}
+using jsonfield::StringValue;
 
 // client-go truncates event messages to this many bytes.
 constexpr size_t kMaxMessage = 1024;
@@ -79,11 +76,12 @@ bool EventRecorder::AllowLocked(const std::string& object_key) {
 void EventRecorder::Event(const Object& involved, EventType type, const std::string& reason,
                           const std::string& message) {
   Pending p;
-  json::object ref{{"apiVersion", Str(involved, "apiVersion")}, {"kind", Str(involved, "kind")}};
+  json::object ref{{"apiVersion", StringValue(involved, "apiVersion")},
+                   {"kind", StringValue(involved, "kind")}};
   if (const auto* m = involved.if_contains("metadata"); m && m->is_object()) {
     const auto& md = m->get_object();
     for (const char* k : {"namespace", "name", "uid", "resourceVersion"}) {
-      std::string v = Str(md, k);
+      std::string v = StringValue(md, k);
       if (!v.empty()) ref[k] = v;
     }
   }
@@ -94,9 +92,9 @@ void EventRecorder::Event(const Object& involved, EventType type, const std::str
   p.when = std::chrono::system_clock::now();
 
   const auto& r = p.involved_ref;
-  std::string object_key = options_.component + '\x1f' + options_.host + '\x1f' + Str(r, "kind") +
-                           '\x1f' + Str(r, "namespace") + '\x1f' + Str(r, "name") + '\x1f' +
-                           Str(r, "uid");
+  std::string object_key = options_.component + '\x1f' + options_.host + '\x1f' +
+                           StringValue(r, "kind") + '\x1f' + StringValue(r, "namespace") + '\x1f' +
+                           StringValue(r, "name") + '\x1f' + StringValue(r, "uid");
   std::lock_guard lock(mu_);
   if (stop_) return;
   if (!AllowLocked(object_key)) {
@@ -139,12 +137,13 @@ void EventRecorder::Loop() {
 
 void EventRecorder::Write(const Pending& p) {
   const auto& ref = p.involved_ref;
-  std::string ns = Str(ref, "namespace");
+  std::string ns = StringValue(ref, "namespace");
   if (ns.empty()) ns = "default";  // events about cluster-scoped objects
   const std::string now = FormatTime(p.when);
-  const std::string key = ns + '\x1f' + Str(ref, "apiVersion") + '\x1f' + Str(ref, "kind") +
-                          '\x1f' + Str(ref, "name") + '\x1f' + Str(ref, "uid") + '\x1f' + p.type +
-                          '\x1f' + p.reason + '\x1f' + p.message;
+  const std::string key = ns + '\x1f' + StringValue(ref, "apiVersion") + '\x1f' +
+                          StringValue(ref, "kind") + '\x1f' + StringValue(ref, "name") + '\x1f' +
+                          StringValue(ref, "uid") + '\x1f' + p.type + '\x1f' + p.reason + '\x1f' +
+                          p.message;
 
   auto count_stat = [&](uint64_t Stats::*field) {
     std::lock_guard lock(mu_);
@@ -178,7 +177,7 @@ void EventRecorder::Write(const Pending& p) {
       suffix, sizeof suffix, ".%llx",
       static_cast<unsigned long long>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(p.when.time_since_epoch()).count()));
-  std::string name = Str(ref, "name") + suffix;
+  std::string name = StringValue(ref, "name") + suffix;
   Object event{{"apiVersion", "v1"},
                {"kind", "Event"},
                {"metadata", json::object{{"name", name}, {"namespace", ns}}},
@@ -194,9 +193,10 @@ void EventRecorder::Write(const Pending& p) {
                {"reportingInstance", options_.reporting_instance}};
   auto created = client_->Create(resources::Events(), ns, event);
   if (!created.ok()) {
-    log::Warn("event: cannot create", {{"reason", p.reason},
-                                       {"object", Str(ref, "kind") + "/" + Str(ref, "name")},
-                                       {"error", created.error().ToString()}});
+    log::Warn("event: cannot create",
+              {{"reason", p.reason},
+               {"object", StringValue(ref, "kind") + "/" + StringValue(ref, "name")},
+               {"error", created.error().ToString()}});
     count_stat(&Stats::failed);
     return;
   }

@@ -5,20 +5,15 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
+
 namespace hyperslice::kube {
 namespace {
 
 namespace json = boost::json;
-
-std::string Str(const json::object& o, const char* key) {
-  const auto* v = o.if_contains(key);
-  return v && v->is_string() ? std::string(v->get_string()) : std::string();
-}
-
-const json::object* Sub(const json::object& o, const char* key) {
-  const auto* v = o.if_contains(key);
-  return v && v->is_object() ? &v->get_object() : nullptr;
-}
+using jsonfield::ArrayField;
+using jsonfield::ObjectField;
+using jsonfield::StringValue;
 
 // The object at o[key], created (or replaced when not an object) on demand.
 json::object& SubMut(json::object& o, const char* key) {
@@ -33,48 +28,44 @@ json::array& ArrayMut(json::object& o, const char* key) {
   return v.get_array();
 }
 
-const json::array* Array(const json::object& o, const char* key) {
-  const auto* v = o.if_contains(key);
-  return v && v->is_array() ? &v->get_array() : nullptr;
-}
-
 std::string Group(const std::string& api_version) {
   auto slash = api_version.find('/');
   return slash == std::string::npos ? "" : api_version.substr(0, slash);
 }
 
 bool SameOwner(const json::object& ref, const json::object& want) {
-  return Group(Str(ref, "apiVersion")) == Group(Str(want, "apiVersion")) &&
-         Str(ref, "kind") == Str(want, "kind") && Str(ref, "name") == Str(want, "name");
+  return Group(StringValue(ref, "apiVersion")) == Group(StringValue(want, "apiVersion")) &&
+         StringValue(ref, "kind") == StringValue(want, "kind") &&
+         StringValue(ref, "name") == StringValue(want, "name");
 }
 
 Result<json::object> OwnerRef(const Object& owner, const Object& object) {
-  const json::object* om = Sub(owner, "metadata");
-  json::object ref{{"apiVersion", Str(owner, "apiVersion")},
-                   {"kind", Str(owner, "kind")},
-                   {"name", om ? Str(*om, "name") : ""},
-                   {"uid", om ? Str(*om, "uid") : ""}};
+  const json::object* om = ObjectField(owner, "metadata");
+  json::object ref{{"apiVersion", StringValue(owner, "apiVersion")},
+                   {"kind", StringValue(owner, "kind")},
+                   {"name", om ? StringValue(*om, "name") : ""},
+                   {"uid", om ? StringValue(*om, "uid") : ""}};
   for (const char* k : {"apiVersion", "kind", "name", "uid"}) {
     if (ref[k].get_string().empty()) {
       return Error::Make(Error::Code::kInvalidArgument,
                          std::string("owner reference: the owner has no ") + k);
     }
   }
-  std::string owner_ns = om ? Str(*om, "namespace") : "";
-  const json::object* m = Sub(object, "metadata");
-  std::string object_ns = m ? Str(*m, "namespace") : "";
+  std::string owner_ns = om ? StringValue(*om, "namespace") : "";
+  const json::object* m = ObjectField(object, "metadata");
+  std::string object_ns = m ? StringValue(*m, "namespace") : "";
   if (!owner_ns.empty()) {
     if (object_ns.empty()) {
       return Error::Make(
           Error::Code::kInvalidArgument,
           "owner reference: cluster-scoped object cannot have the namespaced owner " + owner_ns +
-              "/" + Str(ref, "name"));
+              "/" + StringValue(ref, "name"));
     }
     if (object_ns != owner_ns) {
       return Error::Make(
           Error::Code::kInvalidArgument,
           "owner reference: cross-namespace owner references are disallowed (owner " + owner_ns +
-              "/" + Str(ref, "name") + ", object namespace " + object_ns + ")");
+              "/" + StringValue(ref, "name") + ", object namespace " + object_ns + ")");
     }
   }
   return ref;
@@ -170,16 +161,17 @@ Result<bool> SetControllerReference(const Object& owner, Object& object) {
   HS_ASSIGN_OR_RETURN(json::object ref, OwnerRef(owner, object));
   ref["controller"] = true;
   ref["blockOwnerDeletion"] = true;
-  if (const auto* m = Sub(object, "metadata")) {
-    if (const auto* refs = Array(*m, "ownerReferences")) {
+  if (const auto* m = ObjectField(object, "metadata")) {
+    if (const auto* refs = ArrayField(*m, "ownerReferences")) {
       for (const auto& v : *refs) {
         if (!v.is_object()) continue;
         const auto& existing = v.get_object();
         const auto* c = existing.if_contains("controller");
         if (c && c->is_bool() && c->get_bool() && !SameOwner(existing, ref)) {
           return Error::Make(Error::Code::kAlreadyExists,
-                             "object " + Str(*m, "name") + " is already owned by another " +
-                                 Str(existing, "kind") + " controller " + Str(existing, "name"),
+                             "object " + StringValue(*m, "name") + " is already owned by another " +
+                                 StringValue(existing, "kind") + " controller " +
+                                 StringValue(existing, "name"),
                              "AlreadyOwned");
         }
       }
@@ -191,8 +183,8 @@ Result<bool> SetControllerReference(const Object& owner, Object& object) {
 Result<bool> SetOwnerReference(const Object& owner, Object& object) {
   HS_ASSIGN_OR_RETURN(json::object ref, OwnerRef(owner, object));
   // Keep controller/blockOwnerDeletion of an existing reference to the same owner.
-  if (const auto* m = Sub(object, "metadata")) {
-    if (const auto* refs = Array(*m, "ownerReferences")) {
+  if (const auto* m = ObjectField(object, "metadata")) {
+    if (const auto* refs = ArrayField(*m, "ownerReferences")) {
       for (const auto& v : *refs) {
         if (!v.is_object() || !SameOwner(v.get_object(), ref)) continue;
         for (const char* k : {"controller", "blockOwnerDeletion"}) {
@@ -205,25 +197,25 @@ Result<bool> SetOwnerReference(const Object& owner, Object& object) {
 }
 
 bool HasOwnerUid(const Object& object, const std::string& uid) {
-  const auto* m = Sub(object, "metadata");
-  const auto* refs = m ? Array(*m, "ownerReferences") : nullptr;
+  const auto* m = ObjectField(object, "metadata");
+  const auto* refs = m ? ArrayField(*m, "ownerReferences") : nullptr;
   if (!refs || uid.empty()) return false;
   for (const auto& v : *refs) {
-    if (v.is_object() && Str(v.get_object(), "uid") == uid) return true;
+    if (v.is_object() && StringValue(v.get_object(), "uid") == uid) return true;
   }
   return false;
 }
 
 bool HasOwner(const Object& object, const Object& owner) {
-  const auto* om = Sub(owner, "metadata");
-  std::string uid = om ? Str(*om, "uid") : "";
+  const auto* om = ObjectField(owner, "metadata");
+  std::string uid = om ? StringValue(*om, "uid") : "";
   if (!uid.empty()) return HasOwnerUid(object, uid);
-  const auto* m = Sub(object, "metadata");
-  const auto* refs = m ? Array(*m, "ownerReferences") : nullptr;
+  const auto* m = ObjectField(object, "metadata");
+  const auto* refs = m ? ArrayField(*m, "ownerReferences") : nullptr;
   if (!refs || !om) return false;
-  json::object want{{"apiVersion", Str(owner, "apiVersion")},
-                    {"kind", Str(owner, "kind")},
-                    {"name", Str(*om, "name")}};
+  json::object want{{"apiVersion", StringValue(owner, "apiVersion")},
+                    {"kind", StringValue(owner, "kind")},
+                    {"name", StringValue(*om, "name")}};
   for (const auto& v : *refs) {
     if (v.is_object() && SameOwner(v.get_object(), want)) return true;
   }
@@ -231,13 +223,13 @@ bool HasOwner(const Object& object, const Object& owner) {
 }
 
 std::optional<std::string> ControllerUid(const Object& object) {
-  const auto* m = Sub(object, "metadata");
-  const auto* refs = m ? Array(*m, "ownerReferences") : nullptr;
+  const auto* m = ObjectField(object, "metadata");
+  const auto* refs = m ? ArrayField(*m, "ownerReferences") : nullptr;
   if (!refs) return std::nullopt;
   for (const auto& v : *refs) {
     if (!v.is_object()) continue;
     const auto* c = v.get_object().if_contains("controller");
-    if (c && c->is_bool() && c->get_bool()) return Str(v.get_object(), "uid");
+    if (c && c->is_bool() && c->get_bool()) return StringValue(v.get_object(), "uid");
   }
   return std::nullopt;
 }
@@ -248,8 +240,8 @@ bool IsDeleting(const Object& object) {
 }
 
 bool HasFinalizer(const Object& object, const std::string& finalizer) {
-  const auto* m = Sub(object, "metadata");
-  const auto* f = m ? Array(*m, "finalizers") : nullptr;
+  const auto* m = ObjectField(object, "metadata");
+  const auto* f = m ? ArrayField(*m, "finalizers") : nullptr;
   if (!f) return false;
   for (const auto& v : *f) {
     if (v.is_string() && v.get_string() == finalizer) return true;
@@ -282,7 +274,7 @@ bool RemoveFinalizer(Object& object, const std::string& finalizer) {
 }
 
 std::string RemoveFinalizerPatch(const Object& object, const std::string& finalizer) {
-  const auto* m = Sub(object, "metadata");
+  const auto* m = ObjectField(object, "metadata");
   const auto* f = m ? m->if_contains("finalizers") : nullptr;
   if (f == nullptr || !f->is_array()) return "";
   boost::json::array rest;
@@ -302,7 +294,7 @@ std::string RemoveFinalizerPatch(const Object& object, const std::string& finali
 }
 
 int64_t Generation(const Object& object) {
-  const auto* m = Sub(object, "metadata");
+  const auto* m = ObjectField(object, "metadata");
   const auto* g = m ? m->if_contains("generation") : nullptr;
   return g && g->is_int64() ? g->get_int64() : 0;
 }
@@ -311,11 +303,11 @@ namespace {
 
 Condition FromJson(const json::object& o) {
   Condition c;
-  c.type = Str(o, "type");
-  c.status = Str(o, "status");
-  c.reason = Str(o, "reason");
-  c.message = Str(o, "message");
-  c.last_transition_time = Str(o, "lastTransitionTime");
+  c.type = StringValue(o, "type");
+  c.status = StringValue(o, "status");
+  c.reason = StringValue(o, "reason");
+  c.message = StringValue(o, "message");
+  c.last_transition_time = StringValue(o, "lastTransitionTime");
   if (const auto* g = o.if_contains("observedGeneration"); g && g->is_int64()) {
     c.observed_generation = g->get_int64();
   }
@@ -337,7 +329,7 @@ json::object ToJson(const Condition& c) {
 bool SetCondition(Object& object, const Condition& c, std::chrono::system_clock::time_point now) {
   auto& conditions = ArrayMut(SubMut(object, "status"), "conditions");
   for (auto& v : conditions) {
-    if (!v.is_object() || Str(v.get_object(), "type") != c.type) continue;
+    if (!v.is_object() || StringValue(v.get_object(), "type") != c.type) continue;
     Condition old = FromJson(v.get_object());
     Condition next = c;
     if (old.status != c.status) {
@@ -360,11 +352,12 @@ bool SetCondition(Object& object, const Condition& c, std::chrono::system_clock:
 }
 
 std::optional<Condition> FindCondition(const Object& object, const std::string& type) {
-  const auto* s = Sub(object, "status");
-  const auto* conditions = s ? Array(*s, "conditions") : nullptr;
+  const auto* s = ObjectField(object, "status");
+  const auto* conditions = s ? ArrayField(*s, "conditions") : nullptr;
   if (!conditions) return std::nullopt;
   for (const auto& v : *conditions) {
-    if (v.is_object() && Str(v.get_object(), "type") == type) return FromJson(v.get_object());
+    if (v.is_object() && StringValue(v.get_object(), "type") == type)
+      return FromJson(v.get_object());
   }
   return std::nullopt;
 }
@@ -376,7 +369,7 @@ bool RemoveCondition(Object& object, const std::string& type) {
   if (!conditions || !conditions->is_array()) return false;
   auto& arr = conditions->get_array();
   for (auto it = arr.begin(); it != arr.end(); ++it) {
-    if (it->is_object() && Str(it->get_object(), "type") == type) {
+    if (it->is_object() && StringValue(it->get_object(), "type") == type) {
       arr.erase(it);
       return true;
     }

@@ -5,16 +5,14 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
+
 namespace hyperslice::kube {
 
 namespace json = boost::json;
+using jsonfield::StringValue;
 
 namespace {
-
-std::string Str(const json::object& o, std::string_view k) {
-  auto* v = o.if_contains(k);
-  return v && v->is_string() ? std::string(v->get_string()) : std::string();
-}
 
 std::optional<int64_t> Int(std::string_view s) {
   int64_t v = 0;
@@ -118,7 +116,7 @@ std::vector<Taint> TaintsFrom(const json::value* v) {
   for (const auto& t : v->get_array()) {
     if (!t.is_object()) continue;
     const auto& o = t.get_object();
-    out.push_back({Str(o, "key"), Str(o, "value"), Str(o, "effect")});
+    out.push_back({StringValue(o, "key"), StringValue(o, "value"), StringValue(o, "effect")});
   }
   return out;
 }
@@ -129,7 +127,8 @@ std::vector<Toleration> TolerationsFrom(const json::value* v) {
   for (const auto& t : v->get_array()) {
     if (!t.is_object()) continue;
     const auto& o = t.get_object();
-    Toleration tol{Str(o, "key"), Str(o, "operator"), Str(o, "value"), Str(o, "effect")};
+    Toleration tol{StringValue(o, "key"), StringValue(o, "operator"), StringValue(o, "value"),
+                   StringValue(o, "effect")};
     if (tol.op.empty()) tol.op = "Equal";
     out.push_back(std::move(tol));
   }
@@ -146,7 +145,7 @@ Result<std::vector<Requirement>> RequirementsFrom(const json::value* v) {
       return Error::Make(Error::Code::kInvalidArgument, "matchExpressions: not an object");
     }
     const auto& o = e.get_object();
-    Requirement r{Str(o, "key"), Str(o, "operator"), {}};
+    Requirement r{StringValue(o, "key"), StringValue(o, "operator"), {}};
     if (const auto* vals = o.if_contains("values"); vals && vals->is_array()) {
       for (const auto& x : vals->get_array()) {
         if (x.is_string()) r.values.emplace_back(x.get_string());

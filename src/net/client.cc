@@ -32,7 +32,8 @@ constexpr uint64_t kMaxBodyBytes = 1ULL << 30;  // a list of 10k fat Nodes is ~1
 
 Headers CollectHeaders(const http::fields& fields) {
   Headers out;
-  for (const auto& f : fields) out.emplace_back(AsciiLower(f.name_string()), std::string(f.value()));
+  for (const auto& f : fields)
+    out.emplace_back(AsciiLower(f.name_string()), std::string(f.value()));
   return out;
 }
 

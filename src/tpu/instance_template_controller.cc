@@ -56,9 +56,7 @@ class InstanceTemplateKind final : public GceChildKind {
   std::vector<std::string> Drift(const json::object& spec,
                                  const json::object& resource) const override {
     std::vector<std::string> out;
-    const auto* actual = resource.if_contains("properties");
-    JsonDifferences(spec.at("properties"), actual ? *actual : json::value(nullptr), "properties",
-                    out);
+    FieldDifferences(spec, resource, "properties", out);  // required by Validate
     return out;
   }
 };

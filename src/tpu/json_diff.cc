@@ -72,4 +72,12 @@ void JsonDifferences(const json::value& desired, const json::value& actual, cons
   out.push_back(path);
 }
 
+void FieldDifferences(const json::object& desired, const json::object& actual,
+                      const std::string& field, std::vector<std::string>& out) {
+  const json::value* want = desired.if_contains(field);
+  if (want == nullptr) return;
+  const json::value* got = actual.if_contains(field);
+  JsonDifferences(*want, got != nullptr ? *got : json::value(nullptr), field, out);
+}
+
 }  // namespace hyperslice::tpu::internal

@@ -152,19 +152,10 @@ class ManagedInstanceGroupKind final : public GceChildKind {
                                               StringAt(spec, "name"));
   }
 
-  OwnerMarks OwnerOf(const json::object& resource) const override {
-    return OwnerMarksFromDescription(StringAt(resource, "description"));
-  }
-
   std::vector<std::string> Drift(const json::object& spec,
                                  const json::object& resource) const override {
     std::vector<std::string> out;
-    for (const char* f : kCopiedFields) {
-      const auto* want = spec.if_contains(f);
-      if (want == nullptr) continue;
-      const auto* got = resource.if_contains(f);
-      JsonDifferences(*want, got ? *got : json::value(nullptr), f, out);
-    }
+    for (const char* f : kCopiedFields) FieldDifferences(spec, resource, f, out);
     return out;
   }
 

@@ -38,16 +38,10 @@ class ResourcePolicyKind final : public GceChildKind {
                                         StringAt(spec, "name"));
   }
 
-  OwnerMarks OwnerOf(const json::object& resource) const override {
-    return OwnerMarksFromDescription(StringAt(resource, "description"));
-  }
-
   std::vector<std::string> Drift(const json::object& spec,
                                  const json::object& resource) const override {
     std::vector<std::string> out;
-    const auto* actual = resource.if_contains("workloadPolicy");
-    JsonDifferences(spec.at("workloadPolicy"), actual ? *actual : json::value(nullptr),
-                    "workloadPolicy", out);
+    FieldDifferences(spec, resource, "workloadPolicy", out);  // required by Validate
     return out;
   }
 };

@@ -52,7 +52,7 @@ void Trim(kube::Object& obj, const std::vector<std::vector<std::string_view>>& p
 class InformerObjectSource : public ObjectSource {
  public:
   explicit InformerObjectSource(const std::shared_ptr<kube::Client>& client)
-      : client_(client), factory_(client) {
+      : live_(NewApiObjectSource(client)), factory_(client) {
     Add(kube::resources::StatefulSets(), [](kube::Object& o) {
       Trim(o, {{"spec", "replicas"}, {"spec", "serviceName"}, {"spec", "ordinals"}});
     });
@@ -105,8 +105,7 @@ class InformerObjectSource : public ObjectSource {
       }
       return Error::Make(Error::Code::kUnavailable, "not in the informer cache", kNotCached);
     }
-    HS_ASSIGN_OR_RETURN(kube::Object obj, client_->Get(r, ns, name));
-    return std::make_shared<const json::object>(std::move(obj));
+    return live_->Get(r, ns, name, mode);
   }
 
   Result<std::vector<ObjectPtr>> List(const kube::Resource& r, Mode mode) override {
@@ -115,13 +114,7 @@ class InformerObjectSource : public ObjectSource {
       if (it != informers_.end() && it->second->HasSynced()) return it->second->store().List();
       return Error::Make(Error::Code::kUnavailable, "not in the informer cache", kNotCached);
     }
-    HS_ASSIGN_OR_RETURN(kube::ObjectList list, client_->ListAll(r, ""));
-    std::vector<ObjectPtr> out;
-    out.reserve(list.items.size());
-    for (kube::Object& o : list.items) {
-      out.push_back(std::make_shared<const json::object>(std::move(o)));
-    }
-    return out;
+    return live_->List(r, mode);
   }
 
  private:
@@ -134,7 +127,8 @@ class InformerObjectSource : public ObjectSource {
     if (wait_for_sync) awaited_.push_back(std::move(informer));
   }
 
-  std::shared_ptr<kube::Client> client_;
+  // Live reads (Mode::kLive) go to the API server as NewApiObjectSource reads it.
+  std::shared_ptr<ObjectSource> live_;
   kube::InformerFactory factory_;
   std::map<std::string, std::shared_ptr<kube::SharedInformer>> informers_;
   std::vector<std::shared_ptr<kube::SharedInformer>> awaited_;  // by Start(), the Pod path's

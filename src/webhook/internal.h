@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <boost/json/array.hpp>
@@ -28,6 +29,16 @@ struct Decision {
   std::string patch;
   std::vector<std::string> warnings;
   bool needs_live = false;
+
+  // A refusal: status.code `code`, its reason and message.
+  static Decision Denied(int code, std::string reason, std::string message) {
+    Decision d;
+    d.allowed = false;
+    d.code = code;
+    d.reason = std::move(reason);
+    d.message = std::move(message);
+    return d;
+  }
 };
 
 // Pods on CREATE: the env injection.
@@ -86,12 +97,5 @@ inline std::string Base64(std::string_view in) { return Base64Encode(in); }
 // as boost::json::serialize does; other bytes as they are, `s` being valid UTF-8 from a parsed
 // document or our own text).
 void AppendJsonString(std::string& out, std::string_view s);
-
-// Non-throwing readers.
-const boost::json::object* ObjectAt(const boost::json::object* o, std::string_view key);
-const boost::json::array* ArrayAt(const boost::json::object* o, std::string_view key);
-std::string_view StringAt(const boost::json::object* o, std::string_view key);
-// Integer member (int64, uint64 or integral double); `fallback` when absent or not a number.
-int64_t IntAt(const boost::json::object* o, std::string_view key, int64_t fallback);
 
 }  // namespace hyperslice::webhook::internal

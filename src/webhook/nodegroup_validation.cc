@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "src/base/json.h"
 #include "src/base/strings.h"
 #include "src/tpu/api.h"
 #include "src/tpu/validation.h"
@@ -19,6 +20,9 @@
 
 namespace hyperslice::webhook::internal {
 namespace json = boost::json;
+using jsonfield::ArrayField;
+using jsonfield::ObjectField;
+using jsonfield::StringField;
 
 namespace {
 
@@ -270,16 +274,16 @@ bool IsReservedMetadataKey(std::string_view k) {
 }
 
 void SyntaxProblems(const json::object& spec, std::vector<std::string>& problems) {
-  std::string zone(StringAt(&spec, "nodeLocation"));
-  if (std::string_view uri = StringAt(&spec, "instanceTemplateURI");
+  std::string zone(StringField(&spec, "nodeLocation"));
+  if (std::string_view uri = StringField(&spec, "instanceTemplateURI");
       !uri.empty() && !IsTemplateUri(uri)) {
     problems.push_back("spec.instanceTemplateURI " + QuoteForMessage(uri) +
                        " is not an instance template URL; write "
                        "projects/<project>/global/instanceTemplates/<name> (or "
                        "projects/<project>/regions/<region>/instanceTemplates/<name>)");
   }
-  if (const json::object* ic = ObjectAt(&spec, "instanceConfig")) {
-    if (std::string_view sub = StringAt(ic, "subnetwork"); !sub.empty()) {
+  if (const json::object* ic = ObjectField(&spec, "instanceConfig")) {
+    if (std::string_view sub = StringField(ic, "subnetwork"); !sub.empty()) {
       std::string region;
       if (!IsSubnetworkUri(sub, &region)) {
         problems.push_back("spec.instanceConfig.subnetwork " + QuoteForMessage(sub) +
@@ -292,34 +296,36 @@ void SyntaxProblems(const json::object& spec, std::vector<std::string>& problems
                            "; use a subnetwork of region " + *zone_region);
       }
     }
-    if (std::string_view image = StringAt(ic, "image"); !image.empty() && !IsImageUri(image)) {
+    if (std::string_view image = StringField(ic, "image"); !image.empty() && !IsImageUri(image)) {
       problems.push_back("spec.instanceConfig.image " + QuoteForMessage(image) +
                          " is not an image URL; write projects/<project>/global/images/<image> or "
                          "projects/<project>/global/images/family/<family>");
     }
-    if (std::string_view r = StringAt(ic, "reservation"); !r.empty() && !IsReservation(r)) {
+    if (std::string_view r = StringField(ic, "reservation"); !r.empty() && !IsReservation(r)) {
       problems.push_back("spec.instanceConfig.reservation " + QuoteForMessage(r) +
                          " is not a reservation; write its name (lower-case letters, digits and "
                          "'-', at most 63) or projects/<project>/reservations/<name>");
     }
-    if (std::string_view d = StringAt(ic, "diskType"); !d.empty() && !IsGceName(d)) {
+    if (std::string_view d = StringField(ic, "diskType"); !d.empty() && !IsGceName(d)) {
       problems.push_back("spec.instanceConfig.diskType " + QuoteForMessage(d) +
                          " is not a disk type name; write e.g. hyperdisk-balanced or pd-balanced");
     }
-    if (const json::array* accounts = ArrayAt(ic, "serviceAccounts")) {
+    if (const json::array* accounts = ArrayField(ic, "serviceAccounts")) {
       for (const json::value& a : *accounts) {
         const json::object* acc = a.if_object();
-        std::string_view email = StringAt(acc, "email");
+        std::string_view email = StringField(acc, "email");
         if (!IsServiceAccountEmail(email)) {
-          problems.push_back("spec.instanceConfig.serviceAccounts[].email " + QuoteForMessage(email) +
+          problems.push_back("spec.instanceConfig.serviceAccounts[].email " +
+                             QuoteForMessage(email) +
                              " is not a service account; write \"default\" or an email such as "
                              "name@project.iam.gserviceaccount.com");
         }
-        if (const json::array* scopes = ArrayAt(acc, "scopes")) {
+        if (const json::array* scopes = ArrayField(acc, "scopes")) {
           for (const json::value& sc : *scopes) {
             std::string_view scope = sc.is_string() ? std::string_view(sc.get_string()) : "";
             if (!IsScope(scope)) {
-              problems.push_back("spec.instanceConfig.serviceAccounts[].scopes " + QuoteForMessage(scope) +
+              problems.push_back("spec.instanceConfig.serviceAccounts[].scopes " +
+                                 QuoteForMessage(scope) +
                                  " is not an OAuth scope URL; write e.g. "
                                  "https://www.googleapis.com/auth/cloud-platform");
             }
@@ -327,7 +333,7 @@ void SyntaxProblems(const json::object& spec, std::vector<std::string>& problems
         }
       }
     }
-    if (const json::array* tags = ArrayAt(ic, "networkTags")) {
+    if (const json::array* tags = ArrayField(ic, "networkTags")) {
       std::set<std::string_view> seen;
       for (const json::value& t : *tags) {
         std::string_view tag = t.is_string() ? std::string_view(t.get_string()) : "";
@@ -341,7 +347,7 @@ void SyntaxProblems(const json::object& spec, std::vector<std::string>& problems
         }
       }
     }
-    if (const json::object* md = ObjectAt(ic, "metadata")) {
+    if (const json::object* md = ObjectField(ic, "metadata")) {
       size_t total = 0;
       for (const auto& [k, v] : *md) {
         std::string_view value = v.is_string() ? std::string_view(v.get_string()) : "";
@@ -369,8 +375,8 @@ void SyntaxProblems(const json::object& spec, std::vector<std::string>& problems
       }
     }
   }
-  if (const json::object* b = ObjectAt(&spec, "bootstrapKubernetes")) {
-    std::string_view cp = StringAt(b, "controlPlaneIP");
+  if (const json::object* b = ObjectField(&spec, "bootstrapKubernetes")) {
+    std::string_view cp = StringField(b, "controlPlaneIP");
     if (!cp.empty() && !IsHostPort(cp)) {
       problems.push_back("spec.bootstrapKubernetes.controlPlaneIP " + QuoteForMessage(cp) +
                          " is not an address; write an IP address or DNS name, optionally with "
@@ -391,14 +397,15 @@ std::vector<std::string> NodeGroupSpecProblems(const json::object& spec) {
 
 Decision ValidateNodeGroup(const json::object& request) {
   Decision d;
-  std::string_view op = StringAt(&request, "operation");
-  const json::object* kind = ObjectAt(&request, "kind");
-  if ((op != "CREATE" && op != "UPDATE") || StringAt(kind, "group") != "tpu.google.com" ||
-      StringAt(kind, "kind") != "TPUNodeGroup" || !StringAt(&request, "subResource").empty()) {
+  std::string_view op = StringField(&request, "operation");
+  const json::object* kind = ObjectField(&request, "kind");
+  if ((op != "CREATE" && op != "UPDATE") || StringField(kind, "group") != "tpu.google.com" ||
+      StringField(kind, "kind") != "TPUNodeGroup" ||
+      !StringField(&request, "subResource").empty()) {
     return d;
   }
-  const json::object* obj = ObjectAt(&request, "object");
-  const json::object* spec = ObjectAt(obj, "spec");
+  const json::object* obj = ObjectField(&request, "object");
+  const json::object* spec = ObjectField(obj, "spec");
   if (spec == nullptr) {
     d.allowed = false;
     d.code = 400;
@@ -409,16 +416,16 @@ Decision ValidateNodeGroup(const json::object& request) {
   if (op == "UPDATE") {
     // Metadata-only updates (finalizer removal during teardown) must pass even for a group that
     // predates a stricter rule.
-    const json::object* old_spec = ObjectAt(ObjectAt(&request, "oldObject"), "spec");
+    const json::object* old_spec = ObjectField(ObjectField(&request, "oldObject"), "spec");
     if (old_spec != nullptr && *old_spec == *spec) return d;
   }
   std::vector<std::string> problems = NodeGroupSpecProblems(*spec);
   if (problems.empty()) return d;
-  const json::object* meta = ObjectAt(obj, "metadata");
-  std::string name(StringAt(meta, "name"));
-  if (name.empty()) name = std::string(StringAt(&request, "name"));
-  std::string message =
-      "TPUNodeGroup " + std::string(StringAt(&request, "namespace")) + "/" + name + " is invalid: ";
+  const json::object* meta = ObjectField(obj, "metadata");
+  std::string name(StringField(meta, "name"));
+  if (name.empty()) name = std::string(StringField(&request, "name"));
+  std::string message = "TPUNodeGroup " + std::string(StringField(&request, "namespace")) + "/" +
+                        name + " is invalid: ";
   for (size_t i = 0; i < problems.size(); ++i) {
     if (i > 0) message += "; ";
     message += problems[i];

@@ -7,12 +7,17 @@
 #include <utility>
 #include <vector>
 
+#include "src/base/json.h"
 #include "src/kube/resource.h"
 #include "src/tpu/topology.h"
 #include "src/webhook/internal.h"
 
 namespace hyperslice::webhook::internal {
 namespace json = boost::json;
+using jsonfield::ArrayField;
+using jsonfield::IntField;
+using jsonfield::ObjectField;
+using jsonfield::StringField;
 namespace {
 
 constexpr std::string_view kPodIndexLabel = "apps.kubernetes.io/pod-index";
@@ -28,21 +33,21 @@ struct Owner {
   std::string api_version, kind, name, uid;
 };
 std::optional<Owner> ControllerOf(const json::object* metadata) {
-  const json::array* refs = ArrayAt(metadata, "ownerReferences");
+  const json::array* refs = ArrayField(metadata, "ownerReferences");
   if (refs == nullptr) return std::nullopt;
   for (const json::value& v : *refs) {
     const json::object* ref = v.if_object();
     if (ref == nullptr) continue;
     const json::value* controller = ref->if_contains("controller");
     if (controller == nullptr || !controller->is_bool() || !controller->get_bool()) continue;
-    return Owner{std::string(StringAt(ref, "apiVersion")), std::string(StringAt(ref, "kind")),
-                 std::string(StringAt(ref, "name")), std::string(StringAt(ref, "uid"))};
+    return Owner{std::string(StringField(ref, "apiVersion")), std::string(StringField(ref, "kind")),
+                 std::string(StringField(ref, "name")), std::string(StringField(ref, "uid"))};
   }
   return std::nullopt;
 }
 
 std::string_view UidOf(const json::object& obj) {
-  return StringAt(ObjectAt(&obj, "metadata"), "uid");
+  return StringField(ObjectField(&obj, "metadata"), "uid");
 }
 
 // The outcome of reading an object the decision depends on.
@@ -126,7 +131,7 @@ Decision PodMutation::Unreadable(int code, std::string reason, const std::string
 
 bool PodMutation::AddStatefulSetVars(const Owner& owner) {
   std::optional<int64_t> ordinal;
-  std::string_view index_label = StringAt(ObjectAt(metadata_, "labels"), kPodIndexLabel);
+  std::string_view index_label = StringField(ObjectField(metadata_, "labels"), kPodIndexLabel);
   if (!index_label.empty()) {
     ordinal = ParseNonNegative(index_label);
   } else if (pod_name_.size() > owner.name.size() + 1 &&
@@ -141,9 +146,9 @@ bool PodMutation::AddStatefulSetVars(const Owner& owner) {
     return false;
   }
   auto range = [](const json::object& sts) {
-    const json::object* spec = ObjectAt(&sts, "spec");
-    int64_t start = IntAt(ObjectAt(spec, "ordinals"), "start", 0);
-    int64_t replicas = IntAt(spec, "replicas", 1);
+    const json::object* spec = ObjectField(&sts, "spec");
+    int64_t start = IntField(ObjectField(spec, "ordinals"), "start").value_or(0);
+    int64_t replicas = IntField(spec, "replicas").value_or(1);
     return std::pair<int64_t, int64_t>(start, replicas);
   };
   Read read = ReadFresh(source_, kube::resources::StatefulSets(), ns_, owner.name, allow_live_,
@@ -180,7 +185,7 @@ bool PodMutation::AddStatefulSetVars(const Owner& owner) {
     return false;
   }
   auto [start, replicas] = range(*read.obj);
-  std::string service(StringAt(ObjectAt(read.obj.get(), "spec"), "serviceName"));
+  std::string service(StringField(ObjectField(read.obj.get(), "spec"), "serviceName"));
   // Seed 001's order: the hostnames (upstream puts them in the StatefulSet's template), then the
   // worker id (upstream adds it to the pod).
   if (service.empty()) {
@@ -199,8 +204,8 @@ bool PodMutation::AddStatefulSetVars(const Owner& owner) {
 }
 
 bool PodMutation::AddJobVars(const Owner& owner) {
-  std::string_view index_text = StringAt(ObjectAt(metadata_, "annotations"), kJobIndexKey);
-  if (index_text.empty()) index_text = StringAt(ObjectAt(metadata_, "labels"), kJobIndexKey);
+  std::string_view index_text = StringField(ObjectField(metadata_, "annotations"), kJobIndexKey);
+  if (index_text.empty()) index_text = StringField(ObjectField(metadata_, "labels"), kJobIndexKey);
   if (index_text.empty()) return true;  // not an Indexed Job: no worker identity to give
   std::optional<int64_t> index = ParseNonNegative(index_text);
   std::string what = "Job " + ns_ + "/" + owner.name;
@@ -229,15 +234,16 @@ bool PodMutation::AddJobVars(const Owner& owner) {
                                " (it was deleted and re-created)");
     return false;
   }
-  const json::object* spec = ObjectAt(read.obj.get(), "spec");
-  int64_t completions = IntAt(spec, "completions", -1);
+  const json::object* spec = ObjectField(read.obj.get(), "spec");
+  int64_t completions = IntField(spec, "completions").value_or(-1);
   if (completions <= 0 || *index >= completions) {
     decision_ = Unreadable(409, "Conflict",
                            "pod completion index " + std::to_string(*index) + " is outside " +
                                what + "'s completions (" + std::to_string(completions) + ")");
     return false;
   }
-  std::string subdomain(StringAt(ObjectAt(ObjectAt(spec, "template"), "spec"), "subdomain"));
+  std::string subdomain(
+      StringField(ObjectField(ObjectField(spec, "template"), "spec"), "subdomain"));
   // The same order as for StatefulSets: hostnames, then the worker id.
   if (subdomain.empty()) {
     warnings_.push_back(what + " sets no spec.template.spec.subdomain, so its pods have no DNS " +
@@ -257,22 +263,24 @@ bool PodMutation::AddJobVars(const Owner& owner) {
 // The value of cloud.google.com/tpu-node-group the Pod requires: nodeSelector, else a required
 // node affinity term `In [value]` (every term must agree, or the group is ambiguous: "").
 std::string PodMutation::SelectedNodeGroup() const {
-  const json::object* spec = ObjectAt(pod_, "spec");
-  std::string_view v = StringAt(ObjectAt(spec, "nodeSelector"), kNodeGroupLabel);
+  const json::object* spec = ObjectField(pod_, "spec");
+  std::string_view v = StringField(ObjectField(spec, "nodeSelector"), kNodeGroupLabel);
   if (!v.empty()) return std::string(v);
-  const json::array* terms = ArrayAt(ObjectAt(ObjectAt(ObjectAt(spec, "affinity"), "nodeAffinity"),
-                                              "requiredDuringSchedulingIgnoredDuringExecution"),
-                                     "nodeSelectorTerms");
+  const json::array* terms =
+      ArrayField(ObjectField(ObjectField(ObjectField(spec, "affinity"), "nodeAffinity"),
+                             "requiredDuringSchedulingIgnoredDuringExecution"),
+                 "nodeSelectorTerms");
   if (terms == nullptr) return "";
   std::string found;
   for (const json::value& t : *terms) {
     std::string in_term;
-    const json::array* exprs = ArrayAt(t.if_object(), "matchExpressions");
+    const json::array* exprs = ArrayField(t.if_object(), "matchExpressions");
     if (exprs == nullptr) return "";
     for (const json::value& e : *exprs) {
       const json::object* expr = e.if_object();
-      if (StringAt(expr, "key") != kNodeGroupLabel || StringAt(expr, "operator") != "In") continue;
-      const json::array* values = ArrayAt(expr, "values");
+      if (StringField(expr, "key") != kNodeGroupLabel || StringField(expr, "operator") != "In")
+        continue;
+      const json::array* values = ArrayField(expr, "values");
       if (values != nullptr && values->size() == 1 && (*values)[0].is_string()) {
         in_term = std::string((*values)[0].get_string());
       }
@@ -324,12 +332,13 @@ bool PodMutation::AddTopologyVars(const std::string& selected) {
                                "group first or fix the selector");
     return false;
   }
-  const json::object* spec = ObjectAt(group.get(), "spec");
-  std::string topology(StringAt(spec, "topology"));
-  std::string machine(StringAt(ObjectAt(spec, "instanceConfig"), "machineType"));
+  const json::object* spec = ObjectField(group.get(), "spec");
+  std::string topology(StringField(spec, "topology"));
+  std::string machine(StringField(ObjectField(spec, "instanceConfig"), "machineType"));
   Result<tpu::Slice> slice =
-      machine.empty() ? tpu::InferSlice(topology, static_cast<int>(IntAt(spec, "nodeCount", 0)))
-                      : tpu::MakeSlice(machine, topology);
+      machine.empty()
+          ? tpu::InferSlice(topology, static_cast<int>(IntField(spec, "nodeCount").value_or(0)))
+          : tpu::MakeSlice(machine, topology);
   if (!slice.ok()) {
     decision_ =
         Unreadable(409, "Conflict",
@@ -344,13 +353,13 @@ bool PodMutation::AddTopologyVars(const std::string& selected) {
 }
 
 Decision PodMutation::Run() {
-  if (StringAt(&request_, "operation") != "CREATE" ||
-      StringAt(ObjectAt(&request_, "kind"), "kind") != "Pod" ||
-      !StringAt(ObjectAt(&request_, "kind"), "group").empty() ||
-      !StringAt(&request_, "subResource").empty()) {
+  if (StringField(&request_, "operation") != "CREATE" ||
+      StringField(ObjectField(&request_, "kind"), "kind") != "Pod" ||
+      !StringField(ObjectField(&request_, "kind"), "group").empty() ||
+      !StringField(&request_, "subResource").empty()) {
     return std::move(decision_);  // not a Pod create: not ours
   }
-  pod_ = ObjectAt(&request_, "object");
+  pod_ = ObjectField(&request_, "object");
   if (pod_ == nullptr) {
     decision_.allowed = false;
     decision_.code = 400;
@@ -358,12 +367,12 @@ Decision PodMutation::Run() {
     decision_.message = "AdmissionReview request.object is missing";
     return std::move(decision_);
   }
-  metadata_ = ObjectAt(pod_, "metadata");
-  Targets which = TargetsOf(ObjectAt(metadata_, "labels"));
+  metadata_ = ObjectField(pod_, "metadata");
+  Targets which = TargetsOf(ObjectField(metadata_, "labels"));
   if (which == Targets::kNone) return std::move(decision_);
   bool all_containers = which == Targets::kAll;
 
-  const json::array* containers = ArrayAt(ObjectAt(pod_, "spec"), "containers");
+  const json::array* containers = ArrayField(ObjectField(pod_, "spec"), "containers");
   std::vector<size_t> targets;
   if (containers != nullptr) {
     for (size_t i = 0; i < containers->size(); ++i) {
@@ -373,13 +382,13 @@ Decision PodMutation::Run() {
   }
   if (targets.empty()) return std::move(decision_);  // nothing opted in: admitted unchanged
 
-  ns_ = std::string(StringAt(&request_, "namespace"));
-  if (ns_.empty()) ns_ = std::string(StringAt(metadata_, "namespace"));
-  pod_name_ = std::string(StringAt(metadata_, "name"));
-  if (pod_name_.empty()) pod_name_ = std::string(StringAt(&request_, "name"));
+  ns_ = std::string(StringField(&request_, "namespace"));
+  if (ns_.empty()) ns_ = std::string(StringField(metadata_, "namespace"));
+  pod_name_ = std::string(StringField(metadata_, "name"));
+  if (pod_name_.empty()) pod_name_ = std::string(StringField(&request_, "name"));
   style_.ns = ns_;
   style_.cluster_domain = options_.cluster_domain;
-  if (std::string bad = style_.Parse(ObjectAt(metadata_, "annotations")); !bad.empty()) {
+  if (std::string bad = style_.Parse(ObjectField(metadata_, "annotations")); !bad.empty()) {
     decision_.allowed = false;
     decision_.code = 400;
     decision_.reason = "BadRequest";
@@ -410,14 +419,14 @@ Decision PodMutation::Run() {
   auto env_var = [&patch](const EnvVar& v) { AppendEnvVar(patch, v.name, v.value); };
   for (size_t i : targets) {
     const json::object& c = (*containers)[i].get_object();
-    const json::array* env = ArrayAt(&c, "env");
+    const json::array* env = ArrayField(&c, "env");
     // Values from envFrom (ConfigMaps, Secrets) are not in the request and an `env` entry wins
     // over them in the kubelet: say so instead of overriding the user silently.
-    const json::array* env_from = ArrayAt(&c, "envFrom");
+    const json::array* env_from = ArrayField(&c, "envFrom");
     auto warn_env_from = [&](size_t patch_before) {
       if (env_from == nullptr || env_from->empty() || patch.size() == patch_before) return;
       decision_.warnings.push_back(
-          "container " + std::string(StringAt(&c, "name")) +
+          "container " + std::string(StringField(&c, "name")) +
           " uses envFrom; the injected TPU_* variables take precedence over any of the same name "
           "from envFrom: set them under env to keep your own values");
     };
@@ -438,7 +447,7 @@ Decision PodMutation::Run() {
     // The names the container sets, looked up once (not once per injected variable).
     std::vector<std::string_view> names;
     names.reserve(env->size());
-    for (const json::value& e : *env) names.push_back(StringAt(e.if_object(), "name"));
+    for (const json::value& e : *env) names.push_back(StringField(e.if_object(), "name"));
     base += "/-";
     for (const EnvVar& v : vars_) {
       // The user's value wins.

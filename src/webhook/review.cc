@@ -11,6 +11,7 @@
 #include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parser.hpp>
 
+#include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/kube/client.h"
 #include "src/webhook/internal.h"
@@ -20,39 +21,6 @@ namespace hyperslice::webhook {
 namespace json = boost::json;
 
 namespace internal {
-
-const json::object* ObjectAt(const json::object* o, std::string_view key) {
-  if (o == nullptr) return nullptr;
-  const json::value* v = o->if_contains(key);
-  return v != nullptr && v->is_object() ? &v->get_object() : nullptr;
-}
-
-const json::array* ArrayAt(const json::object* o, std::string_view key) {
-  if (o == nullptr) return nullptr;
-  const json::value* v = o->if_contains(key);
-  return v != nullptr && v->is_array() ? &v->get_array() : nullptr;
-}
-
-std::string_view StringAt(const json::object* o, std::string_view key) {
-  if (o == nullptr) return {};
-  const json::value* v = o->if_contains(key);
-  return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
-}
-
-int64_t IntAt(const json::object* o, std::string_view key, int64_t fallback) {
-  if (o == nullptr) return fallback;
-  const json::value* v = o->if_contains(key);
-  if (v == nullptr) return fallback;
-  if (v->is_int64()) return v->get_int64();
-  if (v->is_uint64() && v->get_uint64() <= static_cast<uint64_t>(INT64_MAX)) {
-    return static_cast<int64_t>(v->get_uint64());
-  }
-  if (v->is_double()) {
-    double d = v->get_double();
-    if (d == static_cast<double>(static_cast<int64_t>(d))) return static_cast<int64_t>(d);
-  }
-  return fallback;
-}
 
 namespace {
 
@@ -139,8 +107,8 @@ Result<OwnerUnreadable> ParseOwnerUnreadable(const std::string& s) {
 void StaticObjectSource::Put(const kube::Resource& r, json::object obj) {
   std::string key =
       r.String() + "/" +
-      std::string(internal::StringAt(internal::ObjectAt(&obj, "metadata"), "namespace")) + "/" +
-      std::string(internal::StringAt(internal::ObjectAt(&obj, "metadata"), "name"));
+      std::string(jsonfield::StringField(jsonfield::ObjectField(&obj, "metadata"), "namespace")) +
+      "/" + std::string(jsonfield::StringField(jsonfield::ObjectField(&obj, "metadata"), "name"));
   objects_[key] = std::make_shared<const json::object>(std::move(obj));
 }
 
@@ -205,14 +173,15 @@ class ApiObjectSource : public ObjectSource {
 // path writes no log line otherwise.
 void LogDecision(const std::string& path, const json::object& request,
                  const internal::Decision& d) {
-  const json::object* object = internal::ObjectAt(&request, "object");
-  std::string_view name = internal::StringAt(&request, "name");
-  if (name.empty()) name = internal::StringAt(internal::ObjectAt(object, "metadata"), "name");
+  const json::object* object = jsonfield::ObjectField(&request, "object");
+  std::string_view name = jsonfield::StringField(&request, "name");
+  if (name.empty())
+    name = jsonfield::StringField(jsonfield::ObjectField(object, "metadata"), "name");
   log::Debug("admission",
              {{"path", path},
-              {"kind", internal::StringAt(internal::ObjectAt(&request, "kind"), "kind")},
-              {"operation", internal::StringAt(&request, "operation")},
-              {"namespace", internal::StringAt(&request, "namespace")},
+              {"kind", jsonfield::StringField(jsonfield::ObjectField(&request, "kind"), "kind")},
+              {"operation", jsonfield::StringField(&request, "operation")},
+              {"namespace", jsonfield::StringField(&request, "namespace")},
               {"name", name},
               {"allowed", json::value(d.allowed)},
               {"patched", json::value(!d.patch.empty())},
@@ -262,15 +231,15 @@ ReviewResult Review(const std::string& path, std::string_view body, ObjectSource
   // admissionReviewVersions it knows, and gke-tpu-env-injector's chart lists [v1beta1, v1]
   // (k8s.io/apiserver pkg/admission/plugin/webhook/request/admissionreview.go,
   // CreateAdmissionObjects). The answer must be in the version asked; both have the same fields.
-  std::string_view api_version = internal::StringAt(review, "apiVersion");
+  std::string_view api_version = jsonfield::StringField(review, "apiVersion");
   if ((api_version != "admission.k8s.io/v1" && api_version != "admission.k8s.io/v1beta1") ||
-      internal::StringAt(review, "kind") != "AdmissionReview") {
+      jsonfield::StringField(review, "kind") != "AdmissionReview") {
     return PlainError(400,
                       "malformed AdmissionReview: expected apiVersion admission.k8s.io/v1 (or "
                       "v1beta1) and kind AdmissionReview");
   }
-  const json::object* request = internal::ObjectAt(review, "request");
-  std::string_view uid = internal::StringAt(request, "uid");
+  const json::object* request = jsonfield::ObjectField(review, "request");
+  std::string_view uid = jsonfield::StringField(request, "uid");
   if (request == nullptr || uid.empty()) {
     return PlainError(400, "malformed AdmissionReview: request.uid is missing");
   }
@@ -280,7 +249,7 @@ ReviewResult Review(const std::string& path, std::string_view body, ObjectSource
     d = internal::MutatePod(*request, source, options, allow_live);
   } else if (path == kMutatePath) {
     // Upstream's one path for both kinds (seed 001); anything else is admitted unchanged.
-    std::string_view kind = internal::StringAt(internal::ObjectAt(request, "kind"), "kind");
+    std::string_view kind = jsonfield::StringField(jsonfield::ObjectField(request, "kind"), "kind");
     if (kind == "StatefulSet") {
       d = internal::MutateStatefulSet(*request, options);
     } else if (kind == "Pod") {

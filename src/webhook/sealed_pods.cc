@@ -94,15 +94,6 @@ std::vector<SealedNode> SealedTargets(const json::object& spec, const std::vecto
   return out;
 }
 
-Decision Deny(int code, std::string reason, std::string message) {
-  Decision d;
-  d.allowed = false;
-  d.code = code;
-  d.reason = std::move(reason);
-  d.message = std::move(message);
-  return d;
-}
-
 runners::policy::SignatureSource& DefaultSignatures() {
   static const std::unique_ptr<runners::policy::SignatureSource> source =
       runners::policy::NewRegistrySignatureSource({});
@@ -113,8 +104,8 @@ runners::policy::SignatureSource& DefaultSignatures() {
 
 Decision ValidateSealedPod(const json::object& request, ObjectSource& source,
                            const AdmissionOptions& options, bool allow_live) {
-  const json::object* pod = ObjectAt(&request, "object");
-  const json::object* spec = ObjectAt(pod, "spec");
+  const json::object* pod = ObjectField(&request, "object");
+  const json::object* spec = ObjectField(pod, "spec");
   if (spec == nullptr || !MayTargetControlNodes(*spec)) return {};
   // Signatures are read from registries: never on an I/O thread.
   if (!allow_live) {
@@ -122,16 +113,17 @@ Decision ValidateSealedPod(const json::object& request, ObjectSource& source,
     d.needs_live = true;
     return d;
   }
-  const std::string who = std::string(StringAt(&request, "namespace")) + "/" +
-                          std::string(StringAt(ObjectAt(pod, "metadata"), "name"));
+  const std::string who = std::string(StringField(&request, "namespace")) + "/" +
+                          std::string(StringField(ObjectField(pod, "metadata"), "name"));
   auto cns = source.List(ControlNodes(), ObjectSource::Mode::kCachedOnly);
   if (!cns.ok()) cns = source.List(ControlNodes(), ObjectSource::Mode::kLive);
   if (!cns.ok()) {
     // Without the runners API installed there is no sealed control node to protect.
     if (cns.error().code == Error::Code::kNotFound) return {};
-    return Deny(503, "ControlNodesUnreadable",
-                "pod " + who + " may land on a control node, whose seal cannot be checked: " +
-                    cns.error().message);
+    return Decision::Denied(
+        503, "ControlNodesUnreadable",
+        "pod " + who +
+            " may land on a control node, whose seal cannot be checked: " + cns.error().message);
   }
   runners::policy::SignatureSource& signatures =
       options.signatures ? *options.signatures : DefaultSignatures();
@@ -139,25 +131,26 @@ Decision ValidateSealedPod(const json::object& request, ObjectSource& source,
   for (const SealedNode& s : SealedTargets(*spec, *cns)) {
     auto obj = source.Get(WorkloadPolicies(), "", s.policy, ObjectSource::Mode::kLive);
     if (!obj.ok()) {
-      return Deny(503, "WorkloadPolicyUnavailable",
-                  "pod " + who + " is for sealed control node " + s.control_node +
-                      ", whose WorkloadPolicy " + s.policy +
-                      " cannot be read: " + obj.error().message);
+      return Decision::Denied(503, "WorkloadPolicyUnavailable",
+                              "pod " + who + " is for sealed control node " + s.control_node +
+                                  ", whose WorkloadPolicy " + s.policy +
+                                  " cannot be read: " + obj.error().message);
     }
     auto policy = runners::policy::ParseWorkloadPolicy(**obj);
     if (!policy.ok()) {
-      return Deny(503, "WorkloadPolicyInvalid", "pod " + who + ": " + policy.error().message);
+      return Decision::Denied(503, "WorkloadPolicyInvalid",
+                              "pod " + who + ": " + policy.error().message);
     }
     Status st = runners::policy::Check(*policy, workload, signatures);
     if (!st.ok() && st.error().code == Error::Code::kForbidden) {
-      return Deny(403, st.error().reason,
-                  "pod " + who + " is refused by sealed control node " + s.control_node + ": " +
-                      st.error().message);
+      return Decision::Denied(403, st.error().reason,
+                              "pod " + who + " is refused by sealed control node " +
+                                  s.control_node + ": " + st.error().message);
     }
     if (!st.ok()) {
-      return Deny(503, "SignaturesUnreadable",
-                  "pod " + who + " for sealed control node " + s.control_node +
-                      ": its images' signatures cannot be read: " + st.error().message);
+      return Decision::Denied(503, "SignaturesUnreadable",
+                              "pod " + who + " for sealed control node " + s.control_node +
+                                  ": its images' signatures cannot be read: " + st.error().message);
     }
   }
   return {};

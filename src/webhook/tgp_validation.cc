@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "src/base/json.h"
 #include "src/gpu/api.h"
 #include "src/gpu/provider.h"
 #include "src/gpu/validation.h"
@@ -19,6 +20,8 @@
 
 namespace hyperslice::webhook::internal {
 namespace json = boost::json;
+using jsonfield::ObjectField;
+using jsonfield::StringField;
 
 namespace {
 
@@ -38,8 +41,8 @@ Decision Refuse(std::string_view what, const std::vector<std::string>& problems)
 }
 
 std::string NameOf(const json::object& request, const json::object* obj) {
-  std::string_view name = StringAt(ObjectAt(obj, "metadata"), "name");
-  if (name.empty()) name = StringAt(&request, "name");
+  std::string_view name = StringField(ObjectField(obj, "metadata"), "name");
+  if (name.empty()) name = StringField(&request, "name");
   return std::string(name);
 }
 
@@ -49,7 +52,7 @@ std::string ExistingClasses(ObjectSource& source, ObjectSource::Mode mode) {
   if (!classes.ok()) return "";
   std::vector<std::string> names;
   for (const ObjectPtr& c : *classes) {
-    std::string_view n = StringAt(ObjectAt(c.get(), "metadata"), "name");
+    std::string_view n = StringField(ObjectField(c.get(), "metadata"), "name");
     if (!n.empty()) names.emplace_back(n);
   }
   if (names.empty()) return "; there is no GPUNodeClass yet";
@@ -92,12 +95,12 @@ ClassCheck CheckClass(const json::object& spec, const std::string& class_name, b
     }
     return c;
   }
-  const json::object* meta = ObjectAt(cls->get(), "metadata");
+  const json::object* meta = ObjectField(cls->get(), "metadata");
   if (ref_changed && meta != nullptr && meta->contains("deletionTimestamp")) {
     c.problems.push_back("spec.nodeClassRef.name \"" + class_name +
                          "\" names a GPUNodeClass that is being deleted; name another class");
   }
-  if (const json::object* cspec = ObjectAt(cls->get(), "spec")) {
+  if (const json::object* cspec = ObjectField(cls->get(), "spec")) {
     std::vector<std::string> more = gpu::PoolClassProblems(spec, class_name, *cspec);
     c.problems.insert(c.problems.end(), more.begin(), more.end());
   }
@@ -107,15 +110,16 @@ ClassCheck CheckClass(const json::object& spec, const std::string& class_name, b
 Decision ValidatePool(const json::object& request, const json::object& spec, bool create,
                       ObjectSource& source, bool allow_live) {
   Decision d;
-  const json::object* obj = ObjectAt(&request, "object");
+  const json::object* obj = ObjectField(&request, "object");
   std::string what =
-      "GPUNodePool " + std::string(StringAt(&request, "namespace")) + "/" + NameOf(request, obj);
+      "GPUNodePool " + std::string(StringField(&request, "namespace")) + "/" + NameOf(request, obj);
   gpu::Findings f = gpu::PoolSpecFindings(spec);
   d.warnings = std::move(f.warnings);
 
-  std::string class_name(StringAt(ObjectAt(&spec, "nodeClassRef"), "name"));
-  const json::object* old_spec = ObjectAt(ObjectAt(&request, "oldObject"), "spec");
-  bool ref_changed = create || StringAt(ObjectAt(old_spec, "nodeClassRef"), "name") != class_name;
+  std::string class_name(StringField(ObjectField(&spec, "nodeClassRef"), "name"));
+  const json::object* old_spec = ObjectField(ObjectField(&request, "oldObject"), "spec");
+  bool ref_changed =
+      create || StringField(ObjectField(old_spec, "nodeClassRef"), "name") != class_name;
   if (!class_name.empty()) {
     ClassCheck c =
         CheckClass(spec, class_name, ref_changed, source, ObjectSource::Mode::kCachedOnly);
@@ -146,7 +150,7 @@ Decision ValidatePool(const json::object& request, const json::object& spec, boo
 Decision ValidateClass(const json::object& request, const json::object& spec, bool create,
                        ObjectSource& source, bool allow_live) {
   Decision d;
-  const json::object* obj = ObjectAt(&request, "object");
+  const json::object* obj = ObjectField(&request, "object");
   std::string what = "GPUNodeClass " + NameOf(request, obj);
   gpu::Findings f = gpu::ClassSpecFindings(spec);
   if (!f.problems.empty()) {
@@ -157,11 +161,12 @@ Decision ValidateClass(const json::object& request, const json::object& spec, bo
   d.warnings = std::move(f.warnings);
 
   // A new or lower maxHourlyCost: warn about the pools it leaves priced above it.
-  std::string_view cost = StringAt(ObjectAt(&spec, "limits"), "maxHourlyCost");
+  std::string_view cost = StringField(ObjectField(&spec, "limits"), "maxHourlyCost");
   if (cost.empty()) return d;
   if (!create) {
-    std::string_view old_cost = StringAt(
-        ObjectAt(ObjectAt(ObjectAt(&request, "oldObject"), "spec"), "limits"), "maxHourlyCost");
+    std::string_view old_cost =
+        StringField(ObjectField(ObjectField(ObjectField(&request, "oldObject"), "spec"), "limits"),
+                    "maxHourlyCost");
     auto now = gpu::ParseUsd(cost);
     auto before = gpu::ParseUsd(old_cost);
     if (!old_cost.empty() && now.ok() && before.ok() && *now >= *before) return d;
@@ -194,14 +199,15 @@ Decision ValidateClass(const json::object& request, const json::object& spec, bo
 
 Decision ValidateTgp(const json::object& request, ObjectSource& source, bool allow_live) {
   Decision d;
-  std::string_view op = StringAt(&request, "operation");
-  const json::object* kind = ObjectAt(&request, "kind");
-  std::string_view k = StringAt(kind, "kind");
-  if ((op != "CREATE" && op != "UPDATE") || StringAt(kind, "group") != "tgp.io" ||
-      (k != "GPUNodePool" && k != "GPUNodeClass") || !StringAt(&request, "subResource").empty()) {
+  std::string_view op = StringField(&request, "operation");
+  const json::object* kind = ObjectField(&request, "kind");
+  std::string_view k = StringField(kind, "kind");
+  if ((op != "CREATE" && op != "UPDATE") || StringField(kind, "group") != "tgp.io" ||
+      (k != "GPUNodePool" && k != "GPUNodeClass") ||
+      !StringField(&request, "subResource").empty()) {
     return d;
   }
-  const json::object* spec = ObjectAt(ObjectAt(&request, "object"), "spec");
+  const json::object* spec = ObjectField(ObjectField(&request, "object"), "spec");
   if (spec == nullptr) {
     d.allowed = false;
     d.code = 400;
@@ -212,7 +218,7 @@ Decision ValidateTgp(const json::object& request, ObjectSource& source, bool all
   if (op == "UPDATE") {
     // Metadata-only updates (finalizers during deletion) pass even for an object that predates a
     // stricter rule.
-    const json::object* old_spec = ObjectAt(ObjectAt(&request, "oldObject"), "spec");
+    const json::object* old_spec = ObjectField(ObjectField(&request, "oldObject"), "spec");
     if (old_spec != nullptr && *old_spec == *spec) return d;
   }
   if (k == "GPUNodePool") return ValidatePool(request, *spec, op == "CREATE", source, allow_live);

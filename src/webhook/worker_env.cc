@@ -3,10 +3,13 @@
 #include <charconv>
 #include <string>
 
+#include "src/base/json.h"
 #include "src/webhook/internal.h"
 
 namespace hyperslice::webhook::internal {
 namespace json = boost::json;
+using jsonfield::ObjectField;
+using jsonfield::StringField;
 
 std::optional<int64_t> ParseNonNegative(std::string_view s) {
   int64_t v = 0;
@@ -31,9 +34,9 @@ bool QuantityNonZero(const json::value& q) {
 }  // namespace
 
 bool RequestsTpu(const json::object& container) {
-  const json::object* resources = ObjectAt(&container, "resources");
+  const json::object* resources = ObjectField(&container, "resources");
   for (std::string_view part : {"limits", "requests"}) {
-    const json::object* m = ObjectAt(resources, part);
+    const json::object* m = ObjectField(resources, part);
     if (m == nullptr) continue;
     if (const json::value* q = m->if_contains(kTpuResource); q != nullptr && QuantityNonZero(*q)) {
       return true;
@@ -43,16 +46,16 @@ bool RequestsTpu(const json::object& container) {
 }
 
 Targets TargetsOf(const json::object* labels) {
-  std::string_view mode = StringAt(labels, kInjectLabel);
+  std::string_view mode = StringField(labels, kInjectLabel);
   if (mode == "disabled") return Targets::kNone;
-  if (mode == "all" || StringAt(labels, kCompatInjectLabel) == "enabled") return Targets::kAll;
+  if (mode == "all" || StringField(labels, kCompatInjectLabel) == "enabled") return Targets::kAll;
   return Targets::kTpu;
 }
 
 std::string HostnameStyle::Parse(const json::object* annotations) {
-  fqdn = StringAt(annotations, kFqdnAnnotation) == "true";
+  fqdn = StringField(annotations, kFqdnAnnotation) == "true";
   port.clear();
-  if (std::string_view p = StringAt(annotations, kPortAnnotation); !p.empty()) {
+  if (std::string_view p = StringField(annotations, kPortAnnotation); !p.empty()) {
     std::optional<int64_t> n = ParseNonNegative(p);
     if (!n || *n < 1 || *n > 65535) {
       return "annotation " + std::string(kPortAnnotation) +

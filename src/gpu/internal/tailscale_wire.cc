@@ -1,6 +1,5 @@
 #include "src/gpu/internal/tailscale_wire.h"
 
-
 #include <boost/json.hpp>
 
 #include "src/base/json.h"

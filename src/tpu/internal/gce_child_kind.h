@@ -49,7 +49,11 @@ class GceChildKind {
                                         const GceOwner& owner) const = 0;
   virtual Result<gce::Operation> Delete(gce::Compute& compute,
                                         const boost::json::object& spec) const = 0;
-  virtual OwnerMarks OwnerOf(const boost::json::object& resource) const = 0;
+  // The owner marks a GCE resource carries: by default those in its description (a kind that also
+  // labels what it makes reads its labels too).
+  virtual OwnerMarks OwnerOf(const boost::json::object& resource) const {
+    return OwnerMarksFromDescription(StringAt(resource, "description"));
+  }
   // The fields we set that differ between the spec and the GCE resource (GCE field paths).
   virtual std::vector<std::string> Drift(const boost::json::object& spec,
                                          const boost::json::object& resource) const = 0;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
 namespace hyperslice::tpu::internal {
@@ -17,5 +18,11 @@ namespace hyperslice::tpu::internal {
 // and an empty desired value matches an absent one.
 void JsonDifferences(const boost::json::value& desired, const boost::json::value& actual,
                      const std::string& path, std::vector<std::string>& out);
+
+// JsonDifferences of desired[field] in actual[field] (an absent actual field reads as null), under
+// the path `field`; nothing when `desired` has no such field: a kind's drift over the top-level
+// fields it sets.
+void FieldDifferences(const boost::json::object& desired, const boost::json::object& actual,
+                      const std::string& field, std::vector<std::string>& out);
 
 }  // namespace hyperslice::tpu::internal

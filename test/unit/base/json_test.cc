@@ -2,8 +2,8 @@
 // absent object, and the strings of an array.
 #include "src/base/json.h"
 
-#include <boost/json/parse.hpp>
 #include <gtest/gtest.h>
+#include <boost/json/parse.hpp>
 
 namespace hyperslice::jsonfield {
 namespace {
