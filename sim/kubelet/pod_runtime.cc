@@ -61,6 +61,27 @@ std::string Meta(const json::object& pod, std::string_view key) {
   return m != nullptr ? StringValue(*m, key) : std::string();
 }
 
+// The pod's PodScheduled condition as the scheduler wrote it: every status this kubelet writes
+// keeps it (a merge patch replaces the whole conditions list).
+json::array ScheduledCondition(const json::object& pod) {
+  json::array out;
+  const json::array* conditions = ArrayField(ObjectField(&pod, "status"), "conditions");
+  for (const auto& c : conditions ? *conditions : json::array{}) {
+    if (c.is_object() && StringValue(c.as_object(), "type") == "PodScheduled") out.push_back(c);
+  }
+  return out;
+}
+
+// Merge-patches the pod's status subresource with `status`.
+Result<kube::Object> PatchStatus(kube::Client& client, const json::object& pod,
+                                 const json::object& status) {
+  kube::PatchOptions po;
+  po.subresource = "status";
+  return client.Patch(kube::resources::Pods(), Meta(pod, "namespace"), Meta(pod, "name"),
+                      kube::PatchType::kMerge, json::serialize(json::object{{"status", status}}),
+                      po);
+}
+
 // kubelet's expansion.Expand: $(VAR) from the variables defined so far, $$ is a literal $, an
 // unknown reference stays as written.
 std::string Expand(const std::string& in, const std::map<std::string, std::string>& vars) {
@@ -573,12 +594,7 @@ class PodRuntimeImpl final : public PodRuntime {
                                                                    {"startedAt", started_at},
                                                                    {"finishedAt", now}}}}));
     }
-    json::array conds;
-    if (const json::object* st = ObjectField(pod, "status"))
-      if (const json::array* cs = ArrayField(*st, "conditions"))
-        for (const auto& c : *cs)
-          if (c.is_object() && StringValue(c.as_object(), "type") == "PodScheduled")
-            conds.push_back(c);
+    json::array conds = ScheduledCondition(pod);
     for (const char* type : {"Initialized", "ContainersReady", "Ready"})
       conds.push_back(
           json::object{{"type", type},
@@ -589,11 +605,7 @@ class PodRuntimeImpl final : public PodRuntime {
     json::object status{{"phase", "Succeeded"},
                         {"conditions", std::move(conds)},
                         {"containerStatuses", std::move(cstatuses)}};
-    kube::PatchOptions po;
-    po.subresource = "status";
-    auto patched = o_.node_client->Patch(kube::resources::Pods(), Meta(pod, "namespace"),
-                                         Meta(pod, "name"), kube::PatchType::kMerge,
-                                         json::serialize(json::object{{"status", status}}), po);
+    auto patched = PatchStatus(*o_.node_client, pod, status);
     if (!patched.ok()) {
       if (patched.error().code != Error::Code::kNotFound)
         log::Warn("sim kubelet: pod status update failed",
@@ -784,13 +796,7 @@ class PodRuntimeImpl final : public PodRuntime {
       if (it == running_.end()) return;
       RunningPod& p = it->second;
       if (p.status_written) return;
-      // Keep PodScheduled as the scheduler wrote it.
-      json::array conds;
-      if (const json::object* st = ObjectField(pod, "status"))
-        if (const json::array* cs = ArrayField(*st, "conditions"))
-          for (const auto& c : *cs)
-            if (c.is_object() && StringValue(c.as_object(), "type") == "PodScheduled")
-              conds.push_back(c);
+      json::array conds = ScheduledCondition(pod);
       status["hostIP"] = endpoint_.ip;
       status["hostIPs"] = json::array{json::object{{"ip", endpoint_.ip}}};
       status["startTime"] = p.started_at;
@@ -859,11 +865,7 @@ class PodRuntimeImpl final : public PodRuntime {
       }
       status["conditions"] = std::move(conds);
     }
-    kube::PatchOptions po;
-    po.subresource = "status";
-    auto patched = o_.node_client->Patch(kube::resources::Pods(), Meta(pod, "namespace"),
-                                         Meta(pod, "name"), kube::PatchType::kMerge,
-                                         json::serialize(json::object{{"status", status}}), po);
+    auto patched = PatchStatus(*o_.node_client, pod, status);
     std::lock_guard lock(mu_);
     auto it = running_.find(key);
     if (it == running_.end()) return;

@@ -314,13 +314,15 @@ Result<std::unique_ptr<ResponseStream>> Client::Stream(const Request& request,
 
 }  // namespace
 
-std::string Response::Header(std::string_view name) const {
+std::string HeaderValue(const Headers& headers, std::string_view name) {
   std::string lower = AsciiLower(name);
   for (const auto& [k, v] : headers) {
     if (k == lower) return v;
   }
   return {};
 }
+
+std::string Response::Header(std::string_view name) const { return HeaderValue(headers, name); }
 
 std::string UrlEncode(std::string_view s) {
   static const char* kHex = "0123456789ABCDEF";

@@ -599,11 +599,7 @@ class Server final : public HttpServer {
 }  // namespace
 
 std::string ServerRequest::Header(std::string_view name) const {
-  std::string lower = AsciiLower(name);
-  for (const auto& [k, v] : headers) {
-    if (k == lower) return v;
-  }
-  return {};
+  return HeaderValue(headers, name);
 }
 
 std::string ServerRequest::Query(std::string_view name) const {
