@@ -16,6 +16,7 @@
 
 #include "src/base/strings.h"
 #include "src/net/http.h"
+#include "src/net/internal/headers.h"
 #include "src/net/tls.h"
 
 namespace hyperslice::net {
@@ -314,7 +315,7 @@ Result<std::unique_ptr<ResponseStream>> Client::Stream(const Request& request,
 
 }  // namespace
 
-std::string HeaderValue(const Headers& headers, std::string_view name) {
+std::string internal::HeaderValue(const Headers& headers, std::string_view name) {
   std::string lower = AsciiLower(name);
   for (const auto& [k, v] : headers) {
     if (k == lower) return v;
@@ -322,7 +323,9 @@ std::string HeaderValue(const Headers& headers, std::string_view name) {
   return {};
 }
 
-std::string Response::Header(std::string_view name) const { return HeaderValue(headers, name); }
+std::string Response::Header(std::string_view name) const {
+  return internal::HeaderValue(headers, name);
+}
 
 std::string UrlEncode(std::string_view s) {
   static const char* kHex = "0123456789ABCDEF";

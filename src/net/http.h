@@ -30,9 +30,6 @@ struct TlsConfig {
 };
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
-// The value of the first header named `name` (any case) in headers whose names are lower-cased, as
-// received ones are; "" when there is none.
-std::string HeaderValue(const Headers& headers, std::string_view name);
 
 struct Request {
   std::string method = "GET";

@@ -37,6 +37,7 @@
 #include "src/base/log.h"
 #include "src/base/strings.h"
 #include "src/net/hijack.h"
+#include "src/net/internal/headers.h"
 #include "src/net/tls.h"
 
 namespace hyperslice::net {
@@ -599,7 +600,7 @@ class Server final : public HttpServer {
 }  // namespace
 
 std::string ServerRequest::Header(std::string_view name) const {
-  return HeaderValue(headers, name);
+  return internal::HeaderValue(headers, name);
 }
 
 std::string ServerRequest::Query(std::string_view name) const {
