@@ -99,6 +99,9 @@ class PodMutation {
   bool AddStatefulSetVars(const Owner& owner);
   bool AddJobVars(const Owner& owner);
   bool AddTopologyVars(const std::string& selected);
+  // False when the read of the owner `what` did not answer (a live read is needed, or it failed):
+  // the decision says so.
+  bool OwnerAnswered(const Read& read, const std::string& what);
   std::string SelectedNodeGroup() const;
 
   const json::object& request_;
@@ -115,6 +118,20 @@ class PodMutation {
   std::vector<std::string> warnings_;
   Decision decision_;
 };
+
+bool PodMutation::OwnerAnswered(const Read& read, const std::string& what) {
+  if (read.needs_live) {
+    decision_.needs_live = true;
+    return false;
+  }
+  if (read.error) {
+    bool not_found = read.error->code == Error::Code::kNotFound;
+    decision_ = Unreadable(not_found ? 404 : 503, not_found ? "NotFound" : "ServiceUnavailable",
+                           "cannot read the owner " + what + ": " + read.error->message);
+    return false;
+  }
+  return true;
+}
 
 Decision PodMutation::Unreadable(int code, std::string reason, const std::string& message) {
   Decision d;
@@ -157,17 +174,8 @@ bool PodMutation::AddStatefulSetVars(const Owner& owner) {
                           return UidOf(sts) == owner.uid && *ordinal >= start &&
                                  *ordinal < start + replicas;
                         });
-  if (read.needs_live) {
-    decision_.needs_live = true;
-    return false;
-  }
   std::string what = "StatefulSet " + ns_ + "/" + owner.name;
-  if (read.error) {
-    bool not_found = read.error->code == Error::Code::kNotFound;
-    decision_ = Unreadable(not_found ? 404 : 503, not_found ? "NotFound" : "ServiceUnavailable",
-                           "cannot read the owner " + what + ": " + read.error->message);
-    return false;
-  }
+  if (!OwnerAnswered(read, what)) return false;
   if (!read.accepted) {
     if (UidOf(*read.obj) != owner.uid) {
       decision_ = Unreadable(409, "Conflict",
@@ -217,16 +225,7 @@ bool PodMutation::AddJobVars(const Owner& owner) {
   }
   Read read = ReadFresh(source_, kube::resources::Jobs(), ns_, owner.name, allow_live_,
                         [&](const json::object& job) { return UidOf(job) == owner.uid; });
-  if (read.needs_live) {
-    decision_.needs_live = true;
-    return false;
-  }
-  if (read.error) {
-    bool not_found = read.error->code == Error::Code::kNotFound;
-    decision_ = Unreadable(not_found ? 404 : 503, not_found ? "NotFound" : "ServiceUnavailable",
-                           "cannot read the owner " + what + ": " + read.error->message);
-    return false;
-  }
+  if (!OwnerAnswered(read, what)) return false;
   if (!read.accepted) {
     decision_ = Unreadable(409, "Conflict",
                            what + " has UID " + std::string(UidOf(*read.obj)) +
