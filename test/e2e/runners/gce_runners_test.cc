@@ -41,6 +41,7 @@
 #include "src/base/log.h"
 #include "src/gce/compute.h"
 #include "src/kube/client.h"
+#include "src/kube/metrics.h"
 #include "src/kube/object_helpers.h"
 #include "src/kube/resource.h"
 #include "src/net/http.h"
@@ -288,6 +289,13 @@ class GceRunnersTest : public ::testing::Test {
     const json::value* v = c.is_object() ? c.as_object().if_contains(method) : nullptr;
     return v != nullptr && v->is_int64() ? v->as_int64() : 0;
   }
+  // Finished Runner reconciles that requeued (each Runner's health refresh does).
+  static double RunnerReconciles() {
+    return kube::metrics::Registry::Default()
+        .GetCounter("controller_runtime_reconcile_total", "",
+                    {{"controller", "runners-runner"}, {"result", "requeue_after"}})
+        .Value();
+  }
   static std::string Diagnostics() {
     std::string out;
     for (const char* r : {"gce-us", "gce-eu", "gce-stockout", "gce-slow"}) {
@@ -391,7 +399,9 @@ TEST_F(GceRunnersTest, RunnersInTwoRegionsGetInstancesLinkRunAPodAndLeaveWithThe
   EXPECT_FALSE(jsonfield::ObjectAt(*Get(cn::Runners(), "", "gce-us"), "status.instance")
                    ->contains("operation"));
   const int64_t waits = SimCalls("compute.zoneOperations.wait");
-  std::this_thread::sleep_for(3s);  // more than a health refresh (unhealthy_after/2 = 2 s)
+  // Four more Runner reconciles (each health refresh requeues both Runners): none waits again.
+  const double reconciles = RunnerReconciles();
+  ASSERT_TRUE(Eventually([&] { return RunnerReconciles() >= reconciles + 4; }, 30s));
   EXPECT_EQ(SimCalls("compute.zoneOperations.wait"), waits);
   EXPECT_EQ(testenv::StringAt(*Get(cn::Runners(), "", "gce-us"), "status", "zone"),
             "us-central2-b");
@@ -466,20 +476,37 @@ TEST_F(GceRunnersTest, AStockoutIsAConditionAndAnEventAndLeavesNoInstance) {
                                   "ZONE_RESOURCE_POOL_EXHAUSTED");
       },
       30s));
-  // The retries back off (1 s, then 2 s) and none leaves an instance behind.
-  std::this_thread::sleep_for(3s);
+  // The retries back off (1 s, then 2 s: retry_initial and retry_max) and none leaves an
+  // instance behind. Each failure's record (status.instance.lastError: failures, time) is seen
+  // as it is written; the times the controller wrote, not when the test saw them, show the
+  // backoff.
+  std::map<int64_t, std::chrono::system_clock::time_point> failed_at;
+  json::object r;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto got = Get(cn::Runners(), "", "gce-stockout");
+        if (!got) return false;
+        r = *got;
+        if (const auto* last = jsonfield::ObjectAt(r, "status.instance.lastError")) {
+          auto when = kube::ParseTime(jsonfield::StringField(*last, "time"));
+          if (when) failed_at.emplace(jsonfield::IntField(*last, "failures").value_or(0), *when);
+        }
+        return failed_at.size() >= 2 && failed_at.rbegin()->first >= 3;
+      },
+      30s))
+      << json::serialize(r);
+  const auto [first, first_at] = *failed_at.begin();
+  const auto [last, last_at] = *failed_at.rbegin();
+  std::chrono::milliseconds backoff{0};
+  for (int64_t k = first; k < last; ++k) backoff += k == 1 ? 1s : 2s;
+  EXPECT_GE(last_at - first_at, backoff)
+      << "retries did not back off: failure " << first << " to " << last << " in "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(last_at - first_at).count() << " ms";
   const std::string vm = cn::GceInstanceName("gce-stockout");
   EXPECT_FALSE(Instance("europe-west4-b", vm));
   auto listed = compute_->ListInstances(kProject, "europe-west4-b", {});
   ASSERT_TRUE(listed.ok());
   EXPECT_TRUE(listed->empty()) << listed->size() << " instances left in europe-west4-b";
-  auto r = *Get(cn::Runners(), "", "gce-stockout");
-  int64_t failures = 0;
-  if (const auto* last = jsonfield::ObjectAt(r, "status.instance.lastError")) {
-    failures = jsonfield::IntField(*last, "failures").value_or(0);
-  }
-  EXPECT_GE(failures, 2) << json::serialize(r);
-  EXPECT_LE(failures, 5) << "retries did not back off: " << json::serialize(r);
 
   // Capacity returns: the next attempt creates the instance.
   ASSERT_TRUE(stockout(false));
