@@ -25,6 +25,7 @@
 #include "src/kube/events.h"
 #include "src/kube/informer.h"
 #include "src/kube/manager.h"
+#include "src/kube/metrics.h"
 #include "src/kube/object_helpers.h"
 
 namespace hyperslice::gpu {
@@ -1038,6 +1039,13 @@ class GarbageCollector final : public internal::LoopRunnable {
       if (gate_ && !gate_()) continue;
       lock.unlock();
       r_->CollectGarbage();
+      // A pass count lets a dashboard (and a test's negative check) tell that collection runs.
+      kube::metrics::Registry::Default()
+          .GetCounter("hyperslice_gpu_garbage_collection_passes_total",
+                      "Finished passes of the GPU garbage collector (instances, Nodes and "
+                      "tailnet devices no claim owns).",
+                      {})
+          .Inc();
       lock.lock();
     }
     clock_.Unregister(&cv_);

@@ -79,6 +79,13 @@
 namespace hyperslice::gpu {
 namespace {
 
+// Finished passes of the GPU garbage collector (it runs in this process).
+double GcPasses() {
+  return kube::metrics::Registry::Default()
+      .GetCounter("hyperslice_gpu_garbage_collection_passes_total", "", {})
+      .Value();
+}
+
 namespace bj = boost::json;
 using namespace std::chrono_literals;
 using testenv::Eventually;
@@ -467,7 +474,9 @@ TEST_F(GpuMesh, ADeviceNoClaimOwnsIsCollectedAndOthersAreLeftAlone) {
   ASSERT_EQ(joined.size(), 2u);
   ASSERT_TRUE(named("someone-elses-box"));
   EXPECT_TRUE(Eventually([&] { return !named("ml-workload-pool-bcd42"); }, 30s));
-  std::this_thread::sleep_for(5s);  // several more passes
+  // Three more finished collector passes, each of which saw the other device.
+  const double passes = GcPasses();
+  ASSERT_TRUE(Eventually([&] { return GcPasses() >= passes + 3; }, 60s));
   EXPECT_TRUE(named("someone-elses-box")) << "a device not named like ours was collected";
   tss.clear();
   nss.clear();
