@@ -102,7 +102,7 @@ void SimulatorImpl::HandleControl(const net::ServerRequest& req,
     }
     body = std::move(v.as_object());
   }
-  auto ok = [&](json::value v = json::object{}) { r->Send(200, json::serialize(v)); };
+  auto ok = [&](const json::value& v = json::object{}) { r->Send(200, json::serialize(v)); };
 
   if (p == "/control/service-account-keys" && req.method == "POST") {
     std::string email = StringValue(body, "email", options_.service_account_email);

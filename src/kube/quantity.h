@@ -21,6 +21,7 @@ class Quantity {
   int64_t MilliValue() const { return milli_; }
   int64_t Value() const;  // whole units, rounded up ("500m" -> 1)
   bool operator==(const Quantity&) const = default;
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy flags the defaulted <=>'s synthesized 0
   auto operator<=>(const Quantity&) const = default;
 
  private:

@@ -136,9 +136,9 @@ class InformerObjectSource : public ObjectSource {
 
 }  // namespace
 
-std::shared_ptr<ObjectSource> NewInformerObjectSource(std::shared_ptr<kube::Client> client,
+std::shared_ptr<ObjectSource> NewInformerObjectSource(const std::shared_ptr<kube::Client>& client,
                                                       std::chrono::milliseconds sync_timeout) {
-  auto source = std::make_shared<InformerObjectSource>(std::move(client));
+  auto source = std::make_shared<InformerObjectSource>(client);
   source->Start(sync_timeout);
   return source;
 }

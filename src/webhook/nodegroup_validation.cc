@@ -27,11 +27,11 @@ using jsonfield::StringField;
 namespace {
 
 // GCE limits on instance metadata (compute/docs/metadata/setting-custom-metadata#limitations).
-constexpr size_t kMetadataValueMaxBytes = 256 * 1024;
-constexpr size_t kMetadataTotalMaxBytes = 512 * 1024;
+constexpr size_t kMetadataValueMaxBytes = size_t{256} * 1024;
+constexpr size_t kMetadataTotalMaxBytes = size_t{512} * 1024;
 // What hyperslice adds itself (startup script, kube-labels, join values): user metadata must
 // leave this much of the total for it.
-constexpr size_t kMetadataReservedBytes = 64 * 1024;
+constexpr size_t kMetadataReservedBytes = size_t{64} * 1024;
 
 bool Lower(char c) { return c >= 'a' && c <= 'z'; }
 bool Digit(char c) { return c >= '0' && c <= '9'; }

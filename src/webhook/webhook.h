@@ -107,7 +107,7 @@ std::shared_ptr<ObjectSource> NewApiObjectSource(std::shared_ptr<kube::Client> c
 // `sync_timeout` for the first lists (an unsynced cache only means live reads). GPUNodeClasses and
 // GPUNodePools are watched too, without waiting for them: their admissions are rare and read live
 // until their caches sync (and where tgp.io is not installed, they never block the start).
-std::shared_ptr<ObjectSource> NewInformerObjectSource(std::shared_ptr<kube::Client> client,
+std::shared_ptr<ObjectSource> NewInformerObjectSource(const std::shared_ptr<kube::Client>& client,
                                                       std::chrono::milliseconds sync_timeout);
 
 // Fixed objects held in memory; both modes answer from them. For benchmarks and unit tests.

@@ -118,7 +118,11 @@ class Containers {
     }
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-    for (const auto& [k, v] : c.env) env.push_back(k + "=" + v);
+    for (const auto& [k, v] : c.env) {
+      std::string kv = k;
+      kv.append("=").append(v);
+      env.push_back(std::move(kv));
+    }
     HS_ASSIGN_OR_RETURN(pid_t pid, Spawn(argv, env, log));
     pids_[i.id] = pid;
     logs_.push_back(log);
