@@ -230,8 +230,14 @@ ExecResult ExecIn(v1::RunnerAgent::Stub& stub, const std::string& uid,
   ExecResult res;
   v1::ExecOutput o;
   while (stream->Read(&o)) {
-    if (o.has_stdout()) res.out += o.stdout();
-    if (o.has_stderr()) res.out += o.stderr();
+    if (o.has_stdout()) {
+      res.out += o.stdout();
+      res.stdout_text += o.stdout();
+    }
+    if (o.has_stderr()) {
+      res.out += o.stderr();
+      res.stderr_text += o.stderr();
+    }
     if (o.has_exit()) {
       res.code = o.exit().code();
       res.error = o.exit().error();

@@ -104,7 +104,8 @@ grpc::Status DeleteNow(v1::RunnerAgent::Stub& stub, const std::string& uid);
 // Runs the pod and waits until it runs with a pod IP ("" when it does not).
 std::string RunWithIp(v1::RunnerAgent::Stub& stub, const v1::RunPodRequest& r);
 struct ExecResult {
-  std::string out;  // stdout then stderr as they came
+  std::string out;                       // stdout then stderr as they came
+  std::string stdout_text, stderr_text;  // each stream alone (no order holds across them)
   int code = -100;
   std::string error;
 };
