@@ -1350,15 +1350,15 @@ class System final : public ControlNodeSet,
   }
 
   // --- spec.gce: the Runner's instance (gce_runner.h) -------------------------------------------
-  Result<GceOutcome> ReconcileInstance(const kube::Object& obj, const RunnerSpec& spec,
-                                       json::object& st) {
+  Result<ProvisionOutcome> ReconcileInstance(const kube::Object& obj, const RunnerSpec& spec,
+                                             json::object& st) {
     const std::string name = spec.name;
     if (!gce_.configured()) {
-      return GceOutcome{.reason = "GceNotConfigured",
-                        .message =
-                            "the operator cannot create instances: it needs a Compute "
-                            "Engine client and the link address instances dial "
-                            "(--runners-link-advertise-address)"};
+      return ProvisionOutcome{.reason = "GceNotConfigured",
+                              .message =
+                                  "the operator cannot create instances: it needs a Compute "
+                                  "Engine client and the link address instances dial "
+                                  "(--runners-link-advertise-address)"};
     }
     HS_RETURN_IF_ERROR(AddFinalizer(obj, kInstanceFinalizer));
     auto outcome = gce_.Reconcile(obj, spec, st);
@@ -1386,15 +1386,15 @@ class System final : public ControlNodeSet,
     return OkStatus();
   }
 
-  Result<MarketOutcome> ReconcileMachine(const kube::Object& obj, const RunnerSpec& spec,
-                                         json::object& st) {
+  Result<ProvisionOutcome> ReconcileMachine(const kube::Object& obj, const RunnerSpec& spec,
+                                            json::object& st) {
     if (!market_.configured()) {
-      return MarketOutcome{.reason = "MarketNotConfigured",
-                           .message =
-                               "the operator cannot rent machines: it needs the runner "
-                               "agent's container image (--runners-agent-image) and the "
-                               "link address machines dial "
-                               "(--runners-link-advertise-address)"};
+      return ProvisionOutcome{.reason = "MarketNotConfigured",
+                              .message =
+                                  "the operator cannot rent machines: it needs the runner "
+                                  "agent's container image (--runners-agent-image) and the "
+                                  "link address machines dial "
+                                  "(--runners-link-advertise-address)"};
     }
     HS_RETURN_IF_ERROR(AddFinalizer(obj, kMachineFinalizer));
     // The class first: it must outlive the machine, which is returned through it.
@@ -1403,10 +1403,10 @@ class System final : public ControlNodeSet,
     if (use == ClassProtection::Use::kDeleting &&
         (machine == nullptr ||
          (StringField(*machine, "id").empty() && !ObjectField(*machine, "launchAttempt")))) {
-      return MarketOutcome{.reason = "GPUNodeClassDeleting",
-                           .message = "GPUNodeClass " + spec.market.gpu_node_class +
-                                      " is being deleted: nothing is rented with it",
-                           .requeue_after = Ms(5000)};
+      return ProvisionOutcome{.reason = "GPUNodeClassDeleting",
+                              .message = "GPUNodeClass " + spec.market.gpu_node_class +
+                                         " is being deleted: nothing is rented with it",
+                              .requeue_after = Ms(5000)};
     }
     auto outcome = market_.Reconcile(obj, spec, st);
     if (outcome.ok() && outcome->warning) {

@@ -129,88 +129,68 @@ json::object GceInstanceBody(const RunnerSpec::Gce& spec, const GceBoot& boot,
 }
 
 GceRunnerProvisioner::GceRunnerProvisioner(GceProvisionerOptions options, Store store)
-    : options_(std::move(options)), store_(std::move(store)) {}
+    : options_(std::move(options)),
+      recorder_(std::move(store), "instance",
+                {"operation", "lastError", "selfLink", "id", "status", "networkIP"},
+                options_.retry_initial, options_.retry_max) {}
 
-Ms GceRunnerProvisioner::Backoff(int64_t failures) const {
-  return DoublingBackoff(options_.retry_initial, options_.retry_max, failures);
-}
-
-Status GceRunnerProvisioner::Record(const std::string& runner, const json::object& instance) {
-  return store_.record(runner, WithDroppedFields(instance, {"operation", "lastError", "selfLink",
-                                                            "id", "status", "networkIP"}));
-}
-
-Result<std::optional<GceOutcome>> GceRunnerProvisioner::WaitRecorded(const std::string& runner,
-                                                                     json::object& instance) {
+Result<std::optional<ProvisionOutcome>> GceRunnerProvisioner::WaitRecorded(
+    const std::string& runner, json::object& instance) {
   std::string link = S(StringField(instance, "operation"));
-  if (link.empty()) return std::optional<GceOutcome>();
+  if (link.empty()) return std::optional<ProvisionOutcome>();
   auto ref = gce::ParseOperationLink(link);
   if (!ref.ok()) {
     instance.erase("operation");  // unusable; observe the instance instead
-    return std::optional<GceOutcome>();
+    return std::optional<ProvisionOutcome>();
   }
   auto done = options_.compute->Wait(*ref, options_.operation_wait);
   if (!done.ok() && done.error().reason == "operationNotDone") {
-    return std::optional<GceOutcome>(GceOutcome{.ready = false,
-                                                .reason = "InstanceOperationPending",
-                                                .message = "waiting for GCE operation " + ref->name,
-                                                .requeue_after = Ms(1000)});
+    return std::optional<ProvisionOutcome>(
+        ProvisionOutcome{.ready = false,
+                         .reason = "InstanceOperationPending",
+                         .message = "waiting for GCE operation " + ref->name,
+                         .requeue_after = Ms(1000)});
   }
   instance.erase("operation");
   if (done.ok() || done.error().code == Code::kNotFound) {
     // DONE, or an operation GCE no longer knows (they expire): the instance tells the rest.
-    return std::optional<GceOutcome>();
+    return std::optional<ProvisionOutcome>();
   }
   // The operation failed: what GCE said is the condition, and the next insert backs off.
   const Error& e = done.error();
-  std::string reason = e.reason.empty() ? "InstanceCreateFailed" : e.reason;
-  int64_t failures = NoteFailure(instance, reason, e.message);
-  HS_RETURN_IF_ERROR(Record(runner, instance));
-  return std::optional<GceOutcome>(GceOutcome{.ready = false,
-                                              .reason = reason,
-                                              .message = e.message,
-                                              .warning = true,
-                                              .requeue_after = Backoff(failures)});
+  ProvisionOutcome failed = recorder_.NoteFailure(
+      instance, e.reason.empty() ? "InstanceCreateFailed" : e.reason, e.message);
+  HS_RETURN_IF_ERROR(recorder_.Record(runner, instance));
+  return std::optional<ProvisionOutcome>(failed);
 }
 
-Result<GceOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
-                                                   const RunnerSpec& spec, json::object& status) {
+Result<ProvisionOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
+                                                         const RunnerSpec& spec,
+                                                         json::object& status) {
   const std::string name = spec.name;
   const std::string uid = S(kube::MetaString(runner, "uid"));
   const auto& g = spec.gce;
-  json::object instance;
-  if (const json::object* cur = ObjectField(status, "instance")) instance = *cur;
-  const json::object before = instance;
-  auto finish = [&](GceOutcome o) -> Result<GceOutcome> {
-    // The runner controller writes status with a merge patch, which cannot drop a field: a
-    // field gone since (a finished operation, a cleared error) is dropped here.
-    for (const auto& [k, _] : before) {
-      if (!instance.contains(k)) {
-        HS_RETURN_IF_ERROR(Record(name, instance));
-        break;
-      }
-    }
-    status["instance"] = instance;
-    return o;
-  };
+  ProvisionRecord record = recorder_.Open(name, status);
+  // Finish drops what is gone since (a finished operation, a cleared error) from the status.
+  json::object& instance = record.holder();
   instance["name"] = GceInstanceName(name);
   instance["zone"] = g.zone;
   instance["project"] = g.project;
 
   HS_ASSIGN_OR_RETURN(auto pending, WaitRecorded(name, instance));
-  if (pending) return finish(*pending);
+  if (pending) return record.Finish(*pending);
 
   auto got = options_.compute->GetInstance(g.project, g.zone, GceInstanceName(name));
   if (got.ok()) {
     std::string owner = LabelOf(*got, kLabelRunnerUid);
     if (owner != GceLabelValue(uid)) {
-      return finish(
-          GceOutcome{.reason = "InstanceNameTaken",
-                     .message = "instance " + GceInstanceName(name) + " in " + g.zone +
-                                " exists and is not this Runner's (label " + kLabelRunnerUid + "=" +
-                                (owner.empty() ? "<none>" : owner) + "); delete or rename it",
-                     .warning = true,
-                     .requeue_after = Backoff(1)});
+      return record.Finish(ProvisionOutcome{
+          .reason = "InstanceNameTaken",
+          .message = "instance " + GceInstanceName(name) + " in " + g.zone +
+                     " exists and is not this Runner's (label " + kLabelRunnerUid + "=" +
+                     (owner.empty() ? "<none>" : owner) + "); delete or rename it",
+          .warning = true,
+          .requeue_after = recorder_.Backoff(1)});
     }
     instance["selfLink"] = S(StringField(*got, "selfLink"));
     instance["id"] = S(StringField(*got, "id"));
@@ -221,17 +201,18 @@ Result<GceOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
     instance.erase("lastError");
     if (st == "RUNNING" && TokenConsumed(runner) && HasMetadataItem(*got, kMetadataJoinToken)) {
       HS_ASSIGN_OR_RETURN(auto removing, RemoveJoinToken(name, g, instance));
-      if (removing) return finish(*removing);
+      if (removing) return record.Finish(*removing);
     }
     if (st == "RUNNING") {
-      return finish(
-          GceOutcome{.ready = true,
-                     .reason = "InstanceRunning",
-                     .message = "instance " + GceInstanceName(name) + " is RUNNING in " + g.zone});
+      return record.Finish(ProvisionOutcome{
+          .ready = true,
+          .reason = "InstanceRunning",
+          .message = "instance " + GceInstanceName(name) + " is RUNNING in " + g.zone});
     }
-    return finish(GceOutcome{.reason = "Instance" + std::string(st.empty() ? "Unknown" : st),
-                             .message = "instance " + GceInstanceName(name) + " is " + st,
-                             .requeue_after = Ms(2000)});
+    return record.Finish(
+        ProvisionOutcome{.reason = "Instance" + std::string(st.empty() ? "Unknown" : st),
+                         .message = "instance " + GceInstanceName(name) + " is " + st,
+                         .requeue_after = Ms(2000)});
   }
   if (got.error().code != Code::kNotFound) return got.error();
 
@@ -240,21 +221,9 @@ Result<GceOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
   instance.erase("id");
   instance.erase("status");
   instance.erase("networkIP");
-  if (auto left = BackoffLeft(instance, options_.retry_initial, options_.retry_max)) {
-    const json::object& last = *ObjectField(instance, "lastError");
-    return finish(GceOutcome{.reason = S(StringField(last, "reason")),
-                             .message = S(StringField(last, "message")),
-                             .requeue_after = *left});
-  }
-  HS_ASSIGN_OR_RETURN(auto token, store_.join_token(name));
-  if (!token) {
-    return finish(GceOutcome{.reason = "JoinTokenUnavailable",
-                             .message = "no unused join token for the instance (one is minted "
-                                        "while the Runner has not linked; remove the " +
-                                        std::string(kJoinTokenConsumedAnnotation) +
-                                        " annotation to get a new one)",
-                             .requeue_after = Ms(5000)});
-  }
+  if (auto waiting = recorder_.BackingOff(instance)) return record.Finish(*waiting);
+  HS_ASSIGN_OR_RETURN(auto token, recorder_.JoinToken(name));
+  if (!token) return record.Finish(recorder_.NoJoinToken());
   GceBoot boot{.runner_name = name,
                .runner_uid = uid,
                .link_endpoint = options_.link_endpoint,
@@ -265,17 +234,15 @@ Result<GceOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
   if (!op.ok()) {
     if (op.error().code == Code::kAlreadyExists) {
       // An earlier insert landed (a lost answer): observe it next time.
-      return finish(GceOutcome{.reason = "InstanceCreating",
-                               .message = "instance exists; observing it",
-                               .requeue_after = Ms(500)});
+      return record.Finish(ProvisionOutcome{.reason = "InstanceCreating",
+                                            .message = "instance exists; observing it",
+                                            .requeue_after = Ms(500)});
     }
-    std::string reason = op.error().reason.empty() ? "InstanceCreateFailed" : op.error().reason;
-    int64_t failures = NoteFailure(instance, reason, op.error().message);
-    HS_RETURN_IF_ERROR(Record(name, instance));
-    return finish(GceOutcome{.reason = reason,
-                             .message = op.error().message,
-                             .warning = true,
-                             .requeue_after = Backoff(failures)});
+    ProvisionOutcome failed = recorder_.NoteFailure(
+        instance, op.error().reason.empty() ? "InstanceCreateFailed" : op.error().reason,
+        op.error().message);
+    HS_RETURN_IF_ERROR(recorder_.Record(name, instance));
+    return record.Finish(failed);
   }
   log::Info("runners: creating instance", {{"runner", name},
                                            {"instance", GceInstanceName(name)},
@@ -284,57 +251,57 @@ Result<GceOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& runner,
   instance["operation"] = op->self_link;
   if (!op->target_link.empty()) instance["selfLink"] = op->target_link;
   // Recorded before waiting: a restart resumes this operation rather than inserting again.
-  HS_RETURN_IF_ERROR(Record(name, instance));
+  HS_RETURN_IF_ERROR(recorder_.Record(name, instance));
   HS_ASSIGN_OR_RETURN(auto waited, WaitRecorded(name, instance));
-  if (waited) return finish(*waited);
-  return finish(GceOutcome{.reason = "InstanceCreating",
-                           .message = "instance " + GceInstanceName(name) + " created in " + g.zone,
-                           .requeue_after = Ms(200)});
+  if (waited) return record.Finish(*waited);
+  return record.Finish(
+      ProvisionOutcome{.reason = "InstanceCreating",
+                       .message = "instance " + GceInstanceName(name) + " created in " + g.zone,
+                       .requeue_after = Ms(200)});
 }
 
-Result<std::optional<GceOutcome>> GceRunnerProvisioner::RemoveJoinToken(const std::string& runner,
-                                                                        const RunnerSpec::Gce& g,
-                                                                        json::object& instance) {
+Result<std::optional<ProvisionOutcome>> GceRunnerProvisioner::RemoveJoinToken(
+    const std::string& runner, const RunnerSpec::Gce& g, json::object& instance) {
   const std::string vm = GceInstanceName(runner);
   // Fingerprint-checked read-modify-write: an item someone else wrote meanwhile (412) is re-read.
   auto op = options_.compute->UpdateInstanceMetadata(
       g.project, g.zone, vm,
       [](gce::MetadataItems& items) { return items.erase(kMetadataJoinToken) > 0; });
   // The instance runs and its agent linked: a failure here only delays the removal.
-  const GceOutcome later{.ready = true,
-                         .reason = "InstanceRunning",
-                         .message = "instance " + vm + " is RUNNING in " + g.zone +
-                                    "; removing the used join token from its metadata",
-                         .requeue_after = Ms(2000)};
+  const ProvisionOutcome later{.ready = true,
+                               .reason = "InstanceRunning",
+                               .message = "instance " + vm + " is RUNNING in " + g.zone +
+                                          "; removing the used join token from its metadata",
+                               .requeue_after = Ms(2000)};
   if (!op.ok()) {
     log::Warn("runners: cannot remove the join token from the instance's metadata",
               {{"runner", runner}, {"instance", vm}, {"error", op.error().message}});
-    return std::optional<GceOutcome>(later);
+    return std::optional<ProvisionOutcome>(later);
   }
-  if (!*op) return std::optional<GceOutcome>();  // already gone
+  if (!*op) return std::optional<ProvisionOutcome>();  // already gone
   log::Info("runners: removing the used join token from the instance's metadata",
             {{"runner", runner}, {"instance", vm}, {"operation", (*op)->ref.name}});
   instance["operation"] = (*op)->self_link;
-  HS_RETURN_IF_ERROR(Record(runner, instance));
+  HS_RETURN_IF_ERROR(recorder_.Record(runner, instance));
   HS_ASSIGN_OR_RETURN(auto waited, WaitRecorded(runner, instance));
-  if (!waited) return std::optional<GceOutcome>();  // DONE: the caller reports RUNNING
-  GceOutcome o = later;
+  if (!waited) return std::optional<ProvisionOutcome>();  // DONE: the caller reports RUNNING
+  ProvisionOutcome o = later;
   o.message += ": " + waited->message;
-  return std::optional<GceOutcome>(o);
+  return std::optional<ProvisionOutcome>(o);
 }
 
 Result<bool> GceRunnerProvisioner::Finalize(const kube::Object& runner, json::object& status) {
   const std::string name = S(kube::MetaString(runner, "name"));
   const std::string uid = S(kube::MetaString(runner, "uid"));
-  json::object instance;
-  if (const json::object* cur = ObjectField(status, "instance")) instance = *cur;
+  ProvisionRecord record = recorder_.Open(name, status);
+  json::object& instance = record.holder();
   auto spec = ParseRunner(runner);
   // Where the instance is: the spec, else what status recorded (a spec that no longer parses).
   std::string project = spec.ok() ? spec->gce.project : S(StringField(instance, "project"));
   std::string zone = spec.ok() ? spec->gce.zone : S(StringField(instance, "zone"));
   if (project.empty() || zone.empty()) return true;  // never had an instance we could name
   auto pending = WaitRecorded(name, instance);
-  status["instance"] = instance;
+  record.Keep();
   if (!pending.ok()) return pending.error();
   if (*pending && (*pending)->reason == "InstanceOperationPending") return false;
 
@@ -356,9 +323,9 @@ Result<bool> GceRunnerProvisioner::Finalize(const kube::Object& runner, json::ob
   log::Info("runners: deleting instance",
             {{"runner", name}, {"instance", GceInstanceName(name)}, {"zone", zone}});
   instance["operation"] = op->self_link;
-  HS_RETURN_IF_ERROR(Record(name, instance));
+  HS_RETURN_IF_ERROR(recorder_.Record(name, instance));
   auto waited = WaitRecorded(name, instance);
-  status["instance"] = instance;
+  record.Keep();
   if (!waited.ok()) return waited.error();
   if (*waited) return false;  // still running, or failed: the next reconcile tries again
   auto after = options_.compute->GetInstance(project, zone, GceInstanceName(name));

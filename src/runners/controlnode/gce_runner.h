@@ -89,15 +89,6 @@ struct GceBoot {
 boost::json::object GceInstanceBody(const RunnerSpec::Gce& spec, const GceBoot& boot,
                                     const GceProvisionerOptions& options);
 
-// What a reconcile found; the runner controller turns it into the InstanceReady condition.
-struct GceOutcome {
-  bool ready = false;    // the instance exists, is ours and RUNNING
-  std::string reason;    // InstanceRunning, InstanceCreating, ZONE_RESOURCE_POOL_EXHAUSTED...
-  std::string message;   // never holds the token
-  bool warning = false;  // a failure worth a Warning Event (emitted once per new failure)
-  std::optional<std::chrono::milliseconds> requeue_after;
-};
-
 class GceRunnerProvisioner {
  public:
   // Where the provisioner keeps what it must not lose and finds the token (seams for tests).
@@ -113,8 +104,8 @@ class GceRunnerProvisioner {
 
   // Creates or observes the Runner's instance; `status` is the Runner's status being built
   // (status.instance is read and written; written through to the API before any wait).
-  Result<GceOutcome> Reconcile(const kube::Object& runner, const RunnerSpec& spec,
-                               boost::json::object& status);
+  Result<ProvisionOutcome> Reconcile(const kube::Object& runner, const RunnerSpec& spec,
+                                     boost::json::object& status);
   // The Runner is being deleted: deletes its instance (not one someone else owns) and waits for
   // it. true when no instance of the Runner is left and the finalizer may go.
   Result<bool> Finalize(const kube::Object& runner, boost::json::object& status);
@@ -122,18 +113,16 @@ class GceRunnerProvisioner {
  private:
   // Waits for status.instance.operation, if any. nullopt: none pending (or it ended and is
   // cleared); an outcome: still running, or it failed (recorded in lastError).
-  Result<std::optional<GceOutcome>> WaitRecorded(const std::string& runner,
-                                                 boost::json::object& instance);
+  Result<std::optional<ProvisionOutcome>> WaitRecorded(const std::string& runner,
+                                                       boost::json::object& instance);
   // Drops the consumed join token from the running instance's metadata (setMetadata with the
   // fingerprint read, its operation recorded and waited for like any other). nullopt: done.
-  Result<std::optional<GceOutcome>> RemoveJoinToken(const std::string& runner,
-                                                    const RunnerSpec::Gce& g,
-                                                    boost::json::object& instance);
-  Status Record(const std::string& runner, const boost::json::object& instance);
-  std::chrono::milliseconds Backoff(int64_t failures) const;
+  Result<std::optional<ProvisionOutcome>> RemoveJoinToken(const std::string& runner,
+                                                          const RunnerSpec::Gce& g,
+                                                          boost::json::object& instance);
 
   GceProvisionerOptions options_;
-  Store store_;
+  ProvisionRecorder recorder_;  // status.instance
 };
 
 }  // namespace hyperslice::runners::controlnode

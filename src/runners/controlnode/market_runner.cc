@@ -101,50 +101,32 @@ MarketClassSource GpuNodeClassSource(std::shared_ptr<kube::Client> client,
 }
 
 MarketRunnerProvisioner::MarketRunnerProvisioner(MarketProvisionerOptions options, Store store)
-    : options_(std::move(options)), store_(std::move(store)) {}
+    : options_(std::move(options)),
+      recorder_(std::move(store), "machine",
+                {"id", "name", "state", "launchAttempt", "lastError", "offer", "gpuType", "region",
+                 "price", "spot", "provider"},
+                options_.retry_initial, options_.retry_max) {}
 
-Ms MarketRunnerProvisioner::Backoff(int64_t failures) const {
-  return DoublingBackoff(options_.retry_initial, options_.retry_max, failures);
-}
-
-Status MarketRunnerProvisioner::Record(const std::string& runner, const json::object& machine) {
-  return store_.record(runner, WithDroppedFields(machine, {"id", "name", "state", "launchAttempt",
-                                                           "lastError", "offer", "gpuType",
-                                                           "region", "price", "spot", "provider"}));
-}
-
-MarketOutcome MarketRunnerProvisioner::Failed(const std::string& runner, json::object& machine,
-                                              const std::string& reason,
-                                              const std::string& message) {
-  int64_t failures = NoteFailure(machine, reason, message);
-  if (Status st = Record(runner, machine); !st.ok()) {
+ProvisionOutcome MarketRunnerProvisioner::Failed(const std::string& runner, json::object& machine,
+                                                 const std::string& reason,
+                                                 const std::string& message) {
+  ProvisionOutcome failed = recorder_.NoteFailure(machine, reason, message);
+  if (Status st = recorder_.Record(runner, machine); !st.ok()) {
     log::Warn("runners: cannot record a failed launch", {{"runner", runner}});
   }
-  return MarketOutcome{
-      .reason = reason, .message = message, .warning = true, .requeue_after = Backoff(failures)};
+  return failed;
 }
 
-Result<MarketOutcome> MarketRunnerProvisioner::Reconcile(const kube::Object& runner,
-                                                         const RunnerSpec& spec,
-                                                         json::object& status) {
+Result<ProvisionOutcome> MarketRunnerProvisioner::Reconcile(const kube::Object& runner,
+                                                            const RunnerSpec& spec,
+                                                            json::object& status) {
   const std::string name = spec.name;
   const std::string uid = S(kube::MetaString(runner, "uid"));
-  json::object machine;
-  if (const json::object* cur = ObjectField(status, "machine")) machine = *cur;
-  const json::object before = machine;
-  auto finish = [&](MarketOutcome o) -> Result<MarketOutcome> {
-    for (const auto& [k, _] : before) {
-      if (!machine.contains(k)) {
-        HS_RETURN_IF_ERROR(Record(name, machine));
-        break;
-      }
-    }
-    status["machine"] = machine;
-    return o;
-  };
+  ProvisionRecord record = recorder_.Open(name, status);
+  json::object& machine = record.holder();
   auto cls = options_.classes(spec.market.gpu_node_class);
   if (!cls.ok()) {
-    return finish(MarketOutcome{
+    return record.Finish(ProvisionOutcome{
         .reason = cls.error().code == Code::kNotFound ? "GPUNodeClassNotFound"
                                                       : "GPUNodeClassUnavailable",
         .message = "GPUNodeClass " + spec.market.gpu_node_class + ": " + cls.error().message,
@@ -155,27 +137,28 @@ Result<MarketOutcome> MarketRunnerProvisioner::Reconcile(const kube::Object& run
   if (std::string id = S(StringField(machine, "id")); !id.empty()) {
     const auto* p = FindProvider(*cls, StringField(machine, "provider"));
     if (p == nullptr) {
-      return finish(MarketOutcome{.reason = "ProviderUnavailable",
-                                  .message = "provider " + S(StringField(machine, "provider")) +
-                                             " of machine " + id + " is not usable in class " +
-                                             spec.market.gpu_node_class,
-                                  .requeue_after = Ms(5000)});
+      return record.Finish(ProvisionOutcome{
+          .reason = "ProviderUnavailable",
+          .message = "provider " + S(StringField(machine, "provider")) + " of machine " + id +
+                     " is not usable in class " + spec.market.gpu_node_class,
+          .requeue_after = Ms(5000)});
     }
     auto got = p->client->Get(id);
     if (got.ok() && !Gone(*got)) {
       Observe(*got, machine);
       if (got->state == gpu::InstanceState::kRunning) {
-        return finish(MarketOutcome{.ready = true,
-                                    .reason = "MachineRunning",
-                                    .message = "machine " + id + " runs on " + p->client->name()});
+        return record.Finish(
+            ProvisionOutcome{.ready = true,
+                             .reason = "MachineRunning",
+                             .message = "machine " + id + " runs on " + p->client->name()});
       }
-      return finish(MarketOutcome{
+      return record.Finish(ProvisionOutcome{
           .reason = "MachinePending",
           .message = "machine " + id + " on " + p->client->name() + " is " + got->provider_state,
           .requeue_after = Ms(1000)});
     }
     if (!got.ok() && gpu::KindOf(got.error()) != gpu::ErrorKind::kNotFound) {
-      return finish(MarketOutcome{
+      return record.Finish(ProvisionOutcome{
           .reason = got.error().reason, .message = got.error().message, .requeue_after = Ms(5000)});
     }
     // Gone under us (reclaimed, terminated at the provider): forget it; a new one needs a token.
@@ -190,23 +173,24 @@ Result<MarketOutcome> MarketRunnerProvisioner::Reconcile(const kube::Object& run
     if (p != nullptr) {
       auto listed = p->client->List({{kLabelRunnerUid, uid}});
       if (!listed.ok()) {
-        return finish(MarketOutcome{.reason = listed.error().reason,
-                                    .message = listed.error().message,
-                                    .requeue_after = Ms(2000)});
+        return record.Finish(ProvisionOutcome{.reason = listed.error().reason,
+                                              .message = listed.error().message,
+                                              .requeue_after = Ms(2000)});
       }
       for (const auto& inst : *listed) {
         if (Gone(inst)) continue;
         Observe(inst, machine);
         machine.erase("launchAttempt");
-        HS_RETURN_IF_ERROR(Record(name, machine));
-        return finish(MarketOutcome{.reason = "MachinePending",
-                                    .message = "found machine " + inst.id + " of an earlier launch",
-                                    .requeue_after = Ms(200)});
+        HS_RETURN_IF_ERROR(recorder_.Record(name, machine));
+        return record.Finish(
+            ProvisionOutcome{.reason = "MachinePending",
+                             .message = "found machine " + inst.id + " of an earlier launch",
+                             .requeue_after = Ms(200)});
       }
       auto sent = kube::ParseTime(StringField(*attempt, "sentAt"));
       auto now = std::chrono::system_clock::now();
       if (sent && now < *sent + options_.ambiguous_settle) {
-        return finish(MarketOutcome{
+        return record.Finish(ProvisionOutcome{
             .reason = "MachinePending",
             .message = "waiting for an earlier launch to show at the provider",
             .requeue_after =
@@ -217,20 +201,15 @@ Result<MarketOutcome> MarketRunnerProvisioner::Reconcile(const kube::Object& run
   }
 
   // A recent failure: wait out its backoff, whatever woke this reconcile.
-  if (auto left = BackoffLeft(machine, options_.retry_initial, options_.retry_max)) {
-    const json::object& last = *ObjectField(machine, "lastError");
-    return finish(MarketOutcome{.reason = S(StringField(last, "reason")),
-                                .message = S(StringField(last, "message")),
-                                .requeue_after = *left});
-  }
+  if (auto waiting = recorder_.BackingOff(machine)) return record.Finish(*waiting);
   HS_ASSIGN_OR_RETURN(auto launched, Launch(runner, spec, *cls, machine));
-  return finish(launched);
+  return record.Finish(launched);
 }
 
-Result<MarketOutcome> MarketRunnerProvisioner::Launch(const kube::Object& runner,
-                                                      const RunnerSpec& spec,
-                                                      const MarketClass& cls,
-                                                      json::object& machine) {
+Result<ProvisionOutcome> MarketRunnerProvisioner::Launch(const kube::Object& runner,
+                                                         const RunnerSpec& spec,
+                                                         const MarketClass& cls,
+                                                         json::object& machine) {
   const std::string name = spec.name;
   const std::string uid = S(kube::MetaString(runner, "uid"));
   const auto& m = spec.market;
@@ -263,8 +242,9 @@ Result<MarketOutcome> MarketRunnerProvisioner::Launch(const kube::Object& runner
   if (!m.max_hourly_price.empty()) {
     auto price = gpu::ParseUsd(m.max_hourly_price);
     if (!price.ok()) {
-      return MarketOutcome{.reason = "InvalidSpec",
-                           .message = "spec.marketplace.maxHourlyPrice: " + price.error().message};
+      return ProvisionOutcome{
+          .reason = "InvalidSpec",
+          .message = "spec.marketplace.maxHourlyPrice: " + price.error().message};
     }
     req.max_price = *price;
   }
@@ -282,20 +262,12 @@ Result<MarketOutcome> MarketRunnerProvisioner::Launch(const kube::Object& runner
   }
   const gpu::Offer& offer = *choice->offer;
   const auto* provider = FindProvider(cls, offer.provider);
-  HS_ASSIGN_OR_RETURN(auto token, store_.join_token(name));
-  if (!token) {
-    return MarketOutcome{.reason = "JoinTokenUnavailable",
-                         .message =
-                             "no unused join token for the machine (one is minted while the "
-                             "Runner has not linked; remove the " +
-                             std::string(kJoinTokenConsumedAnnotation) +
-                             " annotation to get a new one)",
-                         .requeue_after = Ms(5000)};
-  }
+  HS_ASSIGN_OR_RETURN(auto token, recorder_.JoinToken(name));
+  if (!token) return recorder_.NoJoinToken();
   // Recorded before the create: a restart (or a lost answer) lists by tag instead of renting twice.
   machine["launchAttempt"] =
       json::object{{"provider", offer.provider}, {"offer", offer.id}, {"sentAt", Now()}};
-  HS_RETURN_IF_ERROR(Record(name, machine));
+  HS_RETURN_IF_ERROR(recorder_.Record(name, machine));
 
   gpu::LaunchRequest lr;
   lr.offer = &offer;
@@ -319,9 +291,9 @@ Result<MarketOutcome> MarketRunnerProvisioner::Launch(const kube::Object& runner
   if (!created.ok()) {
     if (gpu::KindOf(created.error()) == gpu::ErrorKind::kAmbiguous) {
       // Maybe rented: the next reconcile lists by tag (launchAttempt stays).
-      return MarketOutcome{.reason = "MachinePending",
-                           .message = "no answer to the create; looking for the machine",
-                           .requeue_after = Ms(1000)};
+      return ProvisionOutcome{.reason = "MachinePending",
+                              .message = "no answer to the create; looking for the machine",
+                              .requeue_after = Ms(1000)};
     }
     machine.erase("launchAttempt");
     return Failed(name, machine,
@@ -341,18 +313,18 @@ Result<MarketOutcome> MarketRunnerProvisioner::Launch(const kube::Object& runner
   machine["spot"] = choice->spot;
   machine.erase("launchAttempt");
   machine.erase("lastError");
-  HS_RETURN_IF_ERROR(Record(name, machine));
-  return MarketOutcome{.reason = "MachinePending",
-                       .message = "rented " + offer.gpu_type + " on " + offer.provider + " " +
-                                  offer.region + " at $" + gpu::FormatUsd(choice->price) + "/h",
-                       .requeue_after = Ms(500)};
+  HS_RETURN_IF_ERROR(recorder_.Record(name, machine));
+  return ProvisionOutcome{.reason = "MachinePending",
+                          .message = "rented " + offer.gpu_type + " on " + offer.provider + " " +
+                                     offer.region + " at $" + gpu::FormatUsd(choice->price) + "/h",
+                          .requeue_after = Ms(500)};
 }
 
 Result<bool> MarketRunnerProvisioner::Finalize(const kube::Object& runner, json::object& status) {
   const std::string name = S(kube::MetaString(runner, "name"));
   const std::string uid = S(kube::MetaString(runner, "uid"));
-  json::object machine;
-  if (const json::object* cur = ObjectField(status, "machine")) machine = *cur;
+  ProvisionRecord record = recorder_.Open(name, status);
+  json::object& machine = record.holder();
   std::string provider_name = S(StringField(machine, "provider"));
   if (provider_name.empty()) {
     if (const json::object* a = ObjectField(machine, "launchAttempt")) {
@@ -387,7 +359,7 @@ Result<bool> MarketRunnerProvisioner::Finalize(const kube::Object& runner, json:
   }
   if (!ids.empty()) {
     machine["state"] = gpu::StateName(gpu::InstanceState::kStopping);
-    status["machine"] = machine;
+    record.Keep();
     return false;  // the next reconcile sees them terminated
   }
   return true;

@@ -93,15 +93,6 @@ struct MarketProvisionerOptions {
 // The machine name for a Runner (carries the name; the uid is in a tag).
 std::string MarketMachineName(std::string_view runner);
 
-// What a reconcile found; the runner controller turns it into the MachineReady condition.
-struct MarketOutcome {
-  bool ready = false;    // the machine runs
-  std::string reason;    // MachineRunning, MachinePending, NoOfferFits, InsufficientCapacity...
-  std::string message;   // never holds the token
-  bool warning = false;  // a new failure worth a Warning Event
-  std::optional<std::chrono::milliseconds> requeue_after;
-};
-
 class MarketRunnerProvisioner {
  public:
   // Where the provisioner keeps what it must not lose and finds the token (seams for tests).
@@ -119,22 +110,22 @@ class MarketRunnerProvisioner {
 
   // Rents or observes the Runner's machine; `status` is the Runner's status being built
   // (status.machine is read and written; written through to the API before any create).
-  Result<MarketOutcome> Reconcile(const kube::Object& runner, const RunnerSpec& spec,
-                                  boost::json::object& status);
+  Result<ProvisionOutcome> Reconcile(const kube::Object& runner, const RunnerSpec& spec,
+                                     boost::json::object& status);
   // The Runner is being deleted: terminates its machine (and any its lost creates left) and
   // waits for the provider to report it gone. true when the finalizer may go.
   Result<bool> Finalize(const kube::Object& runner, boost::json::object& status);
 
  private:
-  Result<MarketOutcome> Launch(const kube::Object& runner, const RunnerSpec& spec,
-                               const MarketClass& cls, boost::json::object& machine);
-  MarketOutcome Failed(const std::string& runner, boost::json::object& machine,
-                       const std::string& reason, const std::string& message);
-  Status Record(const std::string& runner, const boost::json::object& machine);
-  std::chrono::milliseconds Backoff(int64_t failures) const;
+  Result<ProvisionOutcome> Launch(const kube::Object& runner, const RunnerSpec& spec,
+                                  const MarketClass& cls, boost::json::object& machine);
+  // A failed launch, recorded (a record that cannot be written is logged: status still carries
+  // it when the runner controller writes the Runner's status).
+  ProvisionOutcome Failed(const std::string& runner, boost::json::object& machine,
+                          const std::string& reason, const std::string& message);
 
   MarketProvisionerOptions options_;
-  Store store_;
+  ProvisionRecorder recorder_;  // status.machine
 };
 
 }  // namespace hyperslice::runners::controlnode

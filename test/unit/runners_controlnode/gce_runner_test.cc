@@ -191,11 +191,11 @@ class Lifecycle : public ::testing::Test {
     options_.retry_max = std::chrono::milliseconds(100);
   }
   GceRunnerProvisioner Provisioner() { return GceRunnerProvisioner(options_, store_.Make()); }
-  GceOutcome Reconcile(GceRunnerProvisioner& p) {
+  ProvisionOutcome Reconcile(GceRunnerProvisioner& p) {
     json::object status = store_.RunnerStatus();
     auto r = p.Reconcile(runner_, spec_, status);
     EXPECT_TRUE(r.ok()) << r.error().message;
-    return r.ok() ? *r : GceOutcome{};
+    return r.ok() ? *r : ProvisionOutcome{};
   }
   bool Finalize(GceRunnerProvisioner& p) {
     json::object status = store_.RunnerStatus();
@@ -220,7 +220,7 @@ class Lifecycle : public ::testing::Test {
 
 TEST_F(Lifecycle, TheOperationIsRecordedBeforeItIsWaitedForAndAResumedOneIsNotInsertedAgain) {
   auto first = Provisioner();
-  GceOutcome o = Reconcile(first);
+  ProvisionOutcome o = Reconcile(first);
   EXPECT_FALSE(o.ready);
   EXPECT_EQ(o.reason, "InstanceOperationPending");
   EXPECT_EQ(compute_.Calls("instances.insert"), 1u);
@@ -253,7 +253,7 @@ TEST_F(Lifecycle, AFailedInsertIsRecordedAndRetriedOnlyAfterItsBackoff) {
                   "ZONE_RESOURCE_POOL_EXHAUSTED"));
   EXPECT_EQ(Reconcile(p).reason, "InstanceOperationPending");
   compute_.CompleteOperations();
-  GceOutcome o = Reconcile(p);
+  ProvisionOutcome o = Reconcile(p);
   EXPECT_FALSE(o.ready);
   EXPECT_TRUE(o.warning);
   EXPECT_EQ(o.reason, "ZONE_RESOURCE_POOL_EXHAUSTED");
@@ -303,7 +303,7 @@ TEST_F(Lifecycle, TheUsedJoinTokenLeavesTheMetadataAndOtherItemsStay) {
                                           })
                   .ok());
   compute_.CompleteOperations();
-  GceOutcome o = Reconcile(p);
+  ProvisionOutcome o = Reconcile(p);
   EXPECT_TRUE(o.ready) << "the removal never makes a running instance not ready: " << o.reason;
   compute_.CompleteOperations();
   Reconcile(p);
@@ -346,7 +346,7 @@ TEST_F(Lifecycle, AnotherRunnersInstanceIsNeitherAdoptedNorDeleted) {
                             {"status", "RUNNING"},
                             {"labels", json::object{{kLabelRunnerUid, "someone-else"}}}});
   auto p = Provisioner();
-  GceOutcome o = Reconcile(p);
+  ProvisionOutcome o = Reconcile(p);
   EXPECT_FALSE(o.ready);
   EXPECT_EQ(o.reason, "InstanceNameTaken");
   EXPECT_NE(o.message.find("someone-else"), std::string::npos) << o.message;
