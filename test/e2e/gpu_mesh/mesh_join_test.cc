@@ -22,7 +22,8 @@
 //     bootstrap token nor the auth key appears in any log line (this process at debug level, the
 //     control plane's logs), Event, or the claim's status at any point it was read;
 //   - a machine whose payload carries a key headscale never issued: its real tailscaled is
-//     refused, it stays unjoined (TailnetJoinFailed) and no Node registers;
+//     refused, it stays unjoined (TailnetJoinFailed), no Node registers and its kubelet never
+//     starts up to the machine's end (taken back at the provider: no window to outwait);
 //   - a device our tags and naming mark as ours but that no claim owns is collected after the
 //     grace; one with our tags but another name is left alone.
 // Covered elsewhere, not repeated here: a spent single-use key is refused by headscale to a
@@ -418,7 +419,6 @@ TEST_F(GpuMesh, AMachineWhoseKeyHeadscaleRefusesStaysUnjoinedAndNeverRegisters) 
   EXPECT_NE(fleet_->Get(instance)->message.find("tailscale up failed"), std::string::npos)
       << fleet_->Get(instance)->message;
   EXPECT_TRUE(mesh_->Joined().empty());
-  std::this_thread::sleep_for(3s);
   auto nodes = client_->List(kube::resources::Nodes(), "");
   ASSERT_TRUE(nodes.ok());
   for (const auto& n : nodes->items) {
@@ -427,6 +427,25 @@ TEST_F(GpuMesh, AMachineWhoseKeyHeadscaleRefusesStaysUnjoinedAndNeverRegisters) 
   for (const Device& d : HeadscaleNodes()) {
     EXPECT_EQ(d.hostname.rfind("ml-workload-pool-", 0), std::string::npos) << d.hostname;
   }
+  // Never registers, without a window to outwait: the provider takes the machine back, and the
+  // fleet handles an instance's changes one at a time, in order, so it sees the stop only after
+  // the boot that recorded TailnetJoinFailed has returned. A kubelet that boot started, however
+  // late, has its node name in the record the stop keeps (sim/gpumachine/gpumachine.h).
+  auto inst = sim_->market().Get(instance);
+  ASSERT_TRUE(inst.has_value());
+  ASSERT_TRUE(sim_->market().Terminate(instance, inst->owner));
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto m = fleet_->Get(instance);
+        return m &&
+               (m->state == market::State::kStopping || m->state == market::State::kTerminated);
+      },
+      30s))
+      << Diagnose();
+  auto ended = fleet_->Get(instance);
+  EXPECT_FALSE(ended->joined);
+  EXPECT_EQ(ended->agent.node_name, "") << "the refused machine started its kubelet";
+  EXPECT_EQ(ended->agent.join_attempts, 0);
 }
 
 TEST_F(GpuMesh, ADeviceNoClaimOwnsIsCollectedAndOthersAreLeftAlone) {
