@@ -42,15 +42,27 @@ Instance Await(Provider& p, const std::string& id, InstanceState state) {
   return reached ? got : Instance{};
 }
 
-TEST(RunPodClient, OffersListedAndNormalised) {
+// A simulator and a client of it; List() finds the offer a test launches in a fresh listing.
+class RunPodClient : public ::testing::Test {
+ protected:
+  void List(const Offer*& o, const std::string& gpu, const std::string& dc, int count) {
+    auto listed = p->ListOffers();
+    ASSERT_TRUE(listed.ok()) << listed.error().message;
+    offers = std::move(*listed);
+    o = Find(offers, gpu, dc, count);
+    ASSERT_NE(o, nullptr) << gpu << " x" << count << " in " << dc;
+  }
+
   SimFixture f;
-  auto p = f.Client();
+  std::unique_ptr<Provider> p = f.Client();
+  std::vector<Offer> offers;  // the last listing
+};
+
+TEST_F(RunPodClient, OffersListedAndNormalised) {
   ASSERT_TRUE(p->CheckCredentials().ok());
   EXPECT_TRUE(p->capabilities().spot);
-  auto offers = p->ListOffers();
-  ASSERT_TRUE(offers.ok()) << offers.error().message;
-  const Offer* o = Find(*offers, "NVIDIA GeForce RTX 4090", "US-CA-2", 1);
-  ASSERT_NE(o, nullptr);
+  const Offer* o = nullptr;
+  ASSERT_NO_FATAL_FAILURE(List(o, "NVIDIA GeForce RTX 4090", "US-CA-2", 1));
   EXPECT_EQ(o->provider, kRunPod);
   EXPECT_EQ(o->gpu_type, "RTX4090");
   EXPECT_TRUE(o->gpu_type_known);
@@ -63,19 +75,19 @@ TEST(RunPodClient, OffersListedAndNormalised) {
   EXPECT_EQ(o->available, -1);  // RunPod gives a stock level, not a count
   EXPECT_EQ(o->attributes.at("stockStatus"), "Medium");
   EXPECT_EQ(o->vcpus, 6);
-  const Offer* two = Find(*offers, "NVIDIA GeForce RTX 4090", "US-CA-2", 2);
+  const Offer* two = Find(offers, "NVIDIA GeForce RTX 4090", "US-CA-2", 2);
   ASSERT_NE(two, nullptr);
   EXPECT_EQ(two->on_demand_price, 1380000);
-  const Offer* h100 = Find(*offers, "NVIDIA H100 80GB HBM3", "US-KS-2", 8);
+  const Offer* h100 = Find(offers, "NVIDIA H100 80GB HBM3", "US-KS-2", 8);
   ASSERT_NE(h100, nullptr);
   EXPECT_EQ(h100->gpu_type, "H100-SXM");
   EXPECT_EQ(h100->on_demand_price, 8 * 2990000);
   // Every default GPU type and data center is in the tables.
-  for (const auto& x : *offers) {
+  for (const auto& x : offers) {
     EXPECT_TRUE(x.gpu_type_known) << x.provider_gpu_name;
     EXPECT_TRUE(x.region_known) << x.provider_region;
   }
-  const Offer* ro = Find(*offers, "NVIDIA GeForce RTX 4090", "EU-RO-1", 1);
+  const Offer* ro = Find(offers, "NVIDIA GeForce RTX 4090", "EU-RO-1", 1);
   ASSERT_NE(ro, nullptr);
   EXPECT_EQ(ro->gpu_type, "RTX4090");
   EXPECT_EQ(ro->region.rfind("eu-", 0), 0u) << ro->region;
@@ -84,13 +96,9 @@ TEST(RunPodClient, OffersListedAndNormalised) {
 
 // A pod that publishes no port has no public mapping: runtime.ports lists only what the create
 // asked for (here nothing), so there is no public address to read.
-TEST(RunPodClient, APodWithoutPublishedPortsHasNoPublicMapping) {
-  SimFixture f;
-  auto p = f.Client();
-  auto offers = p->ListOffers();
-  ASSERT_TRUE(offers.ok());
-  const Offer* o = Find(*offers, "NVIDIA GeForce RTX 4090", "US-CA-2", 1);
-  ASSERT_NE(o, nullptr);
+TEST_F(RunPodClient, APodWithoutPublishedPortsHasNoPublicMapping) {
+  const Offer* o = nullptr;
+  ASSERT_NO_FATAL_FAILURE(List(o, "NVIDIA GeForce RTX 4090", "US-CA-2", 1));
   auto inst = p->Create(Launch(*o, "uid-np"));
   ASSERT_TRUE(inst.ok()) << inst.error().message;
   auto m = f.sim->market().Get(inst->id);
@@ -108,13 +116,9 @@ TEST(RunPodClient, APodWithoutPublishedPortsHasNoPublicMapping) {
   ASSERT_TRUE(p->Delete(inst->id).ok());
 }
 
-TEST(RunPodClient, OnDemandCreateRunningDelete) {
-  SimFixture f;
-  auto p = f.Client();
-  auto offers = p->ListOffers();
-  ASSERT_TRUE(offers.ok());
-  const Offer* o = Find(*offers, "NVIDIA GeForce RTX 4090", "US-CA-2", 1);
-  ASSERT_NE(o, nullptr);
+TEST_F(RunPodClient, OnDemandCreateRunningDelete) {
+  const Offer* o = nullptr;
+  ASSERT_NO_FATAL_FAILURE(List(o, "NVIDIA GeForce RTX 4090", "US-CA-2", 1));
   auto launch = Launch(*o, "uid-1");
   launch.payload.tcp_ports = {7443, 2222};
   auto inst = p->Create(launch);
@@ -168,13 +172,9 @@ TEST(RunPodClient, OnDemandCreateRunningDelete) {
   EXPECT_TRUE(p->List({{"tgp.io/cluster", "c1"}})->empty());
 }
 
-TEST(RunPodClient, SpotWithBidAndReclaim) {
-  SimFixture f;
-  auto p = f.Client();
-  auto offers = p->ListOffers();
-  ASSERT_TRUE(offers.ok());
-  const Offer* o = Find(*offers, "NVIDIA GeForce RTX 4090", "US-CA-2", 2);
-  ASSERT_NE(o, nullptr);
+TEST_F(RunPodClient, SpotWithBidAndReclaim) {
+  const Offer* o = nullptr;
+  ASSERT_NO_FATAL_FAILURE(List(o, "NVIDIA GeForce RTX 4090", "US-CA-2", 2));
   ASSERT_EQ(o->spot_price, 700000);
   auto req = Launch(*o, "uid-spot", true);
   req.bid = 900001;  // whole pod; bidPerGpu is rounded up: 0.450001
@@ -206,13 +206,9 @@ TEST(RunPodClient, SpotWithBidAndReclaim) {
   EXPECT_EQ(KindOf(g.error()), ErrorKind::kNotFound);
 }
 
-TEST(RunPodClient, BidBelowMinimumIsInvalid) {
-  SimFixture f;
-  auto p = f.Client();
-  auto offers = p->ListOffers();
-  ASSERT_TRUE(offers.ok());
-  const Offer* o = Find(*offers, "NVIDIA GeForce RTX 4090", "US-CA-2", 1);
-  ASSERT_NE(o, nullptr);
+TEST_F(RunPodClient, BidBelowMinimumIsInvalid) {
+  const Offer* o = nullptr;
+  ASSERT_NO_FATAL_FAILURE(List(o, "NVIDIA GeForce RTX 4090", "US-CA-2", 1));
   auto req = Launch(*o, "uid-low", true);
   req.bid = 100000;
   auto inst = p->Create(req);
@@ -223,8 +219,7 @@ TEST(RunPodClient, BidBelowMinimumIsInvalid) {
   EXPECT_TRUE(f.sim->market().List("").empty());
 }
 
-TEST(RunPodClient, TypedErrors) {
-  SimFixture f;
+TEST_F(RunPodClient, TypedErrors) {
   // 401: a key the simulator does not know.
   auto bad = f.Client("not-a-key");
   auto s = bad->CheckCredentials();
@@ -233,16 +228,13 @@ TEST(RunPodClient, TypedErrors) {
   EXPECT_EQ(s.error().http_status, 401);
   EXPECT_EQ(f.Counter("myself"), 0);  // refused before the API did anything
 
-  auto p = f.Client();
   // Not found.
   auto g = p->Get("nosuchpod00000");
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(KindOf(g.error()), ErrorKind::kNotFound);
   // Invalid before any call: no image for a container-only provider.
-  auto offers = p->ListOffers();
-  ASSERT_TRUE(offers.ok());
-  const Offer* o = Find(*offers, "NVIDIA GeForce RTX 4090", "US-CA-2", 1);
-  ASSERT_NE(o, nullptr);
+  const Offer* o = nullptr;
+  ASSERT_NO_FATAL_FAILURE(List(o, "NVIDIA GeForce RTX 4090", "US-CA-2", 1));
   auto req = Launch(*o, "uid-x");
   req.payload.image.clear();
   auto c = p->Create(req);
@@ -251,9 +243,7 @@ TEST(RunPodClient, TypedErrors) {
   EXPECT_EQ(f.Counter("podFindAndDeployOnDemand"), 0);
 }
 
-TEST(RunPodClient, RateLimitedWaitsAsTold) {
-  SimFixture f;
-  auto p = f.Client();
+TEST_F(RunPodClient, RateLimitedWaitsAsTold) {
   ASSERT_EQ(f.Control("faults", {{"method", "myself"}, {"kind", "rate_limited"}, {"count", 1}}),
             200);
   auto t0 = std::chrono::steady_clock::now();
@@ -265,30 +255,25 @@ TEST(RunPodClient, RateLimitedWaitsAsTold) {
   EXPECT_EQ(f.Counter("myself"), 2);
 }
 
-TEST(RunPodClient, AccountRateLimitAnswers429) {
-  SimFixture f([](sim::market::ServerOptions& o) {
+TEST_F(RunPodClient, AccountRateLimitAnswers429) {
+  SimFixture limited([](sim::market::ServerOptions& o) {
     o.market.rate_limit_rps = 2;
     o.market.rate_limit_burst = 1;
   });
-  auto r1 = f.Graphql("query { myself { id } }");
-  auto r2 = f.Graphql("query { myself { id } }");
+  auto r1 = limited.Graphql("query { myself { id } }");
+  auto r2 = limited.Graphql("query { myself { id } }");
   EXPECT_EQ(r1.status, 200);
   EXPECT_EQ(r2.status, 429);
   EXPECT_EQ(r2.Header("retry-after"), "1");
   auto e = runpod::DecodeHttpError(r2.status, r2.body);
   EXPECT_EQ(KindOf(e), ErrorKind::kRateLimited);
   // The client waits the Retry-After out and gets through.
-  auto p = f.Client();
-  EXPECT_TRUE(p->CheckCredentials().ok());
+  EXPECT_TRUE(limited.Client()->CheckCredentials().ok());
 }
 
-TEST(RunPodClient, CapacityFailure) {
-  SimFixture f;
-  auto p = f.Client();
-  auto offers = p->ListOffers();
-  ASSERT_TRUE(offers.ok());
-  const Offer* h100 = Find(*offers, "NVIDIA H100 80GB HBM3", "US-KS-2", 8);
-  ASSERT_NE(h100, nullptr);
+TEST_F(RunPodClient, CapacityFailure) {
+  const Offer* h100 = nullptr;
+  ASSERT_NO_FATAL_FAILURE(List(h100, "NVIDIA H100 80GB HBM3", "US-KS-2", 8));
   EXPECT_EQ(h100->attributes.at("stockStatus"), "Low");
   ASSERT_TRUE(p->Create(Launch(*h100, "uid-a")).ok());
   auto second = p->Create(Launch(*h100, "uid-b"));
@@ -297,7 +282,7 @@ TEST(RunPodClient, CapacityFailure) {
   EXPECT_NE(second.error().message.find("There are no longer any instances available"),
             std::string::npos);
   // The market's injected capacity fault looks the same.
-  const Offer* rtx = Find(*offers, "NVIDIA GeForce RTX 4090", "US-CA-2", 1);
+  const Offer* rtx = Find(offers, "NVIDIA GeForce RTX 4090", "US-CA-2", 1);
   ASSERT_EQ(f.Control("faults", {{"method", "podFindAndDeployOnDemand"}, {"kind", "capacity"}}),
             200);
   auto third = p->Create(Launch(*rtx, "uid-c"));
@@ -309,13 +294,9 @@ TEST(RunPodClient, CapacityFailure) {
   EXPECT_EQ(Find(*again, "NVIDIA H100 80GB HBM3", "US-KS-2", 8), nullptr);
 }
 
-TEST(RunPodClient, AmbiguousCreateFoundByTag) {
-  SimFixture f;
-  auto p = f.Client();
-  auto offers = p->ListOffers();
-  ASSERT_TRUE(offers.ok());
-  const Offer* o = Find(*offers, "NVIDIA GeForce RTX 4090", "EU-RO-1", 1);
-  ASSERT_NE(o, nullptr);
+TEST_F(RunPodClient, AmbiguousCreateFoundByTag) {
+  const Offer* o = nullptr;
+  ASSERT_NO_FATAL_FAILURE(List(o, "NVIDIA GeForce RTX 4090", "EU-RO-1", 1));
   ASSERT_EQ(f.Control("faults",
                       {{"method", "podFindAndDeployOnDemand"}, {"kind", "swallow"}, {"count", 1}}),
             200);
