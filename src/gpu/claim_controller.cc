@@ -18,6 +18,7 @@
 #include "src/gpu/drain.h"
 #include "src/gpu/internal/claim.h"
 #include "src/gpu/internal/loop_runnable.h"
+#include "src/gpu/internal/registration.h"
 #include "src/gpu/planner.h"
 #include "src/gpu/tailnet_credentials.h"
 #include "src/kube/client.h"
@@ -89,9 +90,7 @@ class ClaimReconciler {
   };
 
   ClaimReconciler(ClaimControllerOptions o, Informers inf)
-      : o_(std::move(o)),
-        clock_(o_.clock != nullptr ? *o_.clock : RealClock()),
-        inf_(std::move(inf)) {}
+      : o_(std::move(o)), clock_(o_.ClockOrReal()), inf_(std::move(inf)) {}
 
   static Status AddIndexes(const Informers& inf) {
     HS_RETURN_IF_ERROR(
@@ -1060,9 +1059,7 @@ class GarbageCollector final : public internal::LoopRunnable {
 }  // namespace
 
 Status RegisterClaimController(kube::Manager& mgr, ClaimControllerOptions options) {
-  if (mgr.informers() == nullptr) {
-    return Error::Make(Error::Code::kInvalidArgument, "the manager has no informer factory");
-  }
+  HS_RETURN_IF_ERROR(internal::RequireInformers(mgr));
   if (!options.client || !options.cache || !options.unavailable || options.cluster_id.empty()) {
     return Error::Make(Error::Code::kInvalidArgument,
                        "gpunodeclaim controller: client, cache, unavailable and cluster_id are "
@@ -1079,7 +1076,7 @@ Status RegisterClaimController(kube::Manager& mgr, ClaimControllerOptions option
   co.name = "gpunodeclaim";
   co.max_concurrent_reconciles = std::max(1, options.workers);
   co.clock = options.clock;
-  Clock& clock = options.clock != nullptr ? *options.clock : RealClock();
+  Clock& clock = options.ClockOrReal();
   Clock::Duration gc_interval = options.gc_interval;
   auto reconciler = std::make_shared<ClaimReconciler>(std::move(options), inf);
   auto controller = std::make_shared<kube::Controller>(
@@ -1098,10 +1095,7 @@ Status RegisterClaimController(kube::Manager& mgr, ClaimControllerOptions option
     if (!owners.ok()) return;
     for (const ObjectPtr& claim : *owners) c->Enqueue(Meta(*claim, "name"));
   };
-  inf.nodes->AddEventHandler(
-      {.on_add = enqueue,
-       .on_update = [enqueue](const ObjectPtr&, const ObjectPtr& cur) { enqueue(cur); },
-       .on_delete = [enqueue](const ObjectPtr& last, bool) { enqueue(last); }});
+  inf.nodes->AddEventHandler(internal::OnEachObject(enqueue));
   // A pod leaving a Node being drained moves the drain on: the claims being deleted whose Node
   // it was are woken (the others do not care about pods).
   auto nodes = inf.nodes;
@@ -1120,10 +1114,7 @@ Status RegisterClaimController(kube::Manager& mgr, ClaimControllerOptions option
     for (const ObjectPtr& claim : *owners)
       if (kube::IsDeleting(*claim)) c->Enqueue(Meta(*claim, "name"));
   };
-  inf.pods->AddEventHandler(
-      {.on_add = by_pod,
-       .on_update = [by_pod](const ObjectPtr&, const ObjectPtr& cur) { by_pod(cur); },
-       .on_delete = [by_pod](const ObjectPtr& last, bool) { by_pod(last); }});
+  inf.pods->AddEventHandler(internal::OnEachObject(by_pod));
   mgr.Add(controller);
   if (gc_interval > Clock::Duration::zero()) {
     mgr.Add(std::make_shared<GarbageCollector>(reconciler, gc_interval, clock));

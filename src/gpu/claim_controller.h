@@ -28,16 +28,11 @@
 
 #include "src/base/clock.h"
 #include "src/base/result.h"
+#include "src/gpu/controller_deps.h"
 #include "src/gpu/offer_cache.h"
 #include "src/gpu/provider.h"
 #include "src/gpu/unavailable_offers.h"
 #include "src/kube/resource.h"
-
-namespace hyperslice::kube {
-class Client;
-class Manager;
-class EventRecorder;
-}  // namespace hyperslice::kube
 
 namespace hyperslice::gpu {
 
@@ -76,11 +71,9 @@ struct BootContext {
 };
 using PayloadBuilder = std::function<Result<BootPayload>(const BootContext&)>;
 
-struct ClaimControllerOptions {
-  std::shared_ptr<kube::Client> client;            // required
+struct ClaimControllerOptions : ControllerDeps {
   std::shared_ptr<OfferCache> cache;               // required (the class controller fills it)
   std::shared_ptr<UnavailableOffers> unavailable;  // required
-  std::shared_ptr<kube::EventRecorder> events;     // optional
   std::string cluster_id;                          // required: the tgp.io/cluster tag
   PayloadBuilder payload;                          // empty: the default above
   // Called once the claim's Node registered and again before a deleted claim lets go: removes
@@ -100,7 +93,6 @@ struct ClaimControllerOptions {
   Clock::Duration gc_interval = std::chrono::minutes(1);
   Clock::Duration gc_grace = std::chrono::seconds(60);
   int workers = 4;
-  Clock* clock = nullptr;  // nullptr: RealClock()
 };
 
 Status RegisterClaimController(kube::Manager& mgr, ClaimControllerOptions options);

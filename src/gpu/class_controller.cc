@@ -14,6 +14,7 @@
 #include "src/gpu/class_providers.h"
 #include "src/gpu/credentials.h"
 #include "src/gpu/internal/claim.h"
+#include "src/gpu/internal/registration.h"
 #include "src/gpu/talos.h"
 #include "src/kube/client.h"
 #include "src/kube/controller.h"
@@ -94,7 +95,7 @@ class ClassReconciler {
                   std::shared_ptr<kube::SharedInformer> claims, kube::metrics::Registry& registry,
                   std::shared_ptr<const ClaimTotals> totals)
       : o_(std::move(options)),
-        clock_(o_.clock != nullptr ? *o_.clock : RealClock()),
+        clock_(o_.ClockOrReal()),
         classes_(std::move(classes)),
         pools_(std::move(pools)),
         claims_(std::move(claims)),
@@ -364,8 +365,7 @@ class ClassReconciler {
         if (o_.clock != nullptr) config.clock = o_.clock;
         config.metrics = &registry_;
         config.credentials = SecretCredential(o_.client, p.credentials, o_.credentials_namespace,
-                                              std::chrono::seconds(60),
-                                              o_.clock != nullptr ? o_.clock : &RealClock());
+                                              std::chrono::seconds(60), &o_.ClockOrReal());
         auto built = o_.factory(config);
         if (!built.ok()) {
           next->client.reset();
@@ -509,9 +509,7 @@ class ClassReconciler {
 }  // namespace
 
 Status RegisterClassController(kube::Manager& mgr, ClassControllerOptions options) {
-  if (mgr.informers() == nullptr) {
-    return Error::Make(Error::Code::kInvalidArgument, "the manager has no informer factory");
-  }
+  HS_RETURN_IF_ERROR(internal::RequireInformers(mgr));
   if (!options.client || !options.cache) {
     return Error::Make(Error::Code::kInvalidArgument,
                        "gpunodeclass controller: client and cache "

@@ -30,17 +30,13 @@
 
 #include "src/base/clock.h"
 #include "src/base/result.h"
+#include "src/gpu/controller_deps.h"
 #include "src/gpu/offer_cache.h"
 #include "src/gpu/providers.h"
 
-namespace hyperslice::kube {
-class Client;
-class Manager;
-class EventRecorder;
-namespace metrics {
+namespace hyperslice::kube::metrics {
 class Registry;
-}
-}  // namespace hyperslice::kube
+}  // namespace hyperslice::kube::metrics
 
 namespace hyperslice::gpu {
 
@@ -50,10 +46,8 @@ inline constexpr char kClassFinalizer[] = "tgp.io/termination";
 using ProviderFactory =
     std::function<Result<std::unique_ptr<Provider>>(const ProviderConfig& config)>;
 
-struct ClassControllerOptions {
-  std::shared_ptr<kube::Client> client;         // required
-  std::shared_ptr<OfferCache> cache;            // required; shared with the provisioner
-  std::shared_ptr<kube::EventRecorder> events;  // optional
+struct ClassControllerOptions : ControllerDeps {
+  std::shared_ptr<OfferCache> cache;  // required; shared with the provisioner
   // Where a credentialsRef without namespace is looked up (the operator's
   // --credentials-namespace).
   std::string credentials_namespace = kDefaultCredentialsNamespace;
@@ -77,7 +71,6 @@ struct ClassControllerOptions {
   bool skip_container_offers = false;
   ProviderFactory factory;  // empty: NewProvider
   int workers = 2;
-  Clock* clock = nullptr;                       // nullptr: RealClock()
   kube::metrics::Registry* registry = nullptr;  // nullptr: the manager's
 };
 

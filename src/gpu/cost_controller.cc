@@ -22,6 +22,7 @@
 #include "src/gpu/api.h"
 #include "src/gpu/internal/claim.h"
 #include "src/gpu/internal/loop_runnable.h"
+#include "src/gpu/internal/registration.h"
 #include "src/kube/client.h"
 #include "src/kube/informer.h"
 #include "src/kube/manager.h"
@@ -115,7 +116,7 @@ class CostCollector final : public internal::LoopRunnable {
                 std::shared_ptr<kube::SharedInformer> claims,
                 std::shared_ptr<kube::SharedInformer> pools)
       : o_(std::move(o)),
-        clock_(o_.clock != nullptr ? *o_.clock : RealClock()),
+        clock_(o_.ClockOrReal()),
         registry_(registry),
         claims_(std::move(claims)),
         pools_(std::move(pools)) {}
@@ -408,8 +409,7 @@ class CostCollector final : public internal::LoopRunnable {
 }  // namespace
 
 Status RegisterCostController(kube::Manager& mgr, CostControllerOptions options) {
-  if (mgr.informers() == nullptr)
-    return Error::Make(Error::Code::kInvalidArgument, "the manager has no informer factory");
+  HS_RETURN_IF_ERROR(internal::RequireInformers(mgr));
   if (!options.client)
     return Error::Make(Error::Code::kInvalidArgument, "cost controller: client is required");
   kube::metrics::Registry& registry =

@@ -30,26 +30,23 @@
 
 #include "src/base/clock.h"
 #include "src/base/result.h"
+#include "src/gpu/controller_deps.h"
 #include "src/gpu/provider.h"
 
-namespace hyperslice::kube {
-class Client;
-class Manager;
-namespace metrics {
+namespace hyperslice::kube::metrics {
 class Registry;
-}
-}  // namespace hyperslice::kube
+}  // namespace hyperslice::kube::metrics
 
 namespace hyperslice::gpu {
 
-struct CostControllerOptions {
-  std::shared_ptr<kube::Client> client;         // required: pool status writes
+// client: required (pool status writes); events: unused; clock: waits only (money uses the wall
+// clock).
+struct CostControllerOptions : ControllerDeps {
   kube::metrics::Registry* registry = nullptr;  // nullptr: the manager's
   // How often the gauges and the spend counter are recomputed (a claim event also wakes it);
   // spend accrues between passes, so this is the resolution of the exported total while machines
   // run, not of what is persisted.
   Clock::Duration interval = std::chrono::seconds(5);
-  Clock* clock = nullptr;  // nullptr: RealClock() (waits only; money uses the wall clock)
 };
 
 Status RegisterCostController(kube::Manager& mgr, CostControllerOptions options);

@@ -16,6 +16,7 @@
 #include "src/gpu/claim_controller.h"
 #include "src/gpu/disruption.h"
 #include "src/gpu/internal/claim.h"
+#include "src/gpu/internal/registration.h"
 #include "src/gpu/planner.h"
 #include "src/kube/client.h"
 #include "src/kube/controller.h"
@@ -90,7 +91,7 @@ class DisruptionReconciler {
   DisruptionReconciler(DisruptionControllerOptions o, Informers inf)
       : o_(std::move(o)), inf_(std::move(inf)) {}
 
-  Clock& clock() const { return o_.clock != nullptr ? *o_.clock : RealClock(); }
+  Clock& clock() const { return o_.ClockOrReal(); }
 
   Result<kube::ReconcileResult> Reconcile(const std::string& key) {
     kube::ReconcileResult result;
@@ -357,8 +358,7 @@ class DisruptionReconciler {
 }  // namespace
 
 Status RegisterDisruptionController(kube::Manager& mgr, DisruptionControllerOptions options) {
-  if (mgr.informers() == nullptr)
-    return Error::Make(Error::Code::kInvalidArgument, "the manager has no informer factory");
+  HS_RETURN_IF_ERROR(internal::RequireInformers(mgr));
   if (!options.client)
     return Error::Make(Error::Code::kInvalidArgument, "disruption controller: client is required");
   DisruptionReconciler::Informers inf;
@@ -406,10 +406,7 @@ Status RegisterDisruptionController(kube::Manager& mgr, DisruptionControllerOpti
   auto by_node = [by_node_name](const ObjectPtr& node) {
     if (node) by_node_name(Meta(*node, "name"));
   };
-  inf.claims->AddEventHandler(
-      {.on_add = by_claim,
-       .on_update = [by_claim](const ObjectPtr&, const ObjectPtr& cur) { by_claim(cur); },
-       .on_delete = [by_claim](const ObjectPtr& last, bool) { by_claim(last); }});
+  inf.claims->AddEventHandler(internal::OnEachObject(by_claim));
   inf.pods->AddEventHandler({.on_add = by_pod,
                              .on_update =
                                  [by_pod](const ObjectPtr& old, const ObjectPtr& cur) {
@@ -417,10 +414,7 @@ Status RegisterDisruptionController(kube::Manager& mgr, DisruptionControllerOpti
                                    by_pod(cur);
                                  },
                              .on_delete = [by_pod](const ObjectPtr& last, bool) { by_pod(last); }});
-  inf.nodes->AddEventHandler(
-      {.on_add = by_node,
-       .on_update = [by_node](const ObjectPtr&, const ObjectPtr& cur) { by_node(cur); },
-       .on_delete = [by_node](const ObjectPtr& last, bool) { by_node(last); }});
+  inf.nodes->AddEventHandler(internal::OnEachObject(by_node));
   mgr.Add(controller);
   return OkStatus();
 }

@@ -16,19 +16,11 @@
 
 #include "src/base/clock.h"
 #include "src/base/result.h"
-
-namespace hyperslice::kube {
-class Client;
-class Manager;
-class EventRecorder;
-}  // namespace hyperslice::kube
+#include "src/gpu/controller_deps.h"
 
 namespace hyperslice::gpu {
 
-struct DisruptionControllerOptions {
-  std::shared_ptr<kube::Client> client;         // required
-  std::shared_ptr<kube::EventRecorder> events;  // optional
-  Clock* clock = nullptr;                       // nullptr: RealClock()
+struct DisruptionControllerOptions : ControllerDeps {
   // Longest wait before a pool is looked at again while a machine waits for a budget.
   Clock::Duration budget_retry = std::chrono::seconds(5);
 };

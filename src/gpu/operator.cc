@@ -6,6 +6,7 @@
 #include "src/gpu/bootstrap_token.h"
 #include "src/gpu/claim_controller.h"
 #include "src/gpu/class_controller.h"
+#include "src/gpu/controller_deps.h"
 #include "src/gpu/cost_controller.h"
 #include "src/gpu/disruption_controller.h"
 #include "src/gpu/offer_cache.h"
@@ -34,12 +35,13 @@ Status RegisterOperator(kube::Manager& mgr, OperatorOptions o) {
   auto unavailable = std::make_shared<UnavailableOffers>();
   kube::EventRecorderOptions eo;
   eo.component = "hyperslice-gpu";
-  auto events = std::make_shared<kube::EventRecorder>(client, eo);
+  // What every controller shares: one client, one recorder, one clock.
+  const ControllerDeps deps{.client = client,
+                            .events = std::make_shared<kube::EventRecorder>(client, eo),
+                            .clock = o.clock};
 
-  ClassControllerOptions co;
-  co.client = client;
+  ClassControllerOptions co{deps};
   co.cache = cache;
-  co.events = events;
   co.credentials_namespace = o.credentials_namespace;
   if (o.offer_refresh_interval) co.offer_refresh_interval = *o.offer_refresh_interval;
   if (o.credentials_check_interval) co.credentials_check_interval = *o.credentials_check_interval;
@@ -47,21 +49,17 @@ Status RegisterOperator(kube::Manager& mgr, OperatorOptions o) {
   co.provider_qps = o.provider_qps;
   co.skip_container_offers = o.skip_container_offers;
   co.workers = o.workers;
-  co.clock = o.clock;
   HS_RETURN_IF_ERROR(RegisterClassController(mgr, std::move(co)));
 
-  ClaimControllerOptions cl;
-  cl.client = client;
+  ClaimControllerOptions cl{deps};
   cl.cache = cache;
   cl.unavailable = unavailable;
-  cl.events = events;
   cl.cluster_id = cluster_id;
   if (o.launch_timeout) cl.launch_timeout = *o.launch_timeout;
   if (o.registration_timeout) cl.registration_timeout = *o.registration_timeout;
   if (o.gc_interval) cl.gc_interval = *o.gc_interval;
   if (o.gc_grace) cl.gc_grace = *o.gc_grace;
   cl.workers = o.workers;
-  cl.clock = o.clock;
   if (o.tailnet) {
     auto ts = o.default_endpoints.find(kTailscale);
     cl.tailnet = std::make_shared<TailnetCredentials>(TailnetCredentialsOptions{
@@ -87,28 +85,20 @@ Status RegisterOperator(kube::Manager& mgr, OperatorOptions o) {
   };
   HS_RETURN_IF_ERROR(RegisterClaimController(mgr, std::move(cl)));
 
-  ProvisionerOptions po;
-  po.client = client;
+  ProvisionerOptions po{deps};
   po.cache = cache;
   po.unavailable = unavailable;
-  po.events = events;
   if (o.batch_idle) po.batch_idle = *o.batch_idle;
   if (o.batch_max) po.batch_max = *o.batch_max;
-  po.clock = o.clock;
   HS_RETURN_IF_ERROR(RegisterProvisioner(mgr, std::move(po)));
 
   // Empty/idle/expired machines back, within the pools' budgets, drained first.
-  DisruptionControllerOptions dc;
-  dc.client = client;
-  dc.events = events;
+  DisruptionControllerOptions dc{deps};
   if (o.disruption_budget_retry) dc.budget_retry = *o.disruption_budget_retry;
-  dc.clock = o.clock;
   HS_RETURN_IF_ERROR(RegisterDisruptionController(mgr, std::move(dc)));
 
   // What the machines cost now and have cost so far, as metrics (and spend in pool statuses).
-  CostControllerOptions cc;
-  cc.client = client;
-  cc.clock = o.clock;
+  CostControllerOptions cc{deps};
   return RegisterCostController(mgr, std::move(cc));
 }
 

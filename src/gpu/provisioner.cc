@@ -17,6 +17,7 @@
 #include "src/gpu/class_providers.h"
 #include "src/gpu/internal/claim.h"
 #include "src/gpu/internal/loop_runnable.h"
+#include "src/gpu/internal/registration.h"
 #include "src/gpu/planner.h"
 #include "src/kube/client.h"
 #include "src/kube/events.h"
@@ -89,9 +90,7 @@ class Provisioner final : public internal::LoopRunnable {
   };
 
   Provisioner(ProvisionerOptions o, Informers inf)
-      : o_(std::move(o)),
-        clock_(o_.clock != nullptr ? *o_.clock : RealClock()),
-        inf_(std::move(inf)) {}
+      : o_(std::move(o)), clock_(o_.ClockOrReal()), inf_(std::move(inf)) {}
   ~Provisioner() override { Stop(std::chrono::milliseconds(0)); }
 
   std::string Name() const override { return "gpu-provisioner"; }
@@ -652,9 +651,7 @@ class Provisioner final : public internal::LoopRunnable {
 }  // namespace
 
 Status RegisterProvisioner(kube::Manager& mgr, ProvisionerOptions options) {
-  if (mgr.informers() == nullptr) {
-    return Error::Make(Error::Code::kInvalidArgument, "the manager has no informer factory");
-  }
+  HS_RETURN_IF_ERROR(internal::RequireInformers(mgr));
   if (!options.client || !options.cache || !options.unavailable) {
     return Error::Make(Error::Code::kInvalidArgument,
                        "gpu provisioner: client, cache and unavailable are required");

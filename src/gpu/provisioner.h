@@ -24,22 +24,15 @@
 
 #include "src/base/clock.h"
 #include "src/base/result.h"
+#include "src/gpu/controller_deps.h"
 #include "src/gpu/offer_cache.h"
 #include "src/gpu/unavailable_offers.h"
 
-namespace hyperslice::kube {
-class Client;
-class Manager;
-class EventRecorder;
-}  // namespace hyperslice::kube
-
 namespace hyperslice::gpu {
 
-struct ProvisionerOptions {
-  std::shared_ptr<kube::Client> client;            // required
+struct ProvisionerOptions : ControllerDeps {
   std::shared_ptr<OfferCache> cache;               // required
   std::shared_ptr<UnavailableOffers> unavailable;  // required
-  std::shared_ptr<kube::EventRecorder> events;     // optional
   Clock::Duration batch_idle = std::chrono::milliseconds(200);
   Clock::Duration batch_max = std::chrono::seconds(2);
   // A pod nominated to a claim that is Ready but still pending after this is planned again (it
@@ -47,7 +40,6 @@ struct ProvisionerOptions {
   Clock::Duration nomination_grace = std::chrono::seconds(30);
   // Pool statuses are refreshed at least this often (and after every batch).
   Clock::Duration status_interval = std::chrono::seconds(10);
-  Clock* clock = nullptr;  // nullptr: RealClock()
 };
 
 Status RegisterProvisioner(kube::Manager& mgr, ProvisionerOptions options);
