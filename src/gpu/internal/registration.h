@@ -4,7 +4,6 @@
 #pragma once
 
 #include <functional>
-#include <utility>
 
 #include "src/base/result.h"
 #include "src/kube/informer.h"
@@ -21,7 +20,7 @@ inline Status RequireInformers(const kube::Manager& mgr) {
 }
 
 // add(obj) -> fn(obj), update(old, cur) -> fn(cur), delete(last) -> fn(last).
-inline kube::EventHandler OnEachObject(std::function<void(const kube::ObjectPtr&)> fn) {
+inline kube::EventHandler OnEachObject(const std::function<void(const kube::ObjectPtr&)>& fn) {
   return {.on_add = fn,
           .on_update = [fn](const kube::ObjectPtr&, const kube::ObjectPtr& cur) { fn(cur); },
           .on_delete = [fn](const kube::ObjectPtr& last, bool) { fn(last); }};
