@@ -12,6 +12,7 @@
 #include "src/gpu/api.h"
 #include "src/gpu/bootstrap_token.h"
 #include "src/gpu/credentials.h"
+#include "src/gpu/internal/claim.h"
 #include "src/gpu/planner.h"
 #include "src/gpu/talos.h"
 #include "src/kube/client.h"
@@ -293,11 +294,6 @@ Result<std::string> RenderJoinScript(const JoinScriptValues& v) {
 
 namespace {
 
-std::string Label(const kube::Object& o, std::string_view key) {
-  const bj::object* labels = ObjectAt(o, "metadata.labels");
-  return labels ? std::string(StringField(*labels, key)) : std::string();
-}
-
 // The entry of spec.providers naming `provider`, or nullptr.
 const bj::object* ProviderEntry(const kube::Object& cls, const std::string& provider) {
   const bj::object* spec = ObjectField(cls, "spec");
@@ -376,8 +372,8 @@ class Builder {
     HS_ASSIGN_OR_RETURN(
         BootstrapToken token,
         EnsureBootstrapToken(*o_.client, claim_name, claim_uid, o_.token_ttl, o_.token_ttl / 2));
-    std::string pool = Label(claim, kLabelNodePool);
-    std::string pool_ns = Label(claim, kLabelPoolNamespace);
+    std::string pool = internal::Label(claim, kLabelNodePool);
+    std::string pool_ns = internal::Label(claim, kLabelPoolNamespace);
 
     std::string payload;
     if (method == JoinMethod::kTalos) {

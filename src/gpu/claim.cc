@@ -104,6 +104,14 @@ std::string Meta(const bj::object& o, std::string_view field) {
   return std::string(kube::MetaString(o, field));
 }
 
+std::string Label(const bj::object& o, std::string_view key) {
+  return std::string(jsonfield::StringField(jsonfield::ObjectAt(o, "metadata.labels"), key));
+}
+
+std::string Annotation(const bj::object& o, std::string_view key) {
+  return std::string(jsonfield::StringField(jsonfield::ObjectAt(o, "metadata.annotations"), key));
+}
+
 std::optional<MicroUsd> PriceField(const bj::object* o, std::string_view key) {
   if (o == nullptr) return std::nullopt;
   std::string_view s = jsonfield::StringField(*o, key);
@@ -124,8 +132,7 @@ MicroUsd ClaimHourlyCost(const bj::object& claim) {
 
 std::vector<std::string> NominatedPods(const boost::json::object& claim) {
   std::vector<std::string> out;
-  const boost::json::object* a = jsonfield::ObjectAt(claim, "metadata.annotations");
-  std::string_view text = a != nullptr ? jsonfield::StringField(*a, kAnnotationNominatedPods) : "";
+  std::string text = Annotation(claim, kAnnotationNominatedPods);
   if (text.empty()) return out;
   boost::system::error_code ec;
   boost::json::value v = boost::json::parse(text, ec);

@@ -33,6 +33,7 @@ namespace hyperslice::gpu {
 namespace {
 
 namespace bj = boost::json;
+using internal::Annotation;
 using internal::Meta;
 using jsonfield::ArrayField;
 using jsonfield::ObjectAt;
@@ -56,11 +57,6 @@ constexpr char kPodsByNode[] = "tgp.io/claim-pods-by-node";
 // so what is written back with a PUT, and allocatable, come from a fresh read.
 Result<kube::Object> FullNode(kube::Client& client, const kube::Object& cached) {
   return client.Get(kube::resources::Nodes(), "", std::string(kube::MetaString(cached, "name")));
-}
-
-std::string Annotation(const kube::Object& o, std::string_view key) {
-  const bj::object* a = ObjectAt(o, "metadata.annotations");
-  return a != nullptr ? std::string(StringField(*a, key)) : std::string();
 }
 
 // Seconds since an RFC 3339 timestamp ("2026-11-25T04:13:15Z"), by the wall clock.

@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 
 #include "src/base/json.h"
+#include "src/gpu/internal/claim.h"
 
 namespace hyperslice::gpu {
 namespace {
@@ -16,11 +17,8 @@ using jsonfield::ObjectField;
 using jsonfield::StringField;
 
 bool Annotated(const bj::object& o) {
-  const bj::object* meta = ObjectField(o, "metadata");
-  const bj::object* ann = meta != nullptr ? ObjectField(*meta, "annotations") : nullptr;
-  if (ann == nullptr) return false;
-  return StringField(*ann, kAnnotationDoNotDisrupt) == "true" ||
-         StringField(*ann, kAnnotationTgpDoNotDisrupt) == "true";
+  return internal::Annotation(o, kAnnotationDoNotDisrupt) == "true" ||
+         internal::Annotation(o, kAnnotationTgpDoNotDisrupt) == "true";
 }
 
 // A pod that keeps its Node busy: running or about to, not a DaemonSet's or a mirror pod, not

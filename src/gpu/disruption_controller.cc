@@ -30,6 +30,8 @@ namespace hyperslice::gpu {
 namespace {
 
 namespace bj = boost::json;
+using internal::Annotation;
+using internal::Label;
 using internal::Meta;
 using jsonfield::ObjectField;
 using jsonfield::StringField;
@@ -39,12 +41,6 @@ constexpr char kClaimsByPool[] = "tgp.io/disruption-claims-by-pool";
 constexpr char kClaimsByNode[] = "tgp.io/disruption-claims-by-node";
 constexpr char kPodsByNode[] = "tgp.io/disruption-pods-by-node";
 constexpr char kPodsByUid[] = "tgp.io/disruption-pods-by-uid";
-
-std::string Label(const bj::object& o, std::string_view key) {
-  const bj::object* m = ObjectField(o, "metadata");
-  const bj::object* l = m != nullptr ? ObjectField(*m, "labels") : nullptr;
-  return l != nullptr ? std::string(StringField(*l, key)) : std::string();
-}
 
 // "<namespace>/<name>" of the claim's pool, from the labels the provisioner writes.
 std::string PoolKey(const bj::object& claim) {
@@ -59,11 +55,6 @@ std::string NodeNameOf(const bj::object& claim) {
 }
 
 std::string Seconds(std::chrono::seconds s) { return std::to_string(s.count()) + "s"; }
-
-std::string Annotation(const bj::object& o, std::string_view key) {
-  const bj::object* a = jsonfield::ObjectAt(o, "metadata.annotations");
-  return a != nullptr ? std::string(StringField(*a, key)) : std::string();
-}
 
 // A replacement's name: the pool's prefix and a suffix from the expired claim's uid, the same on
 // every reconcile (a second create is refused as AlreadyExists instead of renting twice).

@@ -22,6 +22,9 @@ std::string PoolKeyOf(const boost::json::object& claim);
 std::string ClassNameOf(const boost::json::object& claim);
 // A metadata field as a string ("" when absent): kube::MetaString, owned.
 std::string Meta(const boost::json::object& o, std::string_view field);
+// A label or an annotation of `o` ("" when absent or not a string).
+std::string Label(const boost::json::object& o, std::string_view key);
+std::string Annotation(const boost::json::object& o, std::string_view key);
 // A decimal-dollar string field (status.price, limits.maxHourlyCost) as MicroUsd; nullopt when
 // absent or malformed.
 std::optional<MicroUsd> PriceField(const boost::json::object* o, std::string_view key);

@@ -2,11 +2,13 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
 #include "src/gpu/normalize.h"
 
 namespace hyperslice::gpu::providers::lambda {
 
 namespace json = boost::json;
+using jsonfield::StringValue;
 
 namespace {
 
@@ -15,20 +17,11 @@ Error Bad(std::string_view what, std::string_view why) {
                    std::string(kLambda) + " " + std::string(what) + ": " + std::string(why));
 }
 
-const json::value* Field(const json::object& o, std::string_view key) {
-  auto it = o.find(key);
-  return it == o.end() ? nullptr : &it->value();
-}
-
-std::string Str(const json::object& o, std::string_view key) {
-  const auto* v = Field(o, key);
-  return v && v->is_string() ? std::string(v->get_string()) : std::string();
-}
-
 // An integer as the schema declares it; JSON numbers written with a fraction or exponent that are
 // whole are accepted too (a proxy may re-serialise them). nullopt: absent or not a whole number.
+// Not jsonfield::IntField: a double is taken only within ±9e15, where it is exact.
 std::optional<int64_t> Int(const json::object& o, std::string_view key) {
-  const auto* v = Field(o, key);
+  const auto* v = o.if_contains(key);
   if (v == nullptr) return std::nullopt;
   if (v->is_int64()) return v->get_int64();
   if (v->is_uint64()) {
@@ -52,7 +45,7 @@ Result<json::value> Data(std::string_view body, std::string_view what) {
   if (ec) return Bad(what, "response is not JSON: " + ec.message());
   const auto* o = v.if_object();
   if (o == nullptr) return Bad(what, "response is not a JSON object");
-  const auto* data = Field(*o, "data");
+  const auto* data = o->if_contains("data");
   if (data == nullptr) return Bad(what, "response has no \"data\"");
   return *data;
 }
@@ -123,16 +116,16 @@ Result<TypeInfo> DecodeType(const json::value& v, std::string_view what) {
   const auto* o = v.if_object();
   if (o == nullptr) return Bad(what, "instance_type is not an object");
   TypeInfo t;
-  t.name = Str(*o, "name");
+  t.name = StringValue(*o, "name");
   if (t.name.empty()) return Bad(what, "instance_type has no name");
-  t.description = Str(*o, "description");
-  t.gpu_description = Str(*o, "gpu_description");
+  t.description = StringValue(*o, "description");
+  t.gpu_description = StringValue(*o, "gpu_description");
   auto price = Int(*o, "price_cents_per_hour");
   if (!price || *price < 0) {
     return Bad(what, "instance type " + t.name + ": price_cents_per_hour is not a whole number");
   }
   t.price_cents = *price;
-  const auto* specs = Field(*o, "specs");
+  const auto* specs = o->if_contains("specs");
   if (specs == nullptr || !specs->is_object()) {
     return Bad(what, "instance type " + t.name + " has no specs");
   }
@@ -169,21 +162,21 @@ Result<Instance> InstanceFromJson(const json::value& v, std::string_view what) {
   if (o == nullptr) return Bad(what, "an instance is not an object");
   Instance inst;
   inst.provider = kLambda;
-  inst.id = Str(*o, "id");
+  inst.id = StringValue(*o, "id");
   if (inst.id.empty()) return Bad(what, "an instance has no id");
-  inst.name = Str(*o, "name");
-  const auto* status = Field(*o, "status");
+  inst.name = StringValue(*o, "name");
+  const auto* status = o->if_contains("status");
   if (status == nullptr || !status->is_string()) {
     return Bad(what, "instance " + inst.id + " has no status");
   }
   inst.provider_state = std::string(status->get_string());
   inst.state = StateOf(inst.provider_state, &inst.reclaimed);
-  inst.public_ip = Str(*o, "ip");
-  if (const auto* region = Field(*o, "region"); region && region->is_object()) {
-    auto n = Region(Str(region->get_object(), "name"));
+  inst.public_ip = StringValue(*o, "ip");
+  if (const auto* region = o->if_contains("region"); region && region->is_object()) {
+    auto n = Region(StringValue(region->get_object(), "name"));
     inst.region = n.name;
   }
-  if (const auto* type = Field(*o, "instance_type"); type && type->is_object()) {
+  if (const auto* type = o->if_contains("instance_type"); type && type->is_object()) {
     auto t = DecodeType(*type, what);
     if (!t.ok()) return t.error();
     inst.offer_id = t->name;
@@ -193,14 +186,14 @@ Result<Instance> InstanceFromJson(const json::value& v, std::string_view what) {
   } else {
     return Bad(what, "instance " + inst.id + " has no instance_type");
   }
-  if (const auto* tags = Field(*o, "tags"); tags != nullptr) {
+  if (const auto* tags = o->if_contains("tags"); tags != nullptr) {
     const auto* arr = tags->if_array();
     if (arr == nullptr) return Bad(what, "instance " + inst.id + ": tags is not an array");
     for (const auto& t : *arr) {
       const auto* to = t.if_object();
       if (to == nullptr) return Bad(what, "instance " + inst.id + ": a tag is not an object");
-      const auto* key = Field(*to, "key");
-      const auto* value = Field(*to, "value");
+      const auto* key = to->if_contains("key");
+      const auto* value = to->if_contains("value");
       if (key == nullptr || !key->is_string() || value == nullptr || !value->is_string()) {
         return Bad(what, "instance " + inst.id + ": a tag without a string key and value");
       }
@@ -260,11 +253,11 @@ Result<std::vector<Offer>> DecodeInstanceTypes(std::string_view body) {
   for (const auto& [key, item] : *types) {
     const auto* io = item.if_object();
     if (io == nullptr) return Bad(kWhat, "entry " + std::string(key) + " is not an object");
-    const auto* type = Field(*io, "instance_type");
+    const auto* type = io->if_contains("instance_type");
     if (type == nullptr) return Bad(kWhat, "entry " + std::string(key) + " has no instance_type");
     auto t = DecodeType(*type, kWhat);
     if (!t.ok()) return t.error();
-    const auto* regions = Field(*io, "regions_with_capacity_available");
+    const auto* regions = io->if_contains("regions_with_capacity_available");
     if (regions == nullptr || !regions->is_array()) {
       return Bad(kWhat, "instance type " + t->name +
                             ": regions_with_capacity_available is not "
@@ -275,7 +268,7 @@ Result<std::vector<Offer>> DecodeInstanceTypes(std::string_view body) {
     auto gpu = Gpu(t->gpu_description, gpu_memory);
     for (const auto& r : regions->get_array()) {
       const auto* ro = r.if_object();
-      std::string region_name = ro ? Str(*ro, "name") : std::string();
+      std::string region_name = ro ? StringValue(*ro, "name") : std::string();
       if (region_name.empty()) {
         return Bad(kWhat, "instance type " + t->name + ": a region without a name");
       }
@@ -298,7 +291,7 @@ Result<std::vector<Offer>> DecodeInstanceTypes(std::string_view body) {
       offer.available = 1;
       offer.boot = BootKind::kUserData;
       if (!t->description.empty()) offer.attributes["description"] = t->description;
-      if (std::string d = Str(*ro, "description"); !d.empty()) {
+      if (std::string d = StringValue(*ro, "description"); !d.empty()) {
         offer.attributes["region_description"] = d;
       }
       out.push_back(std::move(offer));
@@ -334,7 +327,7 @@ Result<std::vector<std::string>> DecodeLaunch(std::string_view body) {
   auto data = Data(body, kWhat);
   if (!data.ok()) return data.error();
   const auto* o = data->if_object();
-  const auto* ids = o ? Field(*o, "instance_ids") : nullptr;
+  const auto* ids = o ? o->if_contains("instance_ids") : nullptr;
   if (ids == nullptr || !ids->is_array()) return Bad(kWhat, "no instance_ids in the answer");
   std::vector<std::string> out;
   for (const auto& id : ids->get_array()) {
@@ -353,10 +346,10 @@ Error DecodeError(const net::Response& response) {
   json::value v = json::parse(response.body, ec);
   if (!ec) {
     if (const auto* o = v.if_object()) {
-      if (const auto* e = Field(*o, "error"); e && e->is_object()) {
-        code = Str(e->get_object(), "code");
-        message = Str(e->get_object(), "message");
-        suggestion = Str(e->get_object(), "suggestion");
+      if (const auto* e = o->if_contains("error"); e && e->is_object()) {
+        code = StringValue(e->get_object(), "code");
+        message = StringValue(e->get_object(), "message");
+        suggestion = StringValue(e->get_object(), "suggestion");
       }
     }
   }

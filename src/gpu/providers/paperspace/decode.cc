@@ -2,6 +2,8 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
+
 namespace hyperslice::gpu::providers::paperspace {
 
 namespace json = boost::json;
@@ -20,7 +22,18 @@ Result<json::object> ParseObject(std::string_view body) {
   return std::move(v.as_object());
 }
 
-// Absent or null: "". Present with another type: nullopt (the caller reports it).
+// What `decode` makes of a JSON body (any JSON value: `decode` says which it takes).
+template <typename T>
+Result<T> ParseThen(std::string_view body, Result<T> (*decode)(const json::value&)) {
+  boost::system::error_code ec;
+  json::value v = json::parse(body, ec);
+  if (ec) return Malformed("not JSON (" + ec.message() + ")");
+  return decode(v);
+}
+
+// Absent or null: "". Present with another type: nullopt (the caller reports it). Not
+// jsonfield::StringValue, which reads another type as absent: Paperspace's answers are typed, so a
+// number where a string belongs is a broken answer.
 std::optional<std::string> Str(const json::object& o, std::string_view key) {
   const json::value* v = o.if_contains(key);
   if (v == nullptr || v->is_null()) return std::string();
@@ -69,9 +82,7 @@ Result<StartupScript> ScriptFrom(const json::value& v) {
   s.id = std::move(*id);
   s.name = std::move(*name);
   if (s.id.empty()) return Malformed("startup script without id");
-  if (const json::value* r = o.if_contains("isRunOnce"); r != nullptr && r->is_bool()) {
-    s.is_run_once = r->get_bool();
-  }
+  if (auto r = jsonfield::BoolField(o, "isRunOnce")) s.is_run_once = *r;
   if (const json::value* a = o.if_contains("assignedMachineIds"); a != nullptr && !a->is_null()) {
     if (!a->is_array()) return Malformed("startupScript.assignedMachineIds is not an array");
     for (const auto& id : a->get_array()) {
@@ -95,9 +106,7 @@ Result<Page> PageFrom(std::string_view body, Decode decode) {
     if (!d.ok()) return d.error();
     p.items.push_back(std::move(*d));
   }
-  if (const json::value* h = o->if_contains("hasMore"); h != nullptr && h->is_bool()) {
-    p.has_more = h->get_bool();
-  }
+  if (auto h = jsonfield::BoolField(*o, "hasMore")) p.has_more = *h;
   auto next = Str(*o, "nextPage");
   if (!next) return Malformed("nextPage is not a string");
   p.next_page = std::move(*next);
@@ -147,12 +156,7 @@ std::optional<std::string> PctDecode(std::string_view s) {
 
 }  // namespace
 
-Result<Machine> DecodeMachine(std::string_view body) {
-  boost::system::error_code ec;
-  json::value v = json::parse(body, ec);
-  if (ec) return Malformed("not JSON (" + ec.message() + ")");
-  return MachineFrom(v);
-}
+Result<Machine> DecodeMachine(std::string_view body) { return ParseThen(body, MachineFrom); }
 
 Result<Machine> DecodeMachineEvent(std::string_view body) {
   auto o = ParseObject(body);
@@ -167,10 +171,7 @@ Result<MachinePage> DecodeMachineList(std::string_view body) {
 }
 
 Result<StartupScript> DecodeStartupScript(std::string_view body) {
-  boost::system::error_code ec;
-  json::value v = json::parse(body, ec);
-  if (ec) return Malformed("not JSON (" + ec.message() + ")");
-  return ScriptFrom(v);
+  return ParseThen(body, ScriptFrom);
 }
 
 Result<StartupScriptPage> DecodeStartupScriptList(std::string_view body) {

@@ -12,47 +12,25 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
 #include "src/gpu/normalize.h"
 #include "src/net/http.h"
 
 namespace hyperslice::gpu::providers::runpod {
 
 namespace json = boost::json;
+// GraphQL answers null for an unset field; these accessors read null as absent.
+namespace jf = jsonfield;
 
 namespace {
 
-const json::value* Get(const json::object& o, std::string_view k) {
-  const json::value* v = o.if_contains(k);
-  return v && !v->is_null() ? v : nullptr;
-}
-const json::object* Obj(const json::object& o, std::string_view k) {
-  const json::value* v = Get(o, k);
-  return v ? v->if_object() : nullptr;
-}
-const json::array* Arr(const json::object& o, std::string_view k) {
-  const json::value* v = Get(o, k);
-  return v ? v->if_array() : nullptr;
-}
-std::string Str(const json::object& o, std::string_view k) {
-  const json::value* v = Get(o, k);
-  return v && v->is_string() ? std::string(v->get_string()) : std::string();
-}
-std::optional<double> Num(const json::value* v) {
-  if (!v) return std::nullopt;
-  if (v->is_double()) return v->get_double();
-  if (v->is_int64()) return static_cast<double>(v->get_int64());
-  if (v->is_uint64()) return static_cast<double>(v->get_uint64());
-  return std::nullopt;
-}
-std::optional<double> Num(const json::object& o, std::string_view k) { return Num(Get(o, k)); }
 // A count from the API: finite, in int range, else nullopt.
-std::optional<int> Count(const json::value* v) {
-  auto d = Num(v);
+std::optional<int> Count(std::optional<double> d) {
   if (!d || !std::isfinite(*d) || *d < 0 || *d > 1e6) return std::nullopt;
   return static_cast<int>(*d);
 }
 std::optional<MicroUsd> Price(const json::object& o, std::string_view k) {
-  auto d = Num(o, k);
+  auto d = jf::NumberField(o, k);
   if (!d || !std::isfinite(*d) || *d < 0 || *d > 1e6) return std::nullopt;
   return UsdFromDouble(*d);
 }
@@ -70,10 +48,10 @@ Result<json::object> ParseBody(std::string_view body) {
 Result<json::object> Data(std::string_view body) {
   auto o = ParseBody(body);
   if (!o.ok()) return o.error();
-  if (const json::array* errs = Arr(*o, "errors"); errs && !errs->empty()) {
+  if (const json::array* errs = jf::ArrayField(*o, "errors"); errs && !errs->empty()) {
     return ClassifyErrors(body, 200);
   }
-  const json::object* data = Obj(*o, "data");
+  const json::object* data = jf::ObjectField(*o, "data");
   if (!data) return MakeError(ErrorKind::kInternal, "runpod: response has no data");
   return *data;
 }
@@ -164,7 +142,7 @@ std::string GraphQLUsd(MicroUsd value) {
 
 Error ClassifyErrors(std::string_view body, int http_status) {
   auto o = ParseBody(body);
-  const json::array* errs = o.ok() ? Arr(*o, "errors") : nullptr;
+  const json::array* errs = o.ok() ? jf::ArrayField(*o, "errors") : nullptr;
   const json::object* first = errs && !errs->empty() ? (*errs)[0].if_object() : nullptr;
   if (!first) {
     return MakeError(
@@ -172,9 +150,10 @@ Error ClassifyErrors(std::string_view body, int http_status) {
         "runpod: error answer without a GraphQL error (HTTP " + std::to_string(http_status) + ")",
         http_status);
   }
-  std::string message = Str(*first, "message");
+  std::string message = jf::StringValue(*first, "message");
   std::string code;
-  if (const json::object* ext = Obj(*first, "extensions")) code = Str(*ext, "code");
+  if (const json::object* ext = jf::ObjectField(*first, "extensions"))
+    code = jf::StringValue(*ext, "code");
   std::string text = "runpod: " + (message.empty() ? std::string("(no message)") : message);
   if (!code.empty()) text += " [" + code + "]";
   if (code == "UNAUTHENTICATED" || code == "FORBIDDEN") {
@@ -223,7 +202,7 @@ Error DecodeHttpError(int status, std::string_view body) {
 std::optional<Error> ErrorsIn(std::string_view body) {
   auto o = ParseBody(body);
   if (!o.ok()) return std::nullopt;
-  const json::array* errs = Arr(*o, "errors");
+  const json::array* errs = jf::ArrayField(*o, "errors");
   if (!errs || errs->empty()) return std::nullopt;
   return ClassifyErrors(body, 200);
 }
@@ -231,13 +210,13 @@ std::optional<Error> ErrorsIn(std::string_view body) {
 Result<std::vector<DataCenter>> DecodeDataCenters(std::string_view body) {
   auto data = Data(body);
   if (!data.ok()) return data.error();
-  const json::array* dcs = Arr(*data, "dataCenters");
+  const json::array* dcs = jf::ArrayField(*data, "dataCenters");
   if (!dcs) return MakeError(ErrorKind::kInternal, "runpod: dataCenters missing");
   std::vector<DataCenter> out;
   for (const auto& v : *dcs) {
     const json::object* o = v.if_object();
     if (!o) continue;
-    DataCenter d{Str(*o, "id"), Str(*o, "location")};
+    DataCenter d{jf::StringValue(*o, "id"), jf::StringValue(*o, "location")};
     if (!d.id.empty()) out.push_back(std::move(d));
   }
   return out;
@@ -246,35 +225,33 @@ Result<std::vector<DataCenter>> DecodeDataCenters(std::string_view body) {
 Result<std::vector<Offer>> DecodeOffers(std::string_view body, const std::string& data_center_id) {
   auto data = Data(body);
   if (!data.ok()) return data.error();
-  const json::array* types = Arr(*data, "gpuTypes");
+  const json::array* types = jf::ArrayField(*data, "gpuTypes");
   if (!types) return MakeError(ErrorKind::kInternal, "runpod: gpuTypes missing");
   std::vector<Offer> out;
   for (const auto& v : *types) {
     const json::object* g = v.if_object();
     if (!g) continue;
-    std::string id = Str(*g, "id");
-    const json::object* lp = Obj(*g, "lowestPrice");
+    std::string id = jf::StringValue(*g, "id");
+    const json::object* lp = jf::ObjectField(*g, "lowestPrice");
     if (id.empty() || !lp) continue;
     auto per_gpu = Price(*lp, "uninterruptablePrice");
     auto bid_per_gpu = Price(*lp, "minimumBidPrice");
     if ((!per_gpu || *per_gpu == 0) && (!bid_per_gpu || *bid_per_gpu == 0)) continue;
     std::vector<int> counts;
-    if (const json::array* ac = Arr(*lp, "availableGpuCounts")) {
+    if (const json::array* ac = jf::ArrayField(*lp, "availableGpuCounts")) {
       for (const auto& c : *ac) {
-        auto n = Count(&c);
+        auto n = Count(c.is_number() ? std::optional(c.to_number<double>()) : std::nullopt);
         if (n && *n >= 1 && *n <= 64) counts.push_back(*n);
       }
-    } else if (!Str(*lp, "stockStatus").empty()) {
+    } else if (!jf::StringValue(*lp, "stockStatus").empty()) {
       counts.push_back(1);
     }
-    double memory = Num(*g, "memoryInGb").value_or(0);
+    double memory = jf::NumberField(*g, "memoryInGb").value_or(0);
     if (!std::isfinite(memory) || memory < 0) memory = 0;
-    auto vcpu = Count(Get(*lp, "minVcpu"));
-    auto ram = Count(Get(*lp, "minMemory"));
-    bool secure = Get(*g, "secureCloud") && Get(*g, "secureCloud")->is_bool() &&
-                  Get(*g, "secureCloud")->get_bool();
-    bool community = Get(*g, "communityCloud") && Get(*g, "communityCloud")->is_bool() &&
-                     Get(*g, "communityCloud")->get_bool();
+    auto vcpu = Count(jf::NumberField(*lp, "minVcpu"));
+    auto ram = Count(jf::NumberField(*lp, "minMemory"));
+    bool secure = jf::BoolField(*g, "secureCloud").value_or(false);
+    bool community = jf::BoolField(*g, "communityCloud").value_or(false);
     auto gpu = NormalizeGpu(kRunPod, id, memory);
     auto region = NormalizeRegion(kRunPod, data_center_id);
     for (int n : counts) {
@@ -303,7 +280,7 @@ Result<std::vector<Offer>> DecodeOffers(std::string_view body, const std::string
       o.attributes["gpuTypeId"] = id;
       o.attributes["dataCenterId"] = data_center_id;
       o.attributes["cloud"] = secure && community ? "all" : secure ? "secure" : "community";
-      if (auto s = Str(*lp, "stockStatus"); !s.empty()) o.attributes["stockStatus"] = s;
+      if (auto s = jf::StringValue(*lp, "stockStatus"); !s.empty()) o.attributes["stockStatus"] = s;
       out.push_back(std::move(o));
     }
   }
@@ -313,17 +290,17 @@ Result<std::vector<Offer>> DecodeOffers(std::string_view body, const std::string
 Result<Instance> PodToInstance(const json::object& pod) {
   Instance i;
   i.provider = kRunPod;
-  i.id = Str(pod, "id");
+  i.id = jf::StringValue(pod, "id");
   if (i.id.empty()) return MakeError(ErrorKind::kInternal, "runpod: pod without an id");
-  i.name = Str(pod, "name");
-  i.provider_state = Str(pod, "desiredStatus");
-  const json::object* runtime = Obj(pod, "runtime");
+  i.name = jf::StringValue(pod, "name");
+  i.provider_state = jf::StringValue(pod, "desiredStatus");
+  const json::object* runtime = jf::ObjectField(pod, "runtime");
   i.state = StateOf(i.provider_state, runtime != nullptr);
-  std::string type = Str(pod, "podType");
+  std::string type = jf::StringValue(pod, "podType");
   i.spot = type == "INTERRUPTABLE" || type == "BID";
   // An interruptible pod we never stop is EXITED only when RunPod took its GPU back.
   i.reclaimed = i.spot && i.provider_state == "EXITED";
-  if (const json::array* env = Arr(pod, "env")) {
+  if (const json::array* env = jf::ArrayField(pod, "env")) {
     std::string prefix = std::string(kTagsEnv) + "=";
     for (const auto& e : *env) {
       if (!e.is_string()) continue;
@@ -331,11 +308,11 @@ Result<Instance> PodToInstance(const json::object& pod) {
       if (s.substr(0, prefix.size()) == prefix) i.tags = DecodeTags(s.substr(prefix.size()));
     }
   }
-  i.gpu_count = Count(Get(pod, "gpuCount")).value_or(0);
+  i.gpu_count = Count(jf::NumberField(pod, "gpuCount")).value_or(0);
   if (auto p = Price(pod, "costPerHr")) i.price = *p;
-  if (const json::object* m = Obj(pod, "machine")) {
-    std::string gpu = Str(*m, "gpuTypeId");
-    std::string dc = Str(*m, "dataCenterId");
+  if (const json::object* m = jf::ObjectField(pod, "machine")) {
+    std::string gpu = jf::StringValue(*m, "gpuTypeId");
+    std::string dc = jf::StringValue(*m, "dataCenterId");
     if (!gpu.empty()) i.gpu_type = NormalizeGpu(kRunPod, gpu, 0).name;
     if (!dc.empty()) i.region = NormalizeRegion(kRunPod, dc).name;
     if (!gpu.empty() && !dc.empty()) {
@@ -343,12 +320,11 @@ Result<Instance> PodToInstance(const json::object& pod) {
     }
   }
   if (runtime) {
-    if (const json::array* ports = Arr(*runtime, "ports")) {
+    if (const json::array* ports = jf::ArrayField(*runtime, "ports")) {
       for (const auto& p : *ports) {
         const json::object* po = p.if_object();
-        const json::value* pub = po ? Get(*po, "isIpPublic") : nullptr;
-        if (pub && pub->is_bool() && pub->get_bool()) {
-          i.public_ip = Str(*po, "ip");
+        if (po && jf::BoolField(*po, "isIpPublic").value_or(false)) {
+          i.public_ip = jf::StringValue(*po, "ip");
           if (!i.public_ip.empty()) break;
         }
       }
@@ -360,8 +336,8 @@ Result<Instance> PodToInstance(const json::object& pod) {
 Result<Instance> DecodePod(std::string_view body, std::string_view field) {
   auto data = Data(body);
   if (!data.ok()) return data.error();
-  const json::value* pod = Get(*data, field);
-  if (!pod) return MakeError(ErrorKind::kNotFound, "runpod: no such pod");
+  const json::value* pod = data->if_contains(field);
+  if (!pod || pod->is_null()) return MakeError(ErrorKind::kNotFound, "runpod: no such pod");
   const json::object* o = pod->if_object();
   if (!o) return MakeError(ErrorKind::kInternal, "runpod: pod is not an object");
   return PodToInstance(*o);
@@ -370,10 +346,10 @@ Result<Instance> DecodePod(std::string_view body, std::string_view field) {
 Result<std::vector<Instance>> DecodePods(std::string_view body) {
   auto data = Data(body);
   if (!data.ok()) return data.error();
-  const json::object* me = Obj(*data, "myself");
+  const json::object* me = jf::ObjectField(*data, "myself");
   if (!me) return MakeError(ErrorKind::kInternal, "runpod: myself missing");
   std::vector<Instance> out;
-  const json::array* pods = Arr(*me, "pods");
+  const json::array* pods = jf::ArrayField(*me, "pods");
   if (!pods) return out;
   for (const auto& p : *pods) {
     const json::object* o = p.if_object();
@@ -387,8 +363,8 @@ Result<std::vector<Instance>> DecodePods(std::string_view body) {
 Status DecodeMyself(std::string_view body) {
   auto data = Data(body);
   if (!data.ok()) return data.error();
-  const json::object* me = Obj(*data, "myself");
-  if (!me || Str(*me, "id").empty()) {
+  const json::object* me = jf::ObjectField(*data, "myself");
+  if (!me || jf::StringValue(*me, "id").empty()) {
     return MakeError(ErrorKind::kUnauthorized, "runpod: the API key has no account (myself null)");
   }
   return {};

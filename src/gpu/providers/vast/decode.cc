@@ -9,34 +9,25 @@
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 
+#include "src/base/json.h"
 #include "src/gpu/normalize.h"
 
 namespace hyperslice::gpu::providers::vast {
 
 namespace json = boost::json;
+using jsonfield::StringValue;
 
 namespace {
 
-const json::value* Field(const json::object& o, std::string_view key) {
-  auto it = o.find(key);
-  return it == o.end() ? nullptr : &it->value();
-}
-
+// A finite number, else nullopt.
 std::optional<double> Number(const json::object& o, std::string_view key) {
-  const json::value* v = Field(o, key);
-  if (!v) return std::nullopt;
-  if (v->is_double()) {
-    double d = v->get_double();
-    return std::isfinite(d) ? std::optional<double>(d) : std::nullopt;
-  }
-  if (v->is_int64()) return static_cast<double>(v->get_int64());
-  if (v->is_uint64()) return static_cast<double>(v->get_uint64());
-  return std::nullopt;
+  std::optional<double> d = jsonfield::NumberField(o, key);
+  return d && std::isfinite(*d) ? d : std::nullopt;
 }
 
 // Vast ids are integers; some answers carry them as doubles. Anything else is absent.
 std::optional<std::string> Id(const json::object& o, std::string_view key) {
-  const json::value* v = Field(o, key);
+  const json::value* v = o.if_contains(key);
   if (!v) return std::nullopt;
   if (v->is_int64()) return std::to_string(v->get_int64());
   if (v->is_uint64()) return std::to_string(v->get_uint64());
@@ -49,13 +40,8 @@ std::optional<std::string> Id(const json::object& o, std::string_view key) {
   return std::nullopt;
 }
 
-std::string Str(const json::object& o, std::string_view key) {
-  const json::value* v = Field(o, key);
-  return v && v->is_string() ? std::string(v->get_string()) : std::string();
-}
-
 bool Bool(const json::object& o, std::string_view key) {
-  const json::value* v = Field(o, key);
+  const json::value* v = o.if_contains(key);
   if (!v) return false;
   if (v->is_bool()) return v->get_bool();
   if (v->is_int64()) return v->get_int64() != 0;  // some Vast booleans are 0/1
@@ -186,7 +172,7 @@ std::optional<Offer> OfferFromJson(const json::object& o) {
   // VM (create with `vm: true`), which runs systemd and so a kubelet, booted with `onstart` as
   // its startup script; every other ask runs a docker container.
   out.boot = Bool(o, "vms_enabled") ? BootKind::kStartupScript : BootKind::kContainer;
-  out.provider_gpu_name = Str(o, "gpu_name");
+  out.provider_gpu_name = StringValue(o, "gpu_name");
   out.gpu_count = static_cast<int>(std::clamp(Number(o, "num_gpus").value_or(0), 0.0, 1024.0));
   out.gpu_memory_gib = std::max(0.0, Number(o, "gpu_ram").value_or(0) / 1024.0);
   out.vcpus =
@@ -196,7 +182,7 @@ std::optional<Offer> OfferFromJson(const json::object& o) {
   auto gpu = NormalizeGpu(kVast, out.provider_gpu_name, out.gpu_memory_gib);
   out.gpu_type = std::move(gpu.name);
   out.gpu_type_known = gpu.known;
-  out.provider_region = Str(o, "geolocation");
+  out.provider_region = StringValue(o, "geolocation");
   auto region = NormalizeRegion(kVast, out.provider_region);
   out.region = std::move(region.name);
   out.region_known = region.known;
@@ -204,15 +190,16 @@ std::optional<Offer> OfferFromJson(const json::object& o) {
   if (auto bid = Number(o, "min_bid"); bid && *bid > 0) out.spot_price = UsdFromDouble(*bid);
   // An ask is one machine's GPUs: it can be rented once (vast-cli: "Each offer ID can only be
   // used to create one instance").
-  if (Field(o, "rentable")) out.available = Bool(o, "rentable") && !Bool(o, "rented") ? 1 : 0;
+  if (o.if_contains("rentable")) out.available = Bool(o, "rentable") && !Bool(o, "rented") ? 1 : 0;
   for (const char* key : {"machine_id", "host_id", "ask_contract_id"}) {
     if (auto v = Id(o, key)) out.attributes[key] = *v;
   }
   auto reliability = Number(o, "reliability2");
   if (!reliability) reliability = Number(o, "reliability");
   if (reliability) out.attributes["reliability"] = FormatDouble(*reliability);
-  if (auto v = Str(o, "verification"); !v.empty()) out.attributes["verification"] = v;
-  if (Field(o, "vms_enabled")) out.attributes["vm"] = Bool(o, "vms_enabled") ? "true" : "false";
+  if (auto v = StringValue(o, "verification"); !v.empty()) out.attributes["verification"] = v;
+  if (o.if_contains("vms_enabled"))
+    out.attributes["vm"] = Bool(o, "vms_enabled") ? "true" : "false";
   return out;
 }
 
@@ -228,7 +215,7 @@ Result<std::vector<Offer>> DecodeOffers(std::string_view body) {
   }
   const json::object* top = v.if_object();
   if (!top) return Malformed("search offers", "answer is not an object");
-  const json::value* offers = Field(*top, "offers");
+  const json::value* offers = top->if_contains("offers");
   if (!offers || !offers->is_array()) return Malformed("search offers", "no \"offers\" array");
   std::vector<Offer> out;
   out.reserve(offers->get_array().size());
@@ -267,20 +254,20 @@ Instance InstanceFromJson(const json::object& o) {
   Instance out;
   out.provider = kVast;
   out.id = Id(o, "id").value_or("");
-  DecodeLabel(Str(o, "label"), &out.name, &out.tags);
-  std::string actual = Str(o, "actual_status");
+  DecodeLabel(StringValue(o, "label"), &out.name, &out.tags);
+  std::string actual = StringValue(o, "actual_status");
   bool bid = Bool(o, "is_bid");
-  out.state =
-      StateFrom(actual, Str(o, "intended_status"), Str(o, "cur_state"), bid, &out.reclaimed);
-  out.provider_state = actual.empty() ? Str(o, "cur_state") : actual;
+  out.state = StateFrom(actual, StringValue(o, "intended_status"), StringValue(o, "cur_state"), bid,
+                        &out.reclaimed);
+  out.provider_state = actual.empty() ? StringValue(o, "cur_state") : actual;
   out.spot = bid;
   double gpu_ram = Number(o, "gpu_ram").value_or(0) / 1024.0;
-  auto gpu = NormalizeGpu(kVast, Str(o, "gpu_name"), gpu_ram);
+  auto gpu = NormalizeGpu(kVast, StringValue(o, "gpu_name"), gpu_ram);
   out.gpu_type = std::move(gpu.name);
   out.gpu_count = static_cast<int>(std::clamp(Number(o, "num_gpus").value_or(0), 0.0, 1024.0));
-  out.region = NormalizeRegion(kVast, Str(o, "geolocation")).name;
+  out.region = NormalizeRegion(kVast, StringValue(o, "geolocation")).name;
   if (auto dph = Number(o, "dph_total"); dph && *dph > 0) out.price = UsdFromDouble(*dph);
-  out.public_ip = Str(o, "public_ipaddr");
+  out.public_ip = StringValue(o, "public_ipaddr");
   return out;
 }
 
@@ -289,7 +276,7 @@ Result<std::optional<Instance>> DecodeInstance(std::string_view body) {
   if (!v.ok()) return v.error();
   const json::object* top = v->if_object();
   if (!top) return Malformed("show instance", "answer is not an object");
-  const json::value* inst = Field(*top, "instances");
+  const json::value* inst = top->if_contains("instances");
   if (!inst) return Malformed("show instance", "no \"instances\" field");
   if (inst->is_null()) return std::optional<Instance>();
   const json::object* o = inst->if_object();
@@ -304,7 +291,7 @@ Result<InstancePage> DecodeInstancePage(std::string_view body) {
   if (!v.ok()) return v.error();
   const json::object* top = v->if_object();
   if (!top) return Malformed("show instances", "answer is not an object");
-  const json::value* list = Field(*top, "instances");
+  const json::value* list = top->if_contains("instances");
   InstancePage page;
   if (list && list->is_array()) {
     for (const auto& e : list->get_array()) {
@@ -316,7 +303,7 @@ Result<InstancePage> DecodeInstancePage(std::string_view body) {
   } else if (!list || !list->is_null()) {
     return Malformed("show instances", "no \"instances\" array");
   }
-  page.next_token = Str(*top, "next_token");
+  page.next_token = StringValue(*top, "next_token");
   return page;
 }
 
@@ -325,9 +312,9 @@ Result<std::string> DecodeCreate(std::string_view body) {
   if (!v.ok()) return v.error();
   const json::object* top = v->if_object();
   if (!top) return Malformed("create instance", "answer is not an object");
-  if (Field(*top, "success") && !Bool(*top, "success")) {
-    return MakeError(ErrorKind::kInvalid,
-                     "vastai create instance: " + Str(*top, "error") + ": " + Str(*top, "msg"));
+  if (top->if_contains("success") && !Bool(*top, "success")) {
+    return MakeError(ErrorKind::kInvalid, "vastai create instance: " + StringValue(*top, "error") +
+                                              ": " + StringValue(*top, "msg"));
   }
   auto id = Id(*top, "new_contract");
   if (!id) return Malformed("create instance", "no \"new_contract\" in the answer");
@@ -345,9 +332,9 @@ Error DecodeError(Call call, const net::Response& r) {
   json::value v = json::parse(r.body, ec);
   if (!ec && v.is_object()) {
     const json::object& o = v.get_object();
-    code = Str(o, "error");
+    code = StringValue(o, "error");
     for (const char* key : {"msg", "message", "detail"}) {
-      msg = Str(o, key);
+      msg = StringValue(o, key);
       if (!msg.empty()) break;
     }
   } else {
