@@ -4,6 +4,7 @@
 
 #include "src/base/json.h"
 #include "src/gpu/internal/api_caller.h"
+#include "src/gpu/internal/auth_key.h"
 #include "src/kube/object_helpers.h"
 
 namespace hyperslice::gpu::internal::headscale {
@@ -101,14 +102,8 @@ Result<AuthKey> DecodeCreatePreAuthKey(std::string_view body) {
   HS_ASSIGN_OR_RETURN(json::object o, ParseAnswerObject(kHeadscale, kWhat, body));
   const json::object* k = ObjectField(o, "preAuthKey");
   if (k == nullptr) return Bad(kWhat, "answer has no \"preAuthKey\"");
-  AuthKey key;
-  key.id = Id(*k, "id");
-  key.key = std::string(StringField(*k, "key"));
-  if (key.id.empty() || key.key.empty()) return Bad(kWhat, "the key has no id or no key");
-  auto expires = kube::ParseTime(StringField(*k, "expiration"));
-  if (!expires) return Bad(kWhat, "the key has no readable \"expiration\"");
-  key.expires = *expires;
-  return key;
+  return AuthKeyFrom(kHeadscale, kWhat, Id(*k, "id"), std::string(StringField(*k, "key")),
+                     StringField(*k, "expiration"), "expiration");
 }
 
 Result<std::vector<Device>> DecodeNodes(std::string_view body) {

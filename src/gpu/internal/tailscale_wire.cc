@@ -5,7 +5,7 @@
 #include "src/base/json.h"
 #include "src/base/strings.h"
 #include "src/gpu/internal/api_caller.h"
-#include "src/kube/object_helpers.h"
+#include "src/gpu/internal/auth_key.h"
 #include "src/net/http.h"
 
 namespace hyperslice::gpu::internal::tailscale {
@@ -73,14 +73,8 @@ std::string EncodeCreateKey(const AuthKeyRequest& request, std::string_view desc
 Result<AuthKey> DecodeKey(std::string_view body) {
   constexpr std::string_view kWhat = "keys.create";
   HS_ASSIGN_OR_RETURN(json::object o, ParseAnswerObject(kName, kWhat, body));
-  AuthKey key;
-  key.id = std::string(StringField(o, "id"));
-  key.key = std::string(StringField(o, "key"));
-  if (key.id.empty() || key.key.empty()) return Bad(kWhat, "the key has no id or no key");
-  auto expires = kube::ParseTime(StringField(o, "expires"));
-  if (!expires) return Bad(kWhat, "the key has no readable \"expires\"");
-  key.expires = *expires;
-  return key;
+  return AuthKeyFrom(kName, kWhat, std::string(StringField(o, "id")),
+                     std::string(StringField(o, "key")), StringField(o, "expires"), "expires");
 }
 
 Result<std::vector<Device>> DecodeDevices(std::string_view body) {

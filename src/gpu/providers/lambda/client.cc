@@ -53,12 +53,10 @@ class LambdaProvider final : public Provider {
   const char* name() const override { return kLambda; }
 
   Capabilities capabilities() const override {
-    Capabilities c;
-    c.spot = false;
-    c.price_api = true;
-    c.tags = true;
-    c.max_user_data_bytes = lc::kMaxUserDataBytes;
-    return c;
+    return {.spot = false,
+            .price_api = true,
+            .tags = true,
+            .max_user_data_bytes = lc::kMaxUserDataBytes};
   }
 
   Status CheckCredentials() override {

@@ -68,12 +68,8 @@ class Paperspace final : public Provider {
   const char* name() const override { return kPaperspace; }
 
   Capabilities capabilities() const override {
-    Capabilities c;
-    c.spot = false;
-    c.price_api = false;
-    c.tags = false;
-    c.max_user_data_bytes = kMaxScriptBytes;
-    return c;
+    return {
+        .spot = false, .price_api = false, .tags = false, .max_user_data_bytes = kMaxScriptBytes};
   }
 
   Status CheckCredentials() override {

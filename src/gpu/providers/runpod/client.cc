@@ -44,12 +44,10 @@ class RunPod final : public Provider {
 
   const char* name() const override { return kRunPod; }
   Capabilities capabilities() const override {
-    Capabilities c;
-    c.spot = true;
-    c.price_api = true;
-    c.tags = false;  // carried in the pod env (HYPERSLICE_TAGS), see README.md
-    c.max_user_data_bytes = 0;
-    return c;
+    return {.spot = true,
+            .price_api = true,
+            .tags = false,  // carried in the pod env (HYPERSLICE_TAGS), see README.md
+            .max_user_data_bytes = 0};
   }
 
   Status CheckCredentials() override {

@@ -61,12 +61,10 @@ class VastProvider final : public Provider {
   const char* name() const override { return kVast; }
 
   Capabilities capabilities() const override {
-    Capabilities c;
-    c.spot = true;  // interruptible instances: a bid (`price`) on the ask
-    c.price_api = true;
-    c.tags = true;              // in the label (decode.h EncodeLabel)
-    c.max_user_data_bytes = 0;  // no cloud-init user data: VMs and containers take onstart
-    return c;
+    return {.spot = true,  // interruptible instances: a bid (`price`) on the ask
+            .price_api = true,
+            .tags = true,               // in the label (decode.h EncodeLabel)
+            .max_user_data_bytes = 0};  // no cloud-init user data: VMs and containers take onstart
   }
 
   Status CheckCredentials() override {
