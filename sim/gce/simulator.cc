@@ -2,10 +2,10 @@
 // model of the GCE simulator.
 #include <algorithm>
 #include <cstdio>
-#include <ctime>
 
 #include "sim/gce/sim_impl.h"
 #include "src/base/log.h"
+#include "src/base/time.h"
 
 namespace hyperslice::sim::gce {
 
@@ -366,16 +366,10 @@ void SimulatorImpl::Tick(SteadyTime now) {
 }
 
 std::string SimulatorImpl::Now3339() const {
-  auto now = std::chrono::system_clock::now();
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03d-00:00", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms % 1000));
-  return buf;
+  // Compute writes milliseconds and the offset "-00:00" (RFC 3339's "UTC, local offset unknown").
+  std::string s = FormatRfc3339(std::chrono::system_clock::now(), 3);
+  s.pop_back();  // the "Z"
+  return s + "-00:00";
 }
 
 uint64_t SimulatorImpl::NewId() {

@@ -18,13 +18,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <ctime>
 #include <map>
 #include <mutex>
 
 #include <boost/json.hpp>
 
 #include "sim/paperspace/internal.h"
+#include "src/base/time.h"
 
 namespace hyperslice::sim::paperspace {
 
@@ -37,13 +37,9 @@ constexpr char kCapacityMessage[] =
     "We are currently out of capacity for the selected VM type. Try again in a few minutes, or "
     "select a different instance.";
 
+// Paperspace writes milliseconds; the simulator's are always .000 (whole seconds).
 std::string Iso(std::chrono::system_clock::time_point t) {
-  std::time_t s = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&s, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
-  return buf;
+  return FormatRfc3339(std::chrono::floor<std::chrono::seconds>(t), 3);
 }
 
 // A listing's machine type: its `machineType` attribute, else its id up to '@' ("A4000@ny2"), so

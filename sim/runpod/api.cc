@@ -24,7 +24,6 @@
 //   message above), swallow (do it, then drop the connection), drop (drop without doing it).
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -35,6 +34,7 @@
 #include <boost/json.hpp>
 
 #include "sim/runpod/internal.h"
+#include "src/base/time.h"
 
 namespace hyperslice::sim::runpod {
 
@@ -85,14 +85,10 @@ double PerGpu(market::MicroUsd whole, int gpus) {
   return std::round(Usd(whole) / std::max(1, gpus) * 1000.0) / 1000.0;
 }
 
+// The market clock's time since its epoch, written as if it were wall time (whole seconds).
 std::string Iso(Clock::TimePoint t) {
-  auto secs = std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
-  std::time_t tt = static_cast<std::time_t>(secs);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  return FormatRfc3339(std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch())));
 }
 
 std::string StockStatus(int available_machines) {

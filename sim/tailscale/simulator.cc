@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <ctime>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -20,6 +19,7 @@
 
 #include "src/base/base64.h"
 #include "src/base/json.h"
+#include "src/base/time.h"
 #include "src/net/server.h"
 
 namespace hyperslice::sim::tailscale {
@@ -67,16 +67,6 @@ Answer TooMany(std::chrono::seconds after) {
   Answer a = Message(429, "rate limit exceeded, please retry later");
   a.headers.emplace_back("Retry-After", std::to_string(std::max<int64_t>(1, after.count())));
   return a;
-}
-
-// RFC 3339 in UTC with seconds, as Tailscale writes its timestamps.
-std::string Rfc3339(std::chrono::system_clock::time_point t) {
-  std::time_t secs = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 // application/x-www-form-urlencoded: '+' is a space, %XX a byte. nullopt when an escape is bad.
@@ -682,15 +672,15 @@ class Simulator final : public TailscaleSimulator {
         {"keyType", "auth"},
         {"description", k.info.description},
         {"expirySeconds", k.expiry_seconds},
-        {"created", Rfc3339(k.created)},
-        {"expires", Rfc3339(k.expires)},
+        {"created", FormatRfc3339(k.created)},
+        {"expires", FormatRfc3339(k.expires)},
         {"capabilities", json::object{{"devices", json::object{{"create", std::move(create)}}}}},
         // Keys made by a trust credential have no user.
         {"userId", ""},
     };
     // A revoked, expired or spent single-use key reads back as invalid.
     bool spent = !k.info.reusable && k.info.uses > 0;
-    if (k.revoked) o["revoked"] = Rfc3339(*k.revoked);
+    if (k.revoked) o["revoked"] = FormatRfc3339(*k.revoked);
     o["invalid"] = k.revoked.has_value() || k.info.expired || spent;
     return o;
   }
@@ -731,11 +721,11 @@ class Simulator final : public TailscaleSimulator {
         {"clientVersion", "1.102.5-t0000000000-g0000000000"},
         {"updateAvailable", false},
         {"os", "linux"},
-        {"created", Rfc3339(d.created)},
+        {"created", FormatRfc3339(d.created)},
         {"connectedToControl", i.online},
         // Tagged devices' node keys do not expire: the zero time, as Tailscale sends it.
         {"keyExpiryDisabled", !i.tags.empty()},
-        {"expires", i.tags.empty() ? Rfc3339(d.created + std::chrono::hours(24 * 180))
+        {"expires", i.tags.empty() ? FormatRfc3339(d.created + std::chrono::hours(24 * 180))
                                    : "0001-01-01T00:00:00Z"},
         {"authorized", true},
         {"isExternal", false},
@@ -748,7 +738,7 @@ class Simulator final : public TailscaleSimulator {
         {"isEphemeral", i.ephemeral},
     };
     // "Omitted if the device has never been online or connectedToControl is true."
-    if (!i.online) o["lastSeen"] = Rfc3339(d.last_seen);
+    if (!i.online) o["lastSeen"] = FormatRfc3339(d.last_seen);
     if (all) {
       o["enabledRoutes"] = json::array();
       o["advertisedRoutes"] = json::array();

@@ -3,12 +3,11 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
-#include <cstdio>
-#include <ctime>
 #include <mutex>
 
-#include <fmt/format.h>
 #include <boost/json/serialize.hpp>
+
+#include "src/base/time.h"
 
 namespace hyperslice::log {
 namespace {
@@ -41,17 +40,7 @@ bool IsCredentialKey(std::string_view key) {
   return false;
 }
 
-std::string Timestamp() {
-  auto now = std::chrono::system_clock::now();
-  auto secs = std::chrono::time_point_cast<std::chrono::seconds>(now);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - secs).count();
-  std::time_t t = std::chrono::system_clock::to_time_t(secs);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-  return fmt::format("{}.{:03d}Z", buf, ms);
-}
+std::string Timestamp() { return FormatRfc3339(std::chrono::system_clock::now(), 3); }
 
 }  // namespace
 

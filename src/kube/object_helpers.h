@@ -74,7 +74,8 @@ bool IsConditionTrue(const Object& object, const std::string& type);
 // metadata.generation (0 when absent).
 int64_t Generation(const Object& object);
 
-// metav1.Time in UTC, "2006-01-02T15:04:05Z".
+// metav1.Time in UTC, "2006-01-02T15:04:05Z". These three name src/base/time.h's RFC 3339
+// functions in the API's words.
 std::string FormatTime(std::chrono::system_clock::time_point t);
 // metav1.MicroTime in UTC, "2006-01-02T15:04:05.000000Z" (Leases, Events, billing starts).
 std::string FormatMicroTime(std::chrono::system_clock::time_point t);
