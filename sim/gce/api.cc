@@ -7,27 +7,14 @@
 #include <regex>
 
 #include "sim/gce/sim_impl.h"
+#include "src/base/json.h"
 #include "src/base/log.h"
+#include "src/base/strings.h"
 
 namespace hyperslice::sim::gce::internal {
 namespace {
 
-std::string StringAt(const json::object& o, std::string_view k) {
-  auto* v = o.if_contains(k);
-  return v && v->is_string() ? std::string(v->as_string()) : std::string();
-}
-
-std::vector<std::string> Split(std::string_view s) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i < s.size()) {
-    size_t j = s.find('/', i);
-    if (j == std::string_view::npos) j = s.size();
-    if (j > i) out.emplace_back(s.substr(i, j - i));
-    i = j + 1;
-  }
-  return out;
-}
+using jsonfield::StringValue;
 
 bool IsUuid(const std::string& s) {
   if (s.size() != 36) return false;
@@ -51,7 +38,7 @@ bool ParseRef(const std::string& ref, const std::string& collection,
               std::string* name) {
   std::string r = ref;
   if (auto p = r.find("/projects/"); p != std::string::npos) r = r.substr(p + 1);
-  auto seg = Split(r);
+  auto seg = SplitNonEmpty(r, '/');
   *project = default_project;
   scope->clear();
   if (seg.size() == 1) {
@@ -431,9 +418,10 @@ void SimulatorImpl::HandleApi(const net::ServerRequest& req, std::shared_ptr<net
     return;
   }
   static const std::string kPrefix = "/compute/v1/projects/";
-  auto seg = Split(req.path.size() > kPrefix.size() && req.path.rfind(kPrefix, 0) == 0
-                       ? std::string_view(req.path).substr(kPrefix.size())
-                       : std::string_view());
+  auto seg = SplitNonEmpty(req.path.size() > kPrefix.size() && req.path.rfind(kPrefix, 0) == 0
+                               ? std::string_view(req.path).substr(kPrefix.size())
+                               : std::string_view(),
+                           '/');
   const Route* route = nullptr;
   Ctx c;
   c.req = &req;
@@ -814,12 +802,11 @@ Reply SimulatorImpl::GetReservation(Ctx& c) {
 
 Reply SimulatorImpl::InsertTemplate(Ctx& c) {
   json::object body = c.body.as_object();
-  std::string name = StringAt(body, "name");
-  if (!body.contains("name")) return Err(Required("resource.name"));
-  if (!ValidName(name)) return Err(BadName("resource.name", name));
+  std::string name = StringValue(body, "name");
+  if (auto problem = NameProblem(body)) return Err(*problem);
   auto* props = body.if_contains("properties");
   if (props == nullptr || !props->is_object()) return Err(Required("resource.properties"));
-  if (StringAt(props->as_object(), "machineType").empty()) {
+  if (StringValue(props->as_object(), "machineType").empty()) {
     return Err(Required("resource.properties.machineType"));
   }
   std::string key = c.project + "/" + name;
@@ -876,7 +863,7 @@ Reply SimulatorImpl::DeleteTemplate(Ctx& c) {
           "projects/" + mig.project + "/zones/" + mig.zone + "/instanceGroupManagers/" + mig.name));
     }
   }
-  std::string id = StringAt(it->second, "id");
+  std::string id = StringValue(it->second, "id");
   Operation& op = NewOperation(c, "global", "", "delete", Url(path), id, [this, key] {
     st_.templates.erase(key);
     return std::optional<OpError>();
@@ -890,9 +877,8 @@ Reply SimulatorImpl::InsertPolicy(Ctx& c) {
   const std::string& region = c.args[0];
   if (!KnownRegion(region)) return Err(NotFound("projects/" + c.project + "/regions/" + region));
   json::object body = c.body.as_object();
-  std::string name = StringAt(body, "name");
-  if (!body.contains("name")) return Err(Required("resource.name"));
-  if (!ValidName(name)) return Err(BadName("resource.name", name));
+  std::string name = StringValue(body, "name");
+  if (auto problem = NameProblem(body)) return Err(*problem);
   std::string key = c.project + "/" + region + "/" + name;
   std::string path = "projects/" + c.project + "/regions/" + region + "/resourcePolicies/" + name;
   if (st_.policies.count(key)) return Err(AlreadyExists(path));
@@ -934,7 +920,7 @@ Reply SimulatorImpl::AggregatedPolicies(Ctx& c) {
   std::map<std::string, json::array> scoped;
   for (const auto& r : options_.regions) scoped["regions/" + r];
   for (const auto& [k, p] : st_.policies) {
-    auto parts = Split(k);
+    auto parts = SplitNonEmpty(k, '/');
     if (parts.size() == 3 && parts[0] == c.project) scoped["regions/" + parts[1]].push_back(p);
   }
   return AggregatedReply(c, "compute#resourcePolicyAggregatedList", "resourcePolicies",
@@ -950,7 +936,7 @@ Reply SimulatorImpl::DeletePolicy(Ctx& c) {
   for (const auto& [mk, mig] : st_.migs) {
     auto* rp = mig.body.if_contains("resourcePolicies");
     if (rp == nullptr || !rp->is_object()) continue;
-    std::string wp = StringAt(rp->as_object(), "workloadPolicy");
+    std::string wp = StringValue(rp->as_object(), "workloadPolicy");
     std::string p, scope, n;
     if (!wp.empty() && ParseRef(wp, "resourcePolicies", mig.project, &p, &scope, &n) &&
         p == c.project && n == c.args[1] && (scope.empty() || scope == c.args[0])) {
@@ -959,7 +945,7 @@ Reply SimulatorImpl::DeletePolicy(Ctx& c) {
           "projects/" + mig.project + "/zones/" + mig.zone + "/instanceGroupManagers/" + mig.name));
     }
   }
-  std::string id = StringAt(it->second, "id");
+  std::string id = StringValue(it->second, "id");
   Operation& op = NewOperation(c, "regions", c.args[0], "delete", Url(path), id, [this, key] {
     st_.policies.erase(key);
     return std::optional<OpError>();
@@ -973,14 +959,13 @@ Reply SimulatorImpl::InsertMig(Ctx& c) {
   const std::string& zone = c.args[0];
   if (!KnownZone(zone)) return Err(NotFound("projects/" + c.project + "/zones/" + zone));
   json::object body = c.body.as_object();
-  std::string name = StringAt(body, "name");
-  if (!body.contains("name")) return Err(Required("resource.name"));
-  if (!ValidName(name)) return Err(BadName("resource.name", name));
-  std::string tmpl_ref = StringAt(body, "instanceTemplate");
+  std::string name = StringValue(body, "name");
+  if (auto problem = NameProblem(body)) return Err(*problem);
+  std::string tmpl_ref = StringValue(body, "instanceTemplate");
   if (tmpl_ref.empty()) {
     if (auto* v = body.if_contains("versions");
         v && v->is_array() && !v->as_array().empty() && v->as_array()[0].is_object()) {
-      tmpl_ref = StringAt(v->as_array()[0].as_object(), "instanceTemplate");
+      tmpl_ref = StringValue(v->as_array()[0].as_object(), "instanceTemplate");
     }
   }
   if (tmpl_ref.empty()) return Err(Required("resource.instanceTemplate"));
@@ -994,7 +979,7 @@ Reply SimulatorImpl::InsertMig(Ctx& c) {
   std::string tpath = "projects/" + tp + "/global/instanceTemplates/" + tname;
   if (!st_.templates.count(tkey)) return Err(NotFound(tpath));
   if (auto* rp = body.if_contains("resourcePolicies"); rp && rp->is_object()) {
-    std::string wp = StringAt(rp->as_object(), "workloadPolicy");
+    std::string wp = StringValue(rp->as_object(), "workloadPolicy");
     if (!wp.empty()) {
       std::string pp, pscope, pname;
       if (!ParseRef(wp, "resourcePolicies", c.project, &pp, &pscope, &pname)) {
@@ -1032,7 +1017,7 @@ Reply SimulatorImpl::InsertMig(Ctx& c) {
                            "'. Must be greater than or equal to 0.",
                        "resource.targetSize"));
   }
-  std::string base = StringAt(body, "baseInstanceName");
+  std::string base = StringValue(body, "baseInstanceName");
   if (base.empty()) base = name;
   if (!ValidName(base) || base.size() > 58) return Err(BadName("resource.baseInstanceName", base));
   std::string key = c.project + "/" + zone + "/" + name;
@@ -1127,7 +1112,7 @@ Reply SimulatorImpl::DeleteMig(Ctx& c) {
       "projects/" + c.project + "/zones/" + c.args[0] + "/instanceGroupManagers/" + c.args[1];
   auto it = st_.migs.find(key);
   if (it == st_.migs.end()) return Err(NotFound(path));
-  std::string id = StringAt(it->second.body, "id");
+  std::string id = StringValue(it->second.body, "id");
   Operation& op = NewOperation(c, "zones", c.args[0], "delete", Url(path), id, [this, key] {
     auto m = st_.migs.find(key);
     if (m == st_.migs.end()) return std::optional<OpError>();
@@ -1167,9 +1152,9 @@ Reply SimulatorImpl::ResizeMig(Ctx& c) {
   if (it == st_.migs.end() || it->second.deleting) return Err(NotFound(path));
   Mig& mig = it->second;
   Operation& op = NewOperation(c, "zones", c.args[0], "compute.instanceGroupManagers.resize",
-                               Url(path), StringAt(mig.body, "id"), nullptr);
+                               Url(path), StringValue(mig.body, "id"), nullptr);
   if (op.forced_error) return Json(200, op.body);
-  std::string base = StringAt(mig.body, "baseInstanceName");
+  std::string base = StringValue(mig.body, "baseInstanceName");
   while (static_cast<int64_t>(mig.members.size()) > size) {
     DeleteInstance(mig.project + "/" + mig.zone + "/" + mig.members.back().name);
     mig.members.pop_back();
@@ -1228,8 +1213,8 @@ json::object SimulatorImpl::GroupJson(const Mig& mig) const {
   }
   return json::object{
       {"kind", "compute#instanceGroup"},
-      {"id", StringAt(mig.body, "id")},
-      {"creationTimestamp", StringAt(mig.body, "creationTimestamp")},
+      {"id", StringValue(mig.body, "id")},
+      {"creationTimestamp", StringValue(mig.body, "creationTimestamp")},
       {"name", mig.name},
       {"description",
        "This instance group is controlled by Instance Group Manager '" + mig.name +
@@ -1239,7 +1224,7 @@ json::object SimulatorImpl::GroupJson(const Mig& mig) const {
       {"network", Url("projects/" + mig.project + "/global/networks/default")},
       {"fingerprint", "42WmSpB8rSM="},
       {"size", size},
-      {"selfLink", StringAt(mig.body, "instanceGroup")},
+      {"selfLink", StringValue(mig.body, "instanceGroup")},
   };
 }
 
@@ -1283,7 +1268,7 @@ Reply SimulatorImpl::AggregatedAutoscalers(Ctx& c) {
 
 Reply SimulatorImpl::EmptyZonalList(Ctx& c) {
   if (!KnownZone(c.args[0])) return Err(NotFound("projects/" + c.project + "/zones/" + c.args[0]));
-  std::string what = Split(c.req->path).back();
+  std::string what = SplitNonEmpty(c.req->path, '/').back();
   return ListReply(c, "compute#" + what.substr(0, what.size() - 1) + "List",
                    "projects/" + c.project + "/zones/" + c.args[0] + "/" + what, {});
 }
@@ -1292,7 +1277,7 @@ Reply SimulatorImpl::EmptyRegionalList(Ctx& c) {
   if (!KnownRegion(c.args[0])) {
     return Err(NotFound("projects/" + c.project + "/regions/" + c.args[0]));
   }
-  std::string what = Split(c.req->path).back();
+  std::string what = SplitNonEmpty(c.req->path, '/').back();
   std::string kind = what == "instanceGroupManagers" ? "compute#regionInstanceGroupManagerList"
                      : what == "instanceGroups"      ? "compute#regionInstanceGroupList"
                                                      : "compute#regionAutoscalerList";
@@ -1309,10 +1294,9 @@ Reply SimulatorImpl::InsertInstance(Ctx& c) {
   const std::string& zone = c.args[0];
   if (!KnownZone(zone)) return Err(NotFound("projects/" + c.project + "/zones/" + zone));
   json::object body = c.body.as_object();
-  std::string name = StringAt(body, "name");
-  if (!body.contains("name")) return Err(Required("resource.name"));
-  if (!ValidName(name)) return Err(BadName("resource.name", name));
-  std::string mt_ref = StringAt(body, "machineType");
+  std::string name = StringValue(body, "name");
+  if (auto problem = NameProblem(body)) return Err(*problem);
+  std::string mt_ref = StringValue(body, "machineType");
   if (mt_ref.empty()) return Err(Required("resource.machineType"));
   std::string mp, mzone, mt;
   if (!ParseRef(mt_ref, "machineTypes", c.project, &mp, &mzone, &mt)) {
@@ -1330,7 +1314,7 @@ Reply SimulatorImpl::InsertInstance(Ctx& c) {
     for (size_t i = 0; i < ga->as_array().size(); ++i) {
       const auto& acc = ga->as_array()[i];
       std::string field = "resource.guestAccelerators[" + std::to_string(i) + "].acceleratorType";
-      std::string ref = acc.is_object() ? StringAt(acc.as_object(), "acceleratorType") : "";
+      std::string ref = acc.is_object() ? StringValue(acc.as_object(), "acceleratorType") : "";
       std::string ap, azone, at;
       if (ref.empty()) return Err(Required(field));
       if (!ParseRef(ref, "acceleratorTypes", c.project, &ap, &azone, &at) ||
@@ -1360,8 +1344,8 @@ Reply SimulatorImpl::InsertInstance(Ctx& c) {
   std::string id;
   std::function<std::optional<OpError>()> on_done;
   if (Fits(c.project, zone, mt, reservation_key, 1, &why)) {
-    id = StringAt(CreateInstance(c.project, zone, "", name, body, mt, reservation_key, now).body,
-                  "id");
+    id = StringValue(CreateInstance(c.project, zone, "", name, body, mt, reservation_key, now).body,
+                     "id");
   } else {
     std::string message =
         why == "RESERVATION_NOT_FOUND"
@@ -1417,7 +1401,7 @@ Reply SimulatorImpl::DeleteInstanceApi(Ctx& c) {
   it->second.body["status"] = "STOPPING";
   NoteInstance(key);
   Operation& op = NewOperation(c, "zones", c.args[0], "delete", Url(path),
-                               StringAt(it->second.body, "id"), [this, key] {
+                               StringValue(it->second.body, "id"), [this, key] {
                                  auto inst = st_.instances.find(key);
                                  if (inst == st_.instances.end()) return std::optional<OpError>();
                                  std::string mig_key = inst->second.mig_key;
@@ -1439,8 +1423,8 @@ Reply SimulatorImpl::SetMetadata(Ctx& c) {
   if (it == st_.instances.end()) return Err(NotFound(path));
   const json::object& req = c.body.as_object();
   json::object& md = it->second.body["metadata"].as_object();
-  std::string current = StringAt(md, "fingerprint");
-  std::string given = StringAt(req, "fingerprint");
+  std::string current = StringValue(md, "fingerprint");
+  std::string given = StringValue(req, "fingerprint");
   if (!SameFingerprint(given, current)) {
     ApiError e{412, "conditionNotMet",
                "Supplied fingerprint does not match current metadata fingerprint."};
@@ -1456,7 +1440,7 @@ Reply SimulatorImpl::SetMetadata(Ctx& c) {
       const auto& item = v->as_array()[i];
       std::string field = "resource.items[" + std::to_string(i) + "]";
       if (!item.is_object()) return Err(Invalid("Invalid value for field '" + field + "'.", field));
-      std::string k = StringAt(item.as_object(), "key");
+      std::string k = StringValue(item.as_object(), "key");
       if (k.empty()) return Err(Required(field + ".key"));
       bool ok = k.size() <= 128;
       for (char ch : k)
@@ -1471,7 +1455,7 @@ Reply SimulatorImpl::SetMetadata(Ctx& c) {
         return Err(Invalid("Invalid value for field 'resource.items': Duplicate keys: " + k + ".",
                            "resource.items"));
       }
-      total += k.size() + StringAt(item.as_object(), "value").size();
+      total += k.size() + StringValue(item.as_object(), "value").size();
       items.push_back(item);
     }
     if (total > size_t{512} * 1024) {
@@ -1480,7 +1464,7 @@ Reply SimulatorImpl::SetMetadata(Ctx& c) {
     }
   }
   Operation& op = NewOperation(c, "zones", c.args[0], "setMetadata", Url(path),
-                               StringAt(it->second.body, "id"), nullptr);
+                               StringValue(it->second.body, "id"), nullptr);
   if (op.forced_error) return Json(200, op.body);
   json::object fresh{{"kind", "compute#metadata"}, {"fingerprint", NewFingerprint()}};
   if (!items.empty()) fresh["items"] = std::move(items);
@@ -1501,7 +1485,7 @@ std::string SimulatorImpl::Scope3(const Ctx& c, const std::string& kind, const s
 Reply SimulatorImpl::GetOp(Ctx&, const std::string& key) {
   auto it = st_.operations.find(key);
   if (it == st_.operations.end()) {
-    auto parts = Split(key);
+    auto parts = SplitNonEmpty(key, '/');
     std::string path = "projects";
     for (size_t i = 0; i < parts.size(); ++i) {
       path += "/" + parts[i];
@@ -1539,7 +1523,7 @@ Reply SimulatorImpl::DeleteOp(Ctx& c, const std::string& key) {
     // Nothing happens to the work itself; only the record goes, once it finished.
     return Err(
         ApiError{400, "resourceNotReady",
-                 "The resource '" + StringAt(it->second.body, "selfLink") + "' is not ready"});
+                 "The resource '" + StringValue(it->second.body, "selfLink") + "' is not ready"});
   }
   st_.operations.erase(it);
   return Reply{200, "{}"};
@@ -1586,7 +1570,7 @@ Reply SimulatorImpl::AggregatedOps(Ctx& c) {
   for (const auto& r : options_.regions) scoped["regions/" + r];
   for (const auto& z : Zones()) scoped["zones/" + z];
   for (const auto& [k, op] : st_.operations) {
-    auto parts = Split(k);
+    auto parts = SplitNonEmpty(k, '/');
     if (parts.empty() || parts[0] != c.project) continue;
     std::string scope = parts[1] == "global" ? "global" : parts[1] + "/" + parts[2];
     scoped[scope].push_back(op.body);

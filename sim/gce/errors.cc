@@ -2,6 +2,7 @@
 #include <regex>
 
 #include "sim/gce/internal.h"
+#include "src/base/json.h"
 
 namespace hyperslice::sim::gce::internal {
 
@@ -97,6 +98,13 @@ ApiError BadName(const std::string& field, const std::string& value) {
   return Invalid("Invalid value for field '" + field + "': '" + value +
                      "'. Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'",
                  field);
+}
+
+std::optional<ApiError> NameProblem(const json::object& body) {
+  if (!body.contains("name")) return Required("resource.name");
+  std::string name = jsonfield::StringValue(body, "name");
+  if (!ValidName(name)) return BadName("resource.name", name);
+  return std::nullopt;
 }
 
 }  // namespace hyperslice::sim::gce::internal

@@ -46,6 +46,9 @@ ApiError Unauthenticated();
 bool ValidName(std::string_view name);
 // "Invalid value for field 'resource.name': 'X'. Must be a match of regex '...'"
 ApiError BadName(const std::string& field, const std::string& value);
+// What every insert answers for its body's "name": Required when absent, BadName when not a
+// valid name, nullopt when the name is good.
+std::optional<ApiError> NameProblem(const json::object& body);
 
 // The Compute v1 API definition, read from compute.proto at start: every rpc's HTTP route and
 // request body message. Thread-safe after Load (read-only).

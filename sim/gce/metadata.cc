@@ -8,14 +8,12 @@
 #include <cstdio>
 
 #include "sim/gce/sim_impl.h"
+#include "src/base/json.h"
 
 namespace hyperslice::sim::gce::internal {
 namespace {
 
-std::string StringAt(const json::object& o, std::string_view k) {
-  auto* v = o.if_contains(k);
-  return v && v->is_string() ? std::string(v->as_string()) : std::string();
-}
+using jsonfield::StringValue;
 
 std::string Etag(const std::optional<std::string>& value) {
   // FNV-1a over the value, with absence distinct from every value.
@@ -92,14 +90,14 @@ std::optional<std::string> SimulatorImpl::MetadataValue(const Instance& inst,
     if (auto* items = md->as_object().if_contains("items"); items && items->is_array()) {
       for (const auto& it : items->as_array()) {
         if (!it.is_object()) continue;
-        attrs[StringAt(it.as_object(), "key")] = StringAt(it.as_object(), "value");
+        attrs[StringValue(it.as_object(), "key")] = StringValue(it.as_object(), "value");
       }
     }
   }
   std::string ip;
   if (auto* n = body.if_contains("networkInterfaces");
       n && n->is_array() && !n->as_array().empty() && n->as_array()[0].is_object()) {
-    ip = StringAt(n->as_array()[0].as_object(), "networkIP");
+    ip = StringValue(n->as_array()[0].as_object(), "networkIP");
   }
   std::string zone_path = "projects/" + ProjectNumber(inst.project) + "/zones/" + inst.zone;
   std::string email = options_.service_account_email;
@@ -116,7 +114,7 @@ std::optional<std::string> SimulatorImpl::MetadataValue(const Instance& inst,
   json::object instance_json{
       {"attributes", attrs},
       {"hostname", inst.name + "." + inst.zone + ".c." + inst.project + ".internal"},
-      {"id", std::stoull(StringAt(body, "id"))},
+      {"id", std::stoull(StringValue(body, "id"))},
       {"machineType",
        "projects/" + ProjectNumber(inst.project) + "/machineTypes/" + inst.machine_type},
       {"name", inst.name},
@@ -169,7 +167,7 @@ std::optional<std::string> SimulatorImpl::MetadataValue(const Instance& inst,
     return text(std::string(v->as_string()));
   }
   if (it == "instance/name") return text(inst.name);
-  if (it == "instance/id") return text(StringAt(body, "id"));
+  if (it == "instance/id") return text(StringValue(body, "id"));
   if (it == "instance/hostname")
     return text(json::value_to<std::string>(instance_json["hostname"]));
   if (it == "instance/zone") return text(zone_path);

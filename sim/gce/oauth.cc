@@ -9,6 +9,7 @@
 
 #include "sim/gce/internal.h"
 #include "src/base/base64.h"
+#include "src/base/json.h"
 #include "src/net/pki.h"
 
 namespace hyperslice::sim::gce::internal {
@@ -75,10 +76,6 @@ Result<std::string> VerifyAssertion(std::string_view jwt,
   if (ec1 || ec2 || !header.is_object() || !claims.is_object()) {
     return Grant("Invalid JWT: malformed header or claims.");
   }
-  auto str = [](const json::object& o, const char* k) {
-    auto* v = o.if_contains(k);
-    return v && v->is_string() ? std::string(v->as_string()) : std::string();
-  };
   auto num = [](const json::object& o, const char* k) -> int64_t {
     auto* v = o.if_contains(k);
     if (v == nullptr) return 0;
@@ -89,10 +86,10 @@ Result<std::string> VerifyAssertion(std::string_view jwt,
   };
   const auto& h = header.as_object();
   const auto& c = claims.as_object();
-  if (str(h, "alg") != "RS256") return Grant("Invalid JWT: alg must be RS256.");
-  std::string iss = str(c, "iss");
+  if (jsonfield::StringValue(h, "alg") != "RS256") return Grant("Invalid JWT: alg must be RS256.");
+  std::string iss = jsonfield::StringValue(c, "iss");
   const ServiceAccountKey* key = nullptr;
-  if (auto it = keys_by_id.find(str(h, "kid")); it != keys_by_id.end()) {
+  if (auto it = keys_by_id.find(jsonfield::StringValue(h, "kid")); it != keys_by_id.end()) {
     key = &it->second;
   } else {
     for (const auto& [id, k] : keys_by_id) {
@@ -106,7 +103,7 @@ Result<std::string> VerifyAssertion(std::string_view jwt,
   if (!VerifyRs256(key->public_key_pem, jwt.substr(0, d2), sig)) {
     return Grant("Invalid JWT Signature.");
   }
-  std::string aud = str(c, "aud");
+  std::string aud = jsonfield::StringValue(c, "aud");
   if (std::find(audiences.begin(), audiences.end(), aud) == audiences.end()) {
     return Grant("Invalid JWT: audience '" + aud + "' is not this token endpoint.");
   }

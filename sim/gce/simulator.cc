@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "sim/gce/sim_impl.h"
+#include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/base/time.h"
 
@@ -16,6 +17,8 @@ Result<std::unique_ptr<Simulator>> Simulator::Start(Options options) {
 }
 
 namespace internal {
+
+using jsonfield::StringValue;
 
 SimulatorImpl::SimulatorImpl(Options options) : options_(std::move(options)), rng_(options_.seed) {}
 
@@ -207,21 +210,15 @@ void SimulatorImpl::TickerLoop() {
   }
 }
 
-namespace {
-std::string Field(const json::object& o, std::string_view k) {
-  auto* v = o.if_contains(k);
-  return v && v->is_string() ? std::string(v->as_string()) : std::string();
-}
-}  // namespace
-
 uint64_t SimulatorImpl::SubscribeInstances(InstanceObserver observer) {
   std::lock_guard lock(mu_);
   NoteAllInstances();  // existing subscribers first hear what changed before this one joins
   uint64_t id = next_subscription_++;
   Subscriber sub{std::move(observer), {}};
   for (const auto& [key, inst] : st_.instances) {
-    sub.pending.push_back(InstanceEvent{inst.project, inst.zone, inst.name, Field(inst.body, "id"),
-                                        inst.machine_type, Field(inst.body, "status")});
+    sub.pending.push_back(InstanceEvent{inst.project, inst.zone, inst.name,
+                                        StringValue(inst.body, "id"), inst.machine_type,
+                                        StringValue(inst.body, "status")});
   }
   subscribers_.emplace(id, std::move(sub));
   return id;
@@ -240,7 +237,7 @@ void SimulatorImpl::NoteInstance(const std::string& instance_key) {
   InstanceEvent ev;
   if (it != st_.instances.end()) {
     const Instance& inst = it->second;
-    now = {Field(inst.body, "id"), Field(inst.body, "status")};
+    now = {StringValue(inst.body, "id"), StringValue(inst.body, "status")};
     ev =
         InstanceEvent{inst.project, inst.zone, inst.name, now.first, inst.machine_type, now.second};
   } else {
@@ -278,7 +275,7 @@ void SimulatorImpl::NoteAllInstances() {
   if (subscribers_.empty()) {
     observed_.clear();
     for (const auto& [key, inst] : st_.instances)
-      observed_[key] = {Field(inst.body, "id"), Field(inst.body, "status")};
+      observed_[key] = {StringValue(inst.body, "id"), StringValue(inst.body, "status")};
     return;
   }
   for (const auto& k : keys) NoteInstance(k);
@@ -590,11 +587,6 @@ std::string LastSegment(const std::string& s) {
   return slash == std::string::npos ? s : s.substr(slash + 1);
 }
 
-std::string StringAt(const json::object& o, std::string_view k) {
-  auto* v = o.if_contains(k);
-  return v && v->is_string() ? std::string(v->as_string()) : std::string();
-}
-
 }  // namespace
 
 void SimulatorImpl::ReconcileMig(Mig& mig, SteadyTime now) {
@@ -618,11 +610,11 @@ void SimulatorImpl::ReconcileMig(Mig& mig, SteadyTime now) {
   }
   json::object props;
   if (auto* p = tmpl->second.if_contains("properties"); p && p->is_object()) props = p->as_object();
-  std::string mt = LastSegment(StringAt(props, "machineType"));
+  std::string mt = LastSegment(StringValue(props, "machineType"));
   std::string reservation_key = SpecificReservationKey(props, mig.project, mig.zone);
   bool bulk = false;
   if (auto* tsp = mig.body.if_contains("targetSizePolicy"); tsp && tsp->is_object()) {
-    bulk = StringAt(tsp->as_object(), "mode") == "BULK";
+    bulk = StringValue(tsp->as_object(), "mode") == "BULK";
   }
   std::string why;
   auto error_for = [&](const std::string& code) {
@@ -646,7 +638,7 @@ void SimulatorImpl::ReconcileMig(Mig& mig, SteadyTime now) {
                       {"instance", Url("projects/" + mig.project + "/zones/" + mig.zone +
                                        "/instances/" + m.name)},
                       {"version", json::object{{"instanceTemplate",
-                                                StringAt(mig.body, "instanceTemplate")}}}}},
+                                                StringValue(mig.body, "instanceTemplate")}}}}},
         {"timestamp", Now3339()}};
     mig.errors.push_front(std::move(entry));
     while (mig.errors.size() > 500) mig.errors.pop_back();
@@ -692,7 +684,7 @@ std::string SimulatorImpl::SpecificReservationKey(const json::object& props,
   auto* ra = props.if_contains("reservationAffinity");
   if (ra == nullptr || !ra->is_object()) return {};
   const auto& rao = ra->as_object();
-  if (StringAt(rao, "consumeReservationType") != "SPECIFIC_RESERVATION") return {};
+  if (StringValue(rao, "consumeReservationType") != "SPECIFIC_RESERVATION") return {};
   auto* vals = rao.if_contains("values");
   if (vals == nullptr || !vals->is_array() || vals->as_array().empty() ||
       !vals->as_array()[0].is_string()) {
@@ -785,7 +777,7 @@ json::object SimulatorImpl::ManagedInstanceJson(const Mig& mig, const MigMember&
   json::object mi{
       {"instance", Url("projects/" + mig.project + "/zones/" + mig.zone + "/instances/" + m.name)},
       {"name", m.name},
-      {"version", json::object{{"instanceTemplate", StringAt(mig.body, "instanceTemplate")}}},
+      {"version", json::object{{"instanceTemplate", StringValue(mig.body, "instanceTemplate")}}},
       {"targetStatus", "RUNNING"},
   };
   auto it = st_.instances.find(key);
@@ -794,7 +786,7 @@ json::object SimulatorImpl::ManagedInstanceJson(const Mig& mig, const MigMember&
   } else {
     const auto& body = it->second.body;
     mi["id"] = body.at("id");
-    std::string status = StringAt(body, "status");
+    std::string status = StringValue(body, "status");
     mi["instanceStatus"] = status;
     mi["currentAction"] = status == "RUNNING" || status == "TERMINATED" ? "NONE" : "VERIFYING";
   }
@@ -811,7 +803,7 @@ void SimulatorImpl::RefreshMigStatus(Mig& mig) {
     if (it == st_.instances.end()) {
       ++creating;
     } else {
-      std::string s = StringAt(it->second.body, "status");
+      std::string s = StringValue(it->second.body, "status");
       if (s == "RUNNING" || s == "TERMINATED") {
         ++none;
       } else {
@@ -832,7 +824,7 @@ void SimulatorImpl::RefreshMigStatus(Mig& mig) {
                                 {"perInstanceConfigs", json::object{{"allEffective", true}}}}}};
   bool bulk = false;
   if (auto* tsp = mig.body.if_contains("targetSizePolicy"); tsp && tsp->is_object()) {
-    bulk = StringAt(tsp->as_object(), "mode") == "BULK";
+    bulk = StringValue(tsp->as_object(), "mode") == "BULK";
   }
   if (bulk) {
     json::object op{{"inProgress", mig.bulk_in_progress || creating > 0}};

@@ -19,6 +19,7 @@
 #include "src/base/command.h"
 #include "src/base/files.h"
 #include "src/base/log.h"
+#include "src/base/strings.h"
 
 namespace hyperslice::sim::gpumachine {
 
@@ -68,17 +69,10 @@ std::map<std::string, std::string> EnvFile(const std::string& text) {
   return out;
 }
 
-std::vector<std::string> Split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  if (s.empty()) return out;
-  size_t i = 0;
-  while (true) {
-    size_t j = s.find(sep, i);
-    out.push_back(s.substr(i, j == std::string::npos ? std::string::npos : j - i));
-    if (j == std::string::npos) break;
-    i = j + 1;
-  }
-  return out;
+// NODE_LABELS, REGISTER_WITH_TAINTS: comma-separated, nothing when unset; an empty piece is kept
+// (and refused as malformed).
+std::vector<std::string> CommaList(const std::string& s) {
+  return s.empty() ? std::vector<std::string>{} : Split(s, ',');
 }
 
 // "key=value:Effect" (value optional), as --register-with-taints takes them.
@@ -140,12 +134,12 @@ Result<JoinConfig> ReadJoinScript(std::string_view script, const std::string& in
   c.provider_id = env["PROVIDER_ID_PREFIX"] + instance_id;
   if (c.node_name.empty() || env["PROVIDER_ID_PREFIX"].empty())
     return Unusable("the kubelet environment lacks NODE_NAME or PROVIDER_ID_PREFIX");
-  for (const auto& l : Split(env["NODE_LABELS"], ',')) {
+  for (const auto& l : CommaList(env["NODE_LABELS"])) {
     size_t eq = l.find('=');
     if (eq == std::string::npos) return Unusable("malformed node label");
     c.labels[l.substr(0, eq)] = l.substr(eq + 1);
   }
-  for (const auto& t : Split(env["REGISTER_WITH_TAINTS"], ',')) {
+  for (const auto& t : CommaList(env["REGISTER_WITH_TAINTS"])) {
     auto taint = ParseTaint(t);
     if (!taint.ok()) return taint.error();
     c.taints.push_back(*taint);

@@ -19,6 +19,7 @@
 
 #include "src/base/base64.h"
 #include "src/base/json.h"
+#include "src/base/strings.h"
 #include "src/base/time.h"
 #include "src/net/server.h"
 
@@ -107,19 +108,6 @@ std::map<std::string, std::string> ParseForm(std::string_view body, bool* ok) {
       return {};
     }
     out[*k] = *v;
-  }
-  return out;
-}
-
-std::vector<std::string> SplitSpaces(std::string_view s) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i < s.size()) {
-    while (i < s.size() && s[i] == ' ') ++i;
-    size_t j = i;
-    while (j < s.size() && s[j] != ' ') ++j;
-    if (j > i) out.emplace_back(s.substr(i, j - i));
-    i = j;
   }
   return out;
 }
@@ -539,7 +527,7 @@ class Simulator final : public TailscaleSimulator {
       return OAuthError(401, "invalid_client", "invalid client id or secret");
     }
     if (auto wait = Throttle(client->id)) return TooMany(*wait);
-    std::vector<std::string> scopes = SplitSpaces(form["scope"]);
+    std::vector<std::string> scopes = SplitNonEmpty(form["scope"], ' ');
     for (const auto& s : scopes) {
       if (!Grants(client->scopes, s)) {
         return OAuthError(400, "invalid_scope", "scope " + s + " is not granted to this client");

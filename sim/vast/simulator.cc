@@ -38,6 +38,8 @@
 
 #include "sim/vast/internal.h"
 #include "src/base/base64.h"
+#include "src/base/json.h"
+#include "src/base/strings.h"
 
 namespace hyperslice::sim::vast {
 
@@ -229,18 +231,11 @@ bool RuntypeOk(std::string_view r) {
   static const std::set<std::string, std::less<>> words = {
       "ssh",       "jupyter",       "args",           "ssh_proxy",    "ssh_direct",
       "ssh_direc", "jupyter_proxy", "jupyter_direct", "jupyter_direc"};
-  size_t start = 0;
-  bool any = false;
-  while (start <= r.size()) {
-    size_t end = r.find(' ', start);
-    if (end == std::string_view::npos) end = r.size();
-    if (end > start) {
-      if (!words.count(r.substr(start, end - start))) return false;
-      any = true;
-    }
-    start = end + 1;
+  const std::vector<std::string> pieces = SplitNonEmpty(r, ' ');
+  for (const std::string& piece : pieces) {
+    if (!words.count(piece)) return false;
   }
-  return any;
+  return !pieces.empty();
 }
 
 class VastApi final : public market::ProviderApi {
@@ -436,11 +431,7 @@ class VastApi final : public market::ProviderApi {
         return invalid("'" + std::string(k) + "' must be " + KindName(it->second));
       }
     }
-    auto str = [&](const char* k) {
-      auto it = b.find(k);
-      return it != b.end() && it->value().is_string() ? std::string(it->value().get_string())
-                                                      : std::string();
-    };
+    auto str = [&](const char* k) { return jsonfield::StringValue(b, k); };
     if (auto it = b.find("template_hash_id"); it != b.end() && !it->value().is_null()) {
       return invalid("template " + str("template_hash_id") + " does not exist");
     }
@@ -583,12 +574,12 @@ class VastApi final : public market::ProviderApi {
       case market::State::kBooting:
         actual = "loading";
         cur = "running";
-        status_msg = "Pulling image " + std::string(PayloadStr(i, "image"));
+        status_msg = "Pulling image " + std::string(jsonfield::StringField(i.payload, "image"));
         break;
       case market::State::kRunning:
         actual = "running";
         cur = "running";
-        status_msg = "success, running " + std::string(PayloadStr(i, "image"));
+        status_msg = "success, running " + std::string(jsonfield::StringField(i.payload, "image"));
         break;
       case market::State::kStopping:
       case market::State::kTerminated:
@@ -605,12 +596,12 @@ class VastApi final : public market::ProviderApi {
     o["cur_state"] = cur;
     o["next_state"] = intended == std::string_view("running") ? "running" : "stopped";
     o["status_msg"] = status_msg;
-    o["image_uuid"] = PayloadStr(i, "image");
-    o["image_runtype"] = PayloadStr(i, "runtype");
+    o["image_uuid"] = jsonfield::StringField(i.payload, "image");
+    o["image_runtype"] = jsonfield::StringField(i.payload, "runtype");
     const json::value* args = i.payload.if_contains("args");
     o["image_args"] = args ? *args : json::value(json::array());
     o["label"] = i.name.empty() ? json::value(nullptr) : json::value(i.name);
-    o["onstart"] = PayloadStr(i, "onstart");
+    o["onstart"] = jsonfield::StringField(i.payload, "onstart");
     json::array extra_env;
     if (const json::value* env = i.payload.if_contains("env"); env && env->is_object()) {
       for (const auto& [k, v] : env->get_object()) {
@@ -663,11 +654,6 @@ class VastApi final : public market::ProviderApi {
     o["ports"] =
         i.state == market::State::kRunning ? json::value(std::move(ports)) : json::value(nullptr);
     return o;
-  }
-
-  static std::string_view PayloadStr(const market::Instance& i, const char* key) {
-    const json::value* v = i.payload.if_contains(key);
-    return v && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
   }
 
   void GetOne(const net::ServerRequest& r, const std::string& id,

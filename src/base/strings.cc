@@ -18,6 +18,22 @@ std::optional<std::pair<std::string, std::string>> SplitKeyValue(std::string_vie
   return std::pair(std::string(s.substr(0, eq)), std::string(s.substr(eq + 1)));
 }
 
+std::vector<std::string> Split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  while (true) {
+    const size_t at = s.find(sep);
+    out.emplace_back(s.substr(0, at));
+    if (at == std::string_view::npos) return out;
+    s.remove_prefix(at + 1);
+  }
+}
+
+std::vector<std::string> SplitNonEmpty(std::string_view s, char sep) {
+  std::vector<std::string> out = Split(s, sep);
+  std::erase_if(out, [](const std::string& piece) { return piece.empty(); });
+  return out;
+}
+
 std::string AsciiLower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -10,6 +10,7 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/kube/internal/rest_metrics.h"
 #include "src/kube/internal/watch_decoder.h"
@@ -74,10 +75,7 @@ Result<json::object> ParseObject(const std::string& body, const std::string& wha
 }
 
 std::string MetadataString(const Object& obj, const char* key) {
-  auto* md = obj.if_contains("metadata");
-  if (md == nullptr || !md->is_object()) return "";
-  auto* v = md->get_object().if_contains(key);
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+  return std::string(jsonfield::StringField(jsonfield::ObjectField(obj, "metadata"), key));
 }
 
 // Client-side rate limit: a token bucket whose balance may go negative (a reservation), so waiting

@@ -26,6 +26,7 @@
 
 #include "src/base/base64.h"
 #include "src/base/files.h"
+#include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/base/strings.h"
 
@@ -456,14 +457,7 @@ Result<Config> DefaultConfig(const std::string& explicit_path) {
   if (!explicit_path.empty()) return LoadKubeconfig(explicit_path);
   if (const char* env = std::getenv("KUBECONFIG"); env != nullptr && *env != '\0') {
     std::vector<Source> sources;
-    std::string list = env;
-    size_t start = 0;
-    while (start <= list.size()) {
-      size_t end = list.find(':', start);
-      if (end == std::string::npos) end = list.size();
-      std::string path = list.substr(start, end - start);
-      start = end + 1;
-      if (path.empty()) continue;
+    for (const std::string& path : SplitNonEmpty(env, ':')) {
       auto src = LoadSource(path);
       if (!src.ok()) {
         if (src.error().code == Error::Code::kNotFound) continue;  // as client-go: skip missing
@@ -473,7 +467,7 @@ Result<Config> DefaultConfig(const std::string& explicit_path) {
     }
     if (sources.empty()) {
       return Error::Make(Error::Code::kNotFound,
-                         "no file named in $KUBECONFIG (" + list + ") exists");
+                         "no file named in $KUBECONFIG (" + std::string(env) + ") exists");
     }
     return ResolveGuarded(sources, "");
   }
@@ -517,24 +511,20 @@ Result<ExecCredential> RunExecPlugin(const ExecPlugin& plugin, const Config& clu
   json::value v = json::parse(po.out, ec);
   if (ec || !v.is_object()) return fail("printed no ExecCredential JSON on stdout");
   const auto& o = v.get_object();
-  auto sv = [](const json::object& obj, const char* key) -> std::string {
-    auto* p = obj.if_contains(key);
-    return p != nullptr && p->is_string() ? std::string(p->get_string()) : std::string();
-  };
-  if (sv(o, "kind") != "ExecCredential")
+  if (jsonfield::StringValue(o, "kind") != "ExecCredential")
     return fail("printed an object that is not an ExecCredential");
-  if (sv(o, "apiVersion") != plugin.api_version) {
-    return fail("answered with apiVersion \"" + sv(o, "apiVersion") + "\", expected \"" +
-                plugin.api_version + "\"");
+  if (jsonfield::StringValue(o, "apiVersion") != plugin.api_version) {
+    return fail("answered with apiVersion \"" + jsonfield::StringValue(o, "apiVersion") +
+                "\", expected \"" + plugin.api_version + "\"");
   }
   auto* status = o.if_contains("status");
   if (status == nullptr || !status->is_object())
     return fail("printed an ExecCredential without status");
   const auto& st = status->get_object();
   ExecCredential cred;
-  cred.token = sv(st, "token");
-  cred.client_certificate_data = sv(st, "clientCertificateData");
-  cred.client_key_data = sv(st, "clientKeyData");
+  cred.token = jsonfield::StringValue(st, "token");
+  cred.client_certificate_data = jsonfield::StringValue(st, "clientCertificateData");
+  cred.client_key_data = jsonfield::StringValue(st, "clientKeyData");
   if (cred.token.empty() && cred.client_certificate_data.empty()) {
     return fail("returned neither a token nor a client certificate");
   }
@@ -546,7 +536,7 @@ Result<ExecCredential> RunExecPlugin(const ExecPlugin& plugin, const Config& clu
         CheckCertPem(cred.client_certificate_data, "exec plugin client certificate"));
     HS_RETURN_IF_ERROR(CheckKeyPem(cred.client_key_data, "exec plugin client key"));
   }
-  if (std::string ts = sv(st, "expirationTimestamp"); !ts.empty()) {
+  if (std::string ts = jsonfield::StringValue(st, "expirationTimestamp"); !ts.empty()) {
     cred.expiration = ParseTime(ts);
     if (!cred.expiration) return fail("returned a malformed expirationTimestamp \"" + ts + "\"");
   }

@@ -1,4 +1,5 @@
 #include "src/kube/store.h"
+#include "src/base/strings.h"
 
 #include <algorithm>
 #include <mutex>
@@ -59,14 +60,7 @@ std::string ObjectKey(const Object& obj) {
 }
 
 IndexFunc FieldIndexFunc(const std::string& path) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t dot = path.find('.', start);
-    if (dot == std::string::npos) dot = path.size();
-    parts.push_back(path.substr(start, dot - start));
-    start = dot + 1;
-  }
+  std::vector<std::string> parts = Split(path, '.');
   return [parts = std::move(parts)](const Object& obj) -> std::vector<std::string> {
     const boost::json::value* cur = nullptr;
     const Object* o = &obj;

@@ -1,4 +1,5 @@
 #include "src/tpu/api.h"
+#include "src/base/strings.h"
 
 #include <openssl/evp.h>
 
@@ -121,14 +122,7 @@ Result<InstanceRef> ParseProviderId(std::string_view provider_id) {
         "providerID \"" + std::string(provider_id) + "\" is not gce://<project>/<zone>/<instance>");
   }
   std::string_view rest = provider_id.substr(kPrefix.size());
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (true) {
-    size_t slash = rest.find('/', start);
-    parts.emplace_back(rest.substr(start, slash - start));
-    if (slash == std::string_view::npos) break;
-    start = slash + 1;
-  }
+  const std::vector<std::string> parts = Split(rest, '/');
   if (parts.size() != 3 || parts[0].empty() || parts[1].empty() || parts[2].empty()) {
     return Error::Make(
         Error::Code::kInvalidArgument,

@@ -27,15 +27,18 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/gce/compute.h"
 #include "src/kube/bootstrap_token.h"
 #include "src/kube/client.h"
 #include "src/kube/object_helpers.h"
 #include "src/tpu/api.h"
-#include "src/tpu/internal/json_fields.h"
 
 namespace hyperslice::tpu::internal {
+
+using jsonfield::ObjectField;
+using jsonfield::StringValue;
 
 namespace json = boost::json;
 using kube::Object;
@@ -53,14 +56,14 @@ constexpr char kMetadataWrittenAnnotation[] = "tpu.google.com/metadata-written";
 constexpr auto kMetadataWait = std::chrono::seconds(20);
 
 std::string MetaField(const Object& o, std::string_view key) {
-  const auto* meta = ObjectAt(o, "metadata");
-  return meta == nullptr ? std::string() : StringAt(*meta, key);
+  const auto* meta = ObjectField(o, "metadata");
+  return meta == nullptr ? std::string() : StringValue(*meta, key);
 }
 
 std::string MapField(const Object& o, std::string_view map, std::string_view key) {
-  const auto* meta = ObjectAt(o, "metadata");
-  const auto* m = meta == nullptr ? nullptr : ObjectAt(*meta, map);
-  return m == nullptr ? std::string() : StringAt(*m, key);
+  const auto* meta = ObjectField(o, "metadata");
+  const auto* m = meta == nullptr ? nullptr : ObjectField(*meta, map);
+  return m == nullptr ? std::string() : StringValue(*m, key);
 }
 
 std::string HexOf(const unsigned char* p, size_t n) {
@@ -111,9 +114,9 @@ std::optional<std::string> Base64Decode(std::string_view in) {
 
 // A Secret's data value (base64 in `data`; `stringData` never comes back from the apiserver).
 std::string SecretValue(const Object& secret, std::string_view key) {
-  const auto* data = ObjectAt(secret, "data");
+  const auto* data = ObjectField(secret, "data");
   if (data == nullptr) return {};
-  auto decoded = Base64Decode(StringAt(*data, key));
+  auto decoded = Base64Decode(StringValue(*data, key));
   return decoded ? *decoded : std::string();
 }
 
@@ -419,9 +422,9 @@ Result<BootstrapReport> Bootstrapper::Reconcile(const kube::Object& group,
                        "TPUNodeGroup " + group_ref + " has no metadata.uid", "MissingUid");
   }
   std::string control_plane;
-  if (const auto* spec = ObjectAt(group, "spec")) {
-    if (const auto* bk = ObjectAt(*spec, "bootstrapKubernetes"))
-      control_plane = StringAt(*bk, "controlPlaneIP");
+  if (const auto* spec = ObjectField(group, "spec")) {
+    if (const auto* bk = ObjectField(*spec, "bootstrapKubernetes"))
+      control_plane = StringValue(*bk, "controlPlaneIP");
   }
   if (control_plane.empty()) {
     return Error::Make(

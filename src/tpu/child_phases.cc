@@ -7,14 +7,17 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/kube/object_helpers.h"
 #include "src/tpu/api.h"
-#include "src/tpu/internal/json_fields.h"
 #include "src/tpu/internal/reasons.h"
 #include "src/tpu/internal/status_condition.h"
 
 namespace hyperslice::tpu::internal {
+
+using jsonfield::StringValue;
+
 namespace {
 
 using Next = Step::Next;
@@ -107,7 +110,7 @@ Result<ChildPhases::OpState> ChildPhases::RecordAndWait(ChildCtx& ctx, const gce
 }
 
 Step ChildPhases::ResumeOperation(ChildCtx& ctx) const {
-  const std::string link = StringAt(ctx.status, "operation");
+  const std::string link = StringValue(ctx.status, "operation");
   if (link.empty()) return {};
   Error failure;
   switch (WaitOperation(link, &failure)) {
@@ -150,7 +153,7 @@ Step ChildPhases::Admit(ChildCtx& ctx) const {
     SetReady(ctx, false, reason::kInvalidSpec, valid.error().message, true);
     return {.next = Next::kWaitForChange};  // a spec change wakes us
   }
-  ctx.gce_name = StringAt(ctx.spec, "name");
+  ctx.gce_name = StringValue(ctx.spec, "name");
   return {};
 }
 
@@ -158,7 +161,7 @@ std::optional<Clock::Duration> ChildPhases::SettledFor(const ChildCtx& ctx) cons
   // A settled child woken before its drift check is due (by our own status write, a relist, a
   // label change) is not looked at in GCE again: that is the drift check's job, on its schedule.
   if (ctx.spec_changed) return std::nullopt;
-  if (ctx.status.contains("operation") || StringAt(ctx.status, "selfLink").empty()) {
+  if (ctx.status.contains("operation") || StringValue(ctx.status, "selfLink").empty()) {
     return std::nullopt;
   }
   auto ready = kube::FindCondition(ctx.cr, kCondReady);
@@ -216,7 +219,7 @@ Step ChildPhases::CheckOwner(ChildCtx& ctx) const {
   if (!ctx.status.contains("adopted") || (!ctx.status.contains("selfLink") && !ctx.ours)) {
     ctx.status["adopted"] = !ctx.ours;
   }
-  ctx.status["selfLink"] = StringAt(*ctx.resource, "selfLink");
+  ctx.status["selfLink"] = StringValue(*ctx.resource, "selfLink");
   return {};
 }
 

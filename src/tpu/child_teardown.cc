@@ -3,11 +3,13 @@
 // resource is gone.
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
 #include "src/tpu/internal/child_phases.h"
-#include "src/tpu/internal/json_fields.h"
 #include "src/tpu/internal/reasons.h"
 
 namespace hyperslice::tpu::internal {
+
+using jsonfield::StringValue;
 
 Result<Step> ChildPhases::Teardown(ChildCtx& ctx) const {
   using Next = Step::Next;
@@ -15,7 +17,7 @@ Result<Step> ChildPhases::Teardown(ChildCtx& ctx) const {
   const GceChildKind& kind = *options_.kind;
   // Nothing can have been created from a spec that never validated.
   if (!kind.Validate(ctx.spec).ok()) return Step{.next = Next::kRemoveFinalizer};
-  ctx.gce_name = StringAt(ctx.spec, "name");
+  ctx.gce_name = StringValue(ctx.spec, "name");
 
   // An operation in flight (an insert, a resize or our delete) is finished first.
   if (Step s = ResumeOperation(ctx); s.done()) return s;

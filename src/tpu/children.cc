@@ -5,6 +5,7 @@
 #include <memory>
 #include <utility>
 
+#include "src/base/json.h"
 #include "src/kube/controller.h"
 #include "src/kube/events.h"
 #include "src/kube/informer.h"
@@ -14,12 +15,15 @@
 #include "src/tpu/internal/gce_child.h"
 
 namespace hyperslice::tpu::internal {
+
+using jsonfield::StringValue;
+
 namespace {
 
 // The uid of kube-system: a stable, unique id of this cluster.
 Result<std::string> ClusterUid(kube::Client& client) {
   HS_ASSIGN_OR_RETURN(auto ns, client.Get(kube::resources::Namespaces(), "", "kube-system"));
-  std::string uid = StringAt(ns.at("metadata").as_object(), "uid");
+  std::string uid = StringValue(ns.at("metadata").as_object(), "uid");
   if (uid.empty()) return Error::Make(Error::Code::kInternal, "kube-system has no uid");
   return uid;
 }

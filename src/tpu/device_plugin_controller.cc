@@ -5,13 +5,16 @@
 #include <optional>
 #include <utility>
 
+#include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/kube/client.h"
 #include "src/tpu/internal/device_plugin.h"
-#include "src/tpu/internal/json_fields.h"
 #include "src/tpu/internal/nodegroup_phases.h"
 
 namespace hyperslice::tpu::internal {
+
+using jsonfield::ObjectField;
+
 namespace {
 
 constexpr char kKey[] = "device-plugin";
@@ -25,7 +28,7 @@ class DevicePluginReconciler {
     // Any one live group will do: stop at the first (a full scan of a thousand groups on every
     // event would be quadratic in the number of groups).
     const bool needed = groups_->store().AnyOf([](const kube::Object& g) {
-      const auto* meta = ObjectAt(g, "metadata");
+      const auto* meta = ObjectField(g, "metadata");
       return meta != nullptr && !meta->contains("deletionTimestamp");
     });
     {

@@ -5,10 +5,13 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
 #include "src/kube/object_helpers.h"
 #include "src/tpu/api.h"
 
 namespace hyperslice::tpu::internal {
+
+using jsonfield::ObjectField;
 
 namespace json = boost::json;
 using Next = Step::Next;
@@ -52,8 +55,8 @@ Result<kube::ReconcileResult> GceChildReconciler::Reconcile(const std::string& k
     }
     ctx.cr = std::move(got).value();
   }
-  if (const auto* s = ObjectAt(ctx.cr, "spec")) ctx.spec = *s;
-  if (const auto* s = ObjectAt(ctx.cr, "status")) ctx.status = *s;
+  if (const auto* s = ObjectField(ctx.cr, "spec")) ctx.spec = *s;
+  if (const auto* s = ObjectField(ctx.cr, "status")) ctx.status = *s;
   ctx.written = ctx.status;
   if (ctx.cr.at("metadata").as_object().contains("deletionTimestamp")) {
     if (!kube::HasFinalizer(ctx.cr, kGceResourceFinalizer)) return kube::ReconcileResult{};

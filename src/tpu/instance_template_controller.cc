@@ -4,10 +4,15 @@
 // the description.
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
 #include "src/tpu/api.h"
 #include "src/tpu/internal/gce_child.h"
 
 namespace hyperslice::tpu::internal {
+
+using jsonfield::ObjectField;
+using jsonfield::StringValue;
+
 namespace {
 
 namespace json = boost::json;
@@ -22,32 +27,33 @@ class InstanceTemplateKind final : public GceChildKind {
   }
 
   Result<json::object> Get(gce::Compute& compute, const json::object& spec) const override {
-    return compute.GetInstanceTemplate(StringAt(spec, "project"), StringAt(spec, "name"));
+    return compute.GetInstanceTemplate(StringValue(spec, "project"), StringValue(spec, "name"));
   }
 
   Result<gce::Operation> Insert(gce::Compute& compute, const json::object& spec,
                                 const GceOwner& owner) const override {
-    json::object properties = *ObjectAt(spec, "properties");
+    json::object properties = *ObjectField(spec, "properties");
     json::object labels;
-    if (const auto* l = ObjectAt(properties, "labels")) labels = *l;
+    if (const auto* l = ObjectField(properties, "labels")) labels = *l;
     for (const auto& [k, v] : OwnerLabels(owner)) labels[k] = v;
     properties["labels"] = std::move(labels);
-    json::object body{{"name", StringAt(spec, "name")},
-                      {"description", DescriptionWithOwner(StringAt(spec, "description"), owner)},
-                      {"properties", std::move(properties)}};
-    return compute.InsertInstanceTemplate(StringAt(spec, "project"), body);
+    json::object body{
+        {"name", StringValue(spec, "name")},
+        {"description", DescriptionWithOwner(StringValue(spec, "description"), owner)},
+        {"properties", std::move(properties)}};
+    return compute.InsertInstanceTemplate(StringValue(spec, "project"), body);
   }
 
   Result<gce::Operation> Delete(gce::Compute& compute, const json::object& spec) const override {
-    return compute.DeleteInstanceTemplate(StringAt(spec, "project"), StringAt(spec, "name"));
+    return compute.DeleteInstanceTemplate(StringValue(spec, "project"), StringValue(spec, "name"));
   }
 
   OwnerMarks OwnerOf(const json::object& resource) const override {
     OwnerMarks marks;
-    if (const auto* p = ObjectAt(resource, "properties")) {
-      if (const auto* l = ObjectAt(*p, "labels")) marks = OwnerMarksFromLabels(*l);
+    if (const auto* p = ObjectField(resource, "properties")) {
+      if (const auto* l = ObjectField(*p, "labels")) marks = OwnerMarksFromLabels(*l);
     }
-    OwnerMarks described = OwnerMarksFromDescription(StringAt(resource, "description"));
+    OwnerMarks described = OwnerMarksFromDescription(StringValue(resource, "description"));
     if (marks.uid.empty()) marks.uid = described.uid;
     if (marks.cluster.empty()) marks.cluster = described.cluster;
     return marks;

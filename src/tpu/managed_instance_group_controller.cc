@@ -10,11 +10,16 @@
 // instanceGroupManagers carry no labels, so the owner marker lives in the description.
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
 #include "src/tpu/api.h"
 #include "src/tpu/internal/gce_child.h"
 #include "src/tpu/internal/reasons.h"
 
 namespace hyperslice::tpu::internal {
+
+using jsonfield::ObjectField;
+using jsonfield::StringValue;
+
 namespace {
 
 namespace json = boost::json;
@@ -53,7 +58,7 @@ std::optional<std::pair<std::string, std::string>> FirstError(const json::object
     return std::nullopt;
   }
   const auto& first = list->as_array()[0].as_object();
-  return std::make_pair(StringAt(first, "code"), StringAt(first, "message"));
+  return std::make_pair(StringValue(first, "code"), StringValue(first, "message"));
 }
 
 // Whether `previous` (the child's status) already shows `want` RUNNING instances with the group
@@ -63,8 +68,8 @@ bool Settled(const json::object& igm, const json::object& previous, int64_t want
   bool ready = false;
   if (conditions != nullptr && conditions->is_array()) {
     for (const auto& c : conditions->as_array()) {
-      if (c.is_object() && StringAt(c.as_object(), "type") == kCondReady) {
-        ready = StringAt(c.as_object(), "status") == "True";
+      if (c.is_object() && StringValue(c.as_object(), "type") == kCondReady) {
+        ready = StringValue(c.as_object(), "status") == "True";
       }
     }
   }
@@ -75,13 +80,13 @@ bool Settled(const json::object& igm, const json::object& previous, int64_t want
     return false;
   }
   for (const auto& i : instances->as_array()) {
-    if (!i.is_object() || StringAt(i.as_object(), "instanceStatus") != "RUNNING" ||
-        StringAt(i.as_object(), "currentAction") != "NONE") {
+    if (!i.is_object() || StringValue(i.as_object(), "instanceStatus") != "RUNNING" ||
+        StringValue(i.as_object(), "currentAction") != "NONE") {
       return false;
     }
   }
-  const auto* st = ObjectAt(igm, "status");
-  const auto* actions = ObjectAt(igm, "currentActions");
+  const auto* st = ObjectField(igm, "status");
+  const auto* actions = ObjectField(igm, "currentActions");
   if (st == nullptr || actions == nullptr) return false;
   const auto* stable = st->if_contains("isStable");
   if (stable == nullptr || !stable->is_bool() || !stable->as_bool()) return false;
@@ -100,14 +105,14 @@ std::optional<Error> NewestListedError(gce::Compute& compute, const std::string&
                                        const std::vector<json::object>& managed) {
   bool creating = managed.empty();
   for (const auto& mi : managed) {
-    if (StringAt(mi, "currentAction").rfind("CREATING", 0) == 0) creating = true;
+    if (StringValue(mi, "currentAction").rfind("CREATING", 0) == 0) creating = true;
   }
   if (!creating) return std::nullopt;
   auto errors = compute.ListInstanceGroupManagerErrors(project, zone, name, {});
   if (!errors.ok()) return std::nullopt;  // only a better message was at stake
   const json::object* newest = nullptr;
   for (const auto& e : *errors) {
-    if (newest == nullptr || StringAt(e, "timestamp") > StringAt(*newest, "timestamp")) {
+    if (newest == nullptr || StringValue(e, "timestamp") > StringValue(*newest, "timestamp")) {
       newest = &e;
     }
   }
@@ -132,24 +137,25 @@ class ManagedInstanceGroupKind final : public GceChildKind {
   }
 
   Result<json::object> Get(gce::Compute& compute, const json::object& spec) const override {
-    return compute.GetInstanceGroupManager(StringAt(spec, "project"), StringAt(spec, "zone"),
-                                           StringAt(spec, "name"));
+    return compute.GetInstanceGroupManager(StringValue(spec, "project"), StringValue(spec, "zone"),
+                                           StringValue(spec, "name"));
   }
 
   Result<gce::Operation> Insert(gce::Compute& compute, const json::object& spec,
                                 const GceOwner& owner) const override {
-    json::object body{{"name", StringAt(spec, "name")},
-                      {"description", DescriptionWithOwner(StringAt(spec, "description"), owner)}};
+    json::object body{
+        {"name", StringValue(spec, "name")},
+        {"description", DescriptionWithOwner(StringValue(spec, "description"), owner)}};
     for (const char* f : kCopiedFields) {
       if (const auto* v = spec.if_contains(f)) body[f] = *v;
     }
-    return compute.InsertInstanceGroupManager(StringAt(spec, "project"), StringAt(spec, "zone"),
-                                              body);
+    return compute.InsertInstanceGroupManager(StringValue(spec, "project"),
+                                              StringValue(spec, "zone"), body);
   }
 
   Result<gce::Operation> Delete(gce::Compute& compute, const json::object& spec) const override {
-    return compute.DeleteInstanceGroupManager(StringAt(spec, "project"), StringAt(spec, "zone"),
-                                              StringAt(spec, "name"));
+    return compute.DeleteInstanceGroupManager(StringValue(spec, "project"),
+                                              StringValue(spec, "zone"), StringValue(spec, "name"));
   }
 
   std::vector<std::string> Drift(const json::object& spec,
@@ -162,9 +168,9 @@ class ManagedInstanceGroupKind final : public GceChildKind {
   Result<Observation> Observe(gce::Compute& compute, const json::object& spec,
                               const json::object& resource, std::vector<std::string>& /*drift*/,
                               json::object& status) const override {
-    const std::string project = StringAt(spec, "project");
-    const std::string zone = StringAt(spec, "zone");
-    const std::string name = StringAt(spec, "name");
+    const std::string project = StringValue(spec, "project");
+    const std::string zone = StringValue(spec, "zone");
+    const std::string name = StringValue(spec, "name");
     const int64_t want = IntAt(spec, "targetSize");
     const int64_t have = IntAt(resource, "targetSize");
     status["targetSize"] = have;
@@ -172,15 +178,15 @@ class ManagedInstanceGroupKind final : public GceChildKind {
     // Bulk operation state, as GCE reports it.
     std::optional<std::pair<std::string, std::string>> bulk_error;
     status.erase("bulkInstanceOperation");
-    if (const auto* st = ObjectAt(resource, "status")) {
-      if (const auto* bulk = ObjectAt(*st, "bulkInstanceOperation")) {
+    if (const auto* st = ObjectField(resource, "status")) {
+      if (const auto* bulk = ObjectField(*st, "bulkInstanceOperation")) {
         json::object out;
         const auto* in_progress = bulk->if_contains("inProgress");
         const bool busy =
             in_progress != nullptr && in_progress->is_bool() && in_progress->as_bool();
         out["inProgress"] = busy;
-        if (const auto* check = ObjectAt(*bulk, "lastProgressCheck")) {
-          auto err = FirstError(ObjectAt(*check, "error"));
+        if (const auto* check = ObjectField(*bulk, "lastProgressCheck")) {
+          auto err = FirstError(ObjectField(*check, "error"));
           if (err) {
             out["lastError"] = json::object{{"code", err->first}, {"message", err->second}};
             if (busy) bulk_error = std::move(err);  // an old error of a finished attempt is history
@@ -212,18 +218,19 @@ class ManagedInstanceGroupKind final : public GceChildKind {
     int64_t running = 0;
     std::optional<Error> attempt_error;
     for (const auto& mi : managed) {
-      std::string vm = StringAt(mi, "name");
-      if (vm.empty()) vm = LastSegment(StringAt(mi, "instance"));
+      std::string vm = StringValue(mi, "name");
+      if (vm.empty()) vm = LastSegment(StringValue(mi, "instance"));
       json::object item{{"name", vm},
                         {"zone", zone},
-                        {"instanceStatus", StringAt(mi, "instanceStatus")},
-                        {"currentAction", StringAt(mi, "currentAction")},
+                        {"instanceStatus", StringValue(mi, "instanceStatus")},
+                        {"currentAction", StringValue(mi, "currentAction")},
                         {"providerID", ProviderId(project, zone, vm)}};
       if (auto err = gce::LastAttemptError(mi)) {
         item["lastAttempt"] = json::object{{"code", err->reason}, {"message", err->message}};
         if (!attempt_error) attempt_error = err;
       }
-      if (StringAt(mi, "instanceStatus") == "RUNNING" && StringAt(mi, "currentAction") == "NONE") {
+      if (StringValue(mi, "instanceStatus") == "RUNNING" &&
+          StringValue(mi, "currentAction") == "NONE") {
         ++running;
       }
       instances.push_back(std::move(item));

@@ -4,12 +4,16 @@
 #include <chrono>
 #include <utility>
 
+#include "src/base/json.h"
 #include "src/kube/client.h"
 #include "src/kube/config.h"
-#include "src/tpu/internal/json_fields.h"
 #include "src/tpu/internal/nodegroup_phases.h"
 
 namespace hyperslice::tpu::internal {
+
+using jsonfield::ObjectField;
+using jsonfield::StringValue;
+
 namespace {
 
 bool NotImplemented(const Error& e) { return e.reason == "NotImplemented"; }
@@ -19,8 +23,8 @@ bool NotImplemented(const Error& e) { return e.reason == "NotImplemented"; }
 std::string ChooseClusterCa(const std::string& flag_pem, const kube::Object* cluster_info,
                             const std::string& client_pem) {
   if (!flag_pem.empty()) return flag_pem;
-  const auto* data = cluster_info ? ObjectAt(*cluster_info, "data") : nullptr;
-  const std::string kubeconfig = data ? StringAt(*data, "kubeconfig") : "";
+  const auto* data = cluster_info ? ObjectField(*cluster_info, "data") : nullptr;
+  const std::string kubeconfig = data ? StringValue(*data, "kubeconfig") : "";
   if (!kubeconfig.empty()) {
     auto cfg = kube::ParseKubeconfig(kubeconfig, "/");
     if (cfg.ok() && !cfg->tls.ca_pem.empty()) return cfg->tls.ca_pem;

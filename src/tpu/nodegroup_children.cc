@@ -5,15 +5,16 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
 #include "src/kube/client.h"
 #include "src/kube/object_helpers.h"
 #include "src/tpu/api.h"
 #include "src/tpu/internal/json_diff.h"
-#include "src/tpu/internal/json_fields.h"
 #include "src/tpu/internal/nodegroup_phases.h"
 #include "src/tpu/internal/reasons.h"
 
 namespace hyperslice::tpu::internal {
+
 namespace {
 
 namespace json = boost::json;

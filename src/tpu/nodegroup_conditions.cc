@@ -1,15 +1,19 @@
 // How a TPUNodeGroup's conditions are set, reported and logged (internal/nodegroup_phases.h).
 #include <set>
 
+#include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/kube/object_helpers.h"
 #include "src/tpu/api.h"
-#include "src/tpu/internal/json_fields.h"
 #include "src/tpu/internal/nodegroup_phases.h"
 #include "src/tpu/internal/reasons.h"
 #include "src/tpu/internal/status_condition.h"
 
 namespace hyperslice::tpu::internal {
+
+using jsonfield::ObjectField;
+using jsonfield::StringValue;
+
 namespace {
 
 // Reasons that describe progress, not trouble: their False conditions are Normal events.
@@ -28,8 +32,8 @@ bool IsProgressReason(const std::string& r) {
 }  // namespace
 
 std::string GroupCtx::Uid() const {
-  const auto* meta = ObjectAt(group, "metadata");
-  return meta != nullptr ? StringAt(*meta, "uid") : std::string();
+  const auto* meta = ObjectField(group, "metadata");
+  return meta != nullptr ? StringValue(*meta, "uid") : std::string();
 }
 
 std::string JoinNames(const std::vector<std::string>& v, size_t max) {

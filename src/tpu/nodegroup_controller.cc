@@ -6,13 +6,16 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
 #include "src/kube/client.h"
 #include "src/kube/object_helpers.h"
 #include "src/tpu/api.h"
-#include "src/tpu/internal/json_fields.h"
 #include "src/tpu/internal/reasons.h"
 
 namespace hyperslice::tpu::internal {
+
+using jsonfield::ObjectField;
+
 namespace {
 
 namespace json = boost::json;
@@ -59,7 +62,7 @@ Result<kube::ReconcileResult> NodeGroupReconciler::Reconcile(const std::string& 
   if (!cached) return kube::ReconcileResult{};
   ctx.group = kube::DeepCopy(*cached);
   ctx.generation = kube::Generation(ctx.group);
-  if (const auto* s = ObjectAt(ctx.group, "status")) ctx.status = *s;
+  if (const auto* s = ObjectField(ctx.group, "status")) ctx.status = *s;
   ctx.written = ctx.status;
   if (auto parsed = ParseNodeGroup(ctx.group); parsed.ok()) {
     ctx.spec = std::move(parsed).value();

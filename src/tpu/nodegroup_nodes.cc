@@ -7,14 +7,18 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/kube/client.h"
 #include "src/kube/object_helpers.h"
 #include "src/tpu/api.h"
-#include "src/tpu/internal/json_fields.h"
 #include "src/tpu/internal/nodegroup_phases.h"
 
 namespace hyperslice::tpu::internal {
+
+using jsonfield::ObjectField;
+using jsonfield::StringValue;
+
 namespace {
 
 namespace json = boost::json;
@@ -35,10 +39,10 @@ bool NodeIsReady(const Object& node) {
 // not Ready. Which chip is known to the kubelet and the device plugin (its log names it), not to
 // the API. A Node without google.com/tpu (no device plugin registered yet) is not judged here.
 std::optional<std::string> ChipShortfall(const Object& node, int chips_per_host) {
-  const auto* status = ObjectAt(node, "status");
-  const auto* alloc = status ? ObjectAt(*status, "allocatable") : nullptr;
+  const auto* status = ObjectField(node, "status");
+  const auto* alloc = status ? ObjectField(*status, "allocatable") : nullptr;
   if (alloc == nullptr || chips_per_host <= 0) return std::nullopt;
-  std::string have = StringAt(*alloc, kTpuResourceName);
+  std::string have = StringValue(*alloc, kTpuResourceName);
   if (have.empty()) return std::nullopt;
   long n = std::strtol(have.c_str(), nullptr, 10);
   if (n >= chips_per_host) return std::nullopt;
@@ -66,25 +70,25 @@ std::string NodeName(const Object& node) { return std::string(kube::MetaString(n
 // thousands of Nodes, would dominate the operator's memory.
 void TrimNode(Object& node) {
   Object out;
-  if (const auto* meta = ObjectAt(node, "metadata")) {
+  if (const auto* meta = ObjectField(node, "metadata")) {
     json::object m;
     for (const char* k : {"name", "uid", "resourceVersion", "labels", "deletionTimestamp"}) {
       if (const auto* v = meta->if_contains(k)) m[k] = *v;
     }
     out["metadata"] = std::move(m);
   }
-  if (const auto* spec = ObjectAt(node, "spec")) {
+  if (const auto* spec = ObjectField(node, "spec")) {
     json::object sp;
     for (const char* k : {"providerID", "unschedulable", "taints"}) {
       if (const auto* v = spec->if_contains(k)) sp[k] = *v;
     }
     out["spec"] = std::move(sp);
   }
-  if (const auto* status = ObjectAt(node, "status")) {
+  if (const auto* status = ObjectField(node, "status")) {
     json::array conditions;
     if (const auto* list = ArrayAt(*status, "conditions")) {
       for (const auto& c : *list) {
-        if (!c.is_object() || StringAt(c.as_object(), "type") != "Ready") continue;
+        if (!c.is_object() || StringValue(c.as_object(), "type") != "Ready") continue;
         json::object ready = c.as_object();
         ready.erase("lastHeartbeatTime");  // changes on every heartbeat; never read
         conditions.push_back(std::move(ready));
@@ -93,7 +97,7 @@ void TrimNode(Object& node) {
     json::object trimmed{{"conditions", std::move(conditions)}};
     // google.com/tpu only: whether the device plugin reports every chip healthy.
     for (const char* k : {"capacity", "allocatable"}) {
-      const auto* res = ObjectAt(*status, k);
+      const auto* res = ObjectField(*status, k);
       if (res == nullptr) continue;
       if (const auto* v = res->if_contains(kTpuResourceName))
         trimmed[k] = json::object{{kTpuResourceName, *v}};
@@ -114,13 +118,13 @@ Status GroupNodes::AddIndexes(const NodeGroupInformers& inf) {
   if (!inf.nodes->store().HasIndex(kNodeGroupGuessIndex)) {
     HS_RETURN_IF_ERROR(inf.nodes->AddIndex(kNodeGroupGuessIndex, [](const Object& n) {
       std::vector<std::string> out;
-      const auto* meta = ObjectAt(n, "metadata");
-      const auto* labels = meta ? ObjectAt(*meta, "labels") : nullptr;
-      if (std::string v = labels ? StringAt(*labels, kLabelNodeGroup) : ""; !v.empty()) {
+      const auto* meta = ObjectField(n, "metadata");
+      const auto* labels = meta ? ObjectField(*meta, "labels") : nullptr;
+      if (std::string v = labels ? StringValue(*labels, kLabelNodeGroup) : ""; !v.empty()) {
         out.push_back("label:" + v);
       }
-      const auto* spec = ObjectAt(n, "spec");
-      auto ref = ParseProviderId(spec ? StringAt(*spec, "providerID") : "");
+      const auto* spec = ObjectField(n, "spec");
+      auto ref = ParseProviderId(spec ? StringValue(*spec, "providerID") : "");
       if (ref.ok()) {
         if (size_t dash = ref->name.rfind('-'); dash != std::string::npos && dash > 0) {
           out.push_back("base:" + ref->project + "/" + ref->zone + "/" + ref->name.substr(0, dash));
@@ -132,12 +136,12 @@ Status GroupNodes::AddIndexes(const NodeGroupInformers& inf) {
   if (!inf.migs->store().HasIndex(kMigInstanceProviderIdIndex)) {
     HS_RETURN_IF_ERROR(inf.migs->AddIndex(kMigInstanceProviderIdIndex, [](const Object& mig) {
       std::vector<std::string> out;
-      const auto* st = ObjectAt(mig, "status");
+      const auto* st = ObjectField(mig, "status");
       const auto* list = st ? ArrayAt(*st, "instances") : nullptr;
       if (list == nullptr) return out;
       for (const auto& i : *list) {
         if (!i.is_object()) continue;
-        std::string id = StringAt(i.as_object(), "providerID");
+        std::string id = StringValue(i.as_object(), "providerID");
         if (!id.empty()) out.push_back(std::move(id));
       }
       return out;
@@ -155,8 +159,8 @@ Status GroupNodes::AddIndexes(const NodeGroupInformers& inf) {
 std::vector<std::string> GroupNodes::GroupsOfNode(const NodeGroupInformers& inf,
                                                   const Object& node) {
   std::set<std::string> keys;
-  const auto* spec = ObjectAt(node, "spec");
-  std::string provider_id = spec ? StringAt(*spec, "providerID") : "";
+  const auto* spec = ObjectField(node, "spec");
+  std::string provider_id = spec ? StringValue(*spec, "providerID") : "";
   if (!provider_id.empty()) {
     // Each child is named like its group, so the MIG child's key is the group's key.
     if (auto migs = inf.migs->store().IndexKeys(kMigInstanceProviderIdIndex, provider_id);
@@ -164,9 +168,9 @@ std::vector<std::string> GroupNodes::GroupsOfNode(const NodeGroupInformers& inf,
       keys.insert(migs->begin(), migs->end());
     }
   }
-  if (const auto* meta = ObjectAt(node, "metadata")) {
-    if (const auto* labels = ObjectAt(*meta, "labels")) {
-      std::string value = StringAt(*labels, kLabelNodeGroup);
+  if (const auto* meta = ObjectField(node, "metadata")) {
+    if (const auto* labels = ObjectField(*meta, "labels")) {
+      std::string value = StringValue(*labels, kLabelNodeGroup);
       if (!value.empty()) {
         if (auto groups = inf.groups->store().IndexKeys(kGroupNodeLabelIndex, value); groups.ok()) {
           keys.insert(groups->begin(), groups->end());
@@ -179,7 +183,7 @@ std::vector<std::string> GroupNodes::GroupsOfNode(const NodeGroupInformers& inf,
 
 MigInstances InstancesOfMig(const NodeGroupSpec& s, const ObjectPtr& mig) {
   MigInstances out;
-  const auto* st = mig ? ObjectAt(*mig, "status") : nullptr;
+  const auto* st = mig ? ObjectField(*mig, "status") : nullptr;
   const auto* list = st ? ArrayAt(*st, "instances") : nullptr;
   if (list == nullptr) return out;
   static const std::set<std::string> kFailed = {"STOPPING", "STOPPED", "TERMINATED", "SUSPENDING",
@@ -187,8 +191,8 @@ MigInstances InstancesOfMig(const NodeGroupSpec& s, const ObjectPtr& mig) {
   for (const auto& v : *list) {
     if (!v.is_object()) continue;
     const auto& i = v.as_object();
-    InstanceState is{s.project, StringAt(i, "zone"), StringAt(i, "name"),
-                     StringAt(i, "instanceStatus"), StringAt(i, "providerID")};
+    InstanceState is{s.project, StringValue(i, "zone"), StringValue(i, "name"),
+                     StringValue(i, "instanceStatus"), StringValue(i, "providerID")};
     if (is.zone.empty()) is.zone = s.zone;
     if (is.provider_id.empty()) is.provider_id = ProviderId(is.project, is.zone, is.name);
     if (is.instance_status == "RUNNING") ++out.running;
@@ -249,12 +253,12 @@ NodesObservation GroupNodes::Observe(GroupCtx& ctx, const ObjectPtr& mig) const 
 std::vector<ObjectPtr> GroupNodes::All(const GroupCtx& ctx) const {
   std::map<std::string, ObjectPtr> found;
   if (ObjectPtr mig = informers_.migs->store().Get(kube::ObjectKey(ctx.ns, ctx.name))) {
-    const auto* st = ObjectAt(*mig, "status");
+    const auto* st = ObjectField(*mig, "status");
     if (const auto* list = st ? ArrayAt(*st, "instances") : nullptr) {
       for (const auto& i : *list) {
         if (!i.is_object()) continue;
         auto nodes = informers_.nodes->store().ByIndex(kNodeProviderIdIndex,
-                                                       StringAt(i.as_object(), "providerID"));
+                                                       StringValue(i.as_object(), "providerID"));
         if (!nodes.ok()) continue;
         for (auto& n : *nodes) found[NodeName(*n)] = n;
       }
@@ -278,19 +282,19 @@ std::vector<ObjectPtr> GroupNodes::All(const GroupCtx& ctx) const {
 
 std::optional<json::object> NodeLabelPatch(const NodeGroupSpec& spec, const Object& node) {
   const auto labels_want = NodeLabels(spec);
-  const auto* meta = ObjectAt(node, "metadata");
-  const auto* labels = meta ? ObjectAt(*meta, "labels") : nullptr;
+  const auto* meta = ObjectField(node, "metadata");
+  const auto* labels = meta ? ObjectField(*meta, "labels") : nullptr;
   json::object label_patch;
   for (const auto& [k, v] : labels_want) {
-    if (labels == nullptr || StringAt(*labels, k) != v) label_patch[k] = v;
+    if (labels == nullptr || StringValue(*labels, k) != v) label_patch[k] = v;
   }
-  const auto* node_spec = ObjectAt(node, "spec");
+  const auto* node_spec = ObjectField(node, "spec");
   const json::array* taints = node_spec ? ArrayAt(*node_spec, "taints") : nullptr;
   bool has_taint = false;
   if (taints != nullptr) {
     for (const auto& t : *taints) {
-      if (t.is_object() && StringAt(t.as_object(), "key") == kTaintKey &&
-          StringAt(t.as_object(), "effect") == kTaintEffect) {
+      if (t.is_object() && StringValue(t.as_object(), "key") == kTaintKey &&
+          StringValue(t.as_object(), "effect") == kTaintEffect) {
         has_taint = true;
       }
     }

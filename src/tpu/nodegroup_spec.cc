@@ -7,11 +7,16 @@
 #include <boost/json.hpp>
 
 #include "src/base/json.h"
+#include "src/base/strings.h"
 #include "src/tpu/api.h"
 #include "src/tpu/internal/bootstrap.h"
 #include "src/tpu/internal/gce_child.h"
 
 namespace hyperslice::tpu {
+
+using jsonfield::ObjectField;
+using jsonfield::StringValue;
+
 namespace {
 
 namespace json = boost::json;
@@ -40,15 +45,8 @@ bool IsInstanceTemplateUri(std::string_view uri) {
     if (p == std::string_view::npos) return false;
     uri = uri.substr(p + 1);
   }
-  std::vector<std::string_view> parts;
-  size_t start = 0;
-  while (start <= uri.size()) {
-    size_t slash = uri.find('/', start);
-    if (slash == std::string_view::npos) slash = uri.size();
-    parts.push_back(uri.substr(start, slash - start));
-    start = slash + 1;
-  }
-  for (auto p : parts) {
+  const std::vector<std::string> parts = Split(uri, '/');
+  for (const auto& p : parts) {
     if (p.empty()) return false;
   }
   size_t i = 0;
@@ -64,14 +62,14 @@ bool IsInstanceTemplateUri(std::string_view uri) {
 
 std::vector<std::string> NodeGroupSpecProblems(const json::object& spec) {
   std::vector<std::string> problems;
-  const std::string project = internal::StringAt(spec, "project");
-  const std::string zone = internal::StringAt(spec, "nodeLocation");
-  const std::string topology = internal::StringAt(spec, "topology");
+  const std::string project = StringValue(spec, "project");
+  const std::string zone = StringValue(spec, "nodeLocation");
+  const std::string topology = StringValue(spec, "topology");
   const int64_t node_count = jsonfield::IntField(spec, "nodeCount").value_or(0);
-  const json::object* ic = internal::ObjectAt(spec, "instanceConfig");
-  const std::string machine = ic ? internal::StringAt(*ic, "machineType") : "";
-  const std::string template_uri = internal::StringAt(spec, "instanceTemplateURI");
-  std::string mode = internal::StringAt(spec, "targetSizePolicyMode");
+  const json::object* ic = ObjectField(spec, "instanceConfig");
+  const std::string machine = ic ? StringValue(*ic, "machineType") : "";
+  const std::string template_uri = StringValue(spec, "instanceTemplateURI");
+  std::string mode = StringValue(spec, "targetSizePolicyMode");
   if (mode.empty()) mode = "BULK";  // the CRD's default
 
   if (project.empty()) problems.push_back("set spec.project to the GCE project of the slice");
@@ -107,13 +105,13 @@ std::vector<std::string> NodeGroupSpecProblems(const json::object& spec) {
                            mode);
       }
     }
-    std::string model = internal::StringAt(*ic, "provisioningModel");
-    if (model == "RESERVATION_BOUND" && internal::StringAt(*ic, "reservation").empty()) {
+    std::string model = StringValue(*ic, "provisioningModel");
+    if (model == "RESERVATION_BOUND" && StringValue(*ic, "reservation").empty()) {
       problems.push_back(
           "spec.instanceConfig.provisioningModel RESERVATION_BOUND needs "
           "spec.instanceConfig.reservation");
     }
-    if (const auto* md = internal::ObjectAt(*ic, "metadata")) {
+    if (const auto* md = ObjectField(*ic, "metadata")) {
       for (const auto& [k, v] : *md) {
         if (k == kMetaKubeLabels || k == kMetaStartupScript || k == kMetaJoinToken ||
             k == kMetaCaHash || k == kMetaControlPlane) {
@@ -152,9 +150,8 @@ std::vector<std::string> NodeGroupSpecProblems(const json::object& spec) {
   } else {
     problems.push_back("set spec.instanceConfig (with machineType) or spec.instanceTemplateURI");
   }
-  if (const auto* b = internal::ObjectAt(spec, "bootstrapKubernetes")) {
-    if (internal::StringAt(*b, "version").empty() ||
-        internal::StringAt(*b, "controlPlaneIP").empty()) {
+  if (const auto* b = ObjectField(spec, "bootstrapKubernetes")) {
+    if (StringValue(*b, "version").empty() || StringValue(*b, "controlPlaneIP").empty()) {
       problems.push_back(
           "spec.bootstrapKubernetes needs version (e.g. \"1.31\") and controlPlaneIP");
     }
@@ -181,8 +178,8 @@ std::string Join(const std::vector<std::string>& v, const char* sep) {
 }  // namespace
 
 Result<NodeGroupSpec> ParseNodeGroup(const kube::Object& group) {
-  const json::object* meta = ObjectAt(group, "metadata");
-  const json::object* spec = ObjectAt(group, "spec");
+  const json::object* meta = ObjectField(group, "metadata");
+  const json::object* spec = ObjectField(group, "spec");
   if (meta == nullptr || spec == nullptr) {
     return Error::Make(Error::Code::kInvalidArgument, "TPUNodeGroup has no metadata or spec",
                        "InvalidSpec");
@@ -191,26 +188,26 @@ Result<NodeGroupSpec> ParseNodeGroup(const kube::Object& group) {
     return Error::Make(Error::Code::kInvalidArgument, Join(problems, "; "), "InvalidSpec");
   }
   NodeGroupSpec s;
-  s.ns = StringAt(*meta, "namespace");
-  s.name = StringAt(*meta, "name");
-  s.uid = StringAt(*meta, "uid");
-  s.project = StringAt(*spec, "project");
-  s.zone = StringAt(*spec, "nodeLocation");
+  s.ns = StringValue(*meta, "namespace");
+  s.name = StringValue(*meta, "name");
+  s.uid = StringValue(*meta, "uid");
+  s.project = StringValue(*spec, "project");
+  s.zone = StringValue(*spec, "nodeLocation");
   HS_ASSIGN_OR_RETURN(s.region, RegionOfZone(s.zone));
   s.node_count = static_cast<int>(jsonfield::IntField(*spec, "nodeCount").value_or(0));
-  s.topology = StringAt(*spec, "topology");
-  if (std::string mode = StringAt(*spec, "targetSizePolicyMode"); !mode.empty()) {
+  s.topology = StringValue(*spec, "topology");
+  if (std::string mode = StringValue(*spec, "targetSizePolicyMode"); !mode.empty()) {
     s.target_size_policy_mode = mode;
   }
-  if (const auto* ic = ObjectAt(*spec, "instanceConfig")) {
+  if (const auto* ic = ObjectField(*spec, "instanceConfig")) {
     InstanceConfig c;
-    c.machine_type = StringAt(*ic, "machineType");
-    if (std::string m = StringAt(*ic, "provisioningModel"); !m.empty()) c.provisioning_model = m;
-    c.reservation = StringAt(*ic, "reservation");
-    c.image = StringAt(*ic, "image");
-    c.subnetwork = StringAt(*ic, "subnetwork");
+    c.machine_type = StringValue(*ic, "machineType");
+    if (std::string m = StringValue(*ic, "provisioningModel"); !m.empty()) c.provisioning_model = m;
+    c.reservation = StringValue(*ic, "reservation");
+    c.image = StringValue(*ic, "image");
+    c.subnetwork = StringValue(*ic, "subnetwork");
     c.boot_disk_size_gb = jsonfield::IntField(*ic, "bootDiskSizeGB").value_or(0);
-    c.disk_type = StringAt(*ic, "diskType");
+    c.disk_type = StringValue(*ic, "diskType");
     if (const auto* sa = ic->if_contains("serviceAccounts"); sa && sa->is_array()) {
       c.service_accounts = sa->as_array();
     }
@@ -219,17 +216,17 @@ Result<NodeGroupSpec> ParseNodeGroup(const kube::Object& group) {
         if (t.is_string()) c.network_tags.emplace_back(t.as_string());
       }
     }
-    if (const auto* md = ObjectAt(*ic, "metadata")) {
+    if (const auto* md = ObjectField(*ic, "metadata")) {
       for (const auto& [k, v] : *md) c.metadata[std::string(k)] = std::string(v.as_string());
     }
     HS_ASSIGN_OR_RETURN(s.slice, MakeSlice(c.machine_type, s.topology));
     s.instance_config = std::move(c);
   } else {
-    s.instance_template_uri = StringAt(*spec, "instanceTemplateURI");
+    s.instance_template_uri = StringValue(*spec, "instanceTemplateURI");
     HS_ASSIGN_OR_RETURN(s.slice, InferSlice(s.topology, s.node_count));
   }
-  if (const auto* b = ObjectAt(*spec, "bootstrapKubernetes")) {
-    s.bootstrap = BootstrapConfig{StringAt(*b, "version"), StringAt(*b, "controlPlaneIP")};
+  if (const auto* b = ObjectField(*spec, "bootstrapKubernetes")) {
+    s.bootstrap = BootstrapConfig{StringValue(*b, "version"), StringValue(*b, "controlPlaneIP")};
   }
   return s;
 }
@@ -317,7 +314,7 @@ Result<json::object> InstanceProperties(const NodeGroupSpec& s, const std::strin
   json::array accounts;
   for (const auto& sa : c.service_accounts) {
     if (!sa.is_object()) continue;
-    json::object a{{"email", StringAt(sa.as_object(), "email")}};
+    json::object a{{"email", StringValue(sa.as_object(), "email")}};
     json::array scopes;
     if (const auto* sc = sa.as_object().if_contains("scopes"); sc && sc->is_array()) {
       scopes = sc->as_array();

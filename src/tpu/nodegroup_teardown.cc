@@ -5,21 +5,23 @@
 #include <chrono>
 #include <utility>
 
+#include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/kube/client.h"
 #include "src/kube/object_helpers.h"
 #include "src/tpu/api.h"
-#include "src/tpu/internal/json_fields.h"
 #include "src/tpu/internal/nodegroup_phases.h"
 #include "src/tpu/internal/reasons.h"
 
 namespace hyperslice::tpu::internal {
 
+using jsonfield::ObjectField;
+
 using kube::Object;
 using kube::ObjectPtr;
 
 bool NeedsCordon(const Object& node) {
-  const auto* spec = ObjectAt(node, "spec");
+  const auto* spec = ObjectField(node, "spec");
   const auto* u = spec ? spec->if_contains("unschedulable") : nullptr;
   return !(u != nullptr && u->is_bool() && u->as_bool());
 }
@@ -29,7 +31,7 @@ ChildTeardown TeardownChild(const Object* child, const std::string& group_uid,
   if (child == nullptr) return {};
   auto owner = kube::ControllerUid(*child);
   if (owner && *owner != group_uid) return {};  // another group's child of the same name
-  const auto* meta = ObjectAt(*child, "metadata");
+  const auto* meta = ObjectField(*child, "metadata");
   if (meta == nullptr || !meta->contains("deletionTimestamp")) {
     return {ChildTeardown::Action::kDelete, "deleting " + what + " " + name};
   }

@@ -5,6 +5,7 @@
 
 #include <utility>
 
+#include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/kube/client.h"
 #include "src/kube/manager.h"
@@ -15,6 +16,8 @@
 
 namespace hyperslice::tpu {
 
+using jsonfield::StringValue;
+
 Status RegisterOperator(kube::Manager& mgr, OperatorOptions options) {
   if (!options.client || !options.compute) {
     return Error::Make(Error::Code::kInvalidArgument,
@@ -24,7 +27,7 @@ Status RegisterOperator(kube::Manager& mgr, OperatorOptions options) {
     // The uid of kube-system: stable for the cluster's life and unique across clusters.
     HS_ASSIGN_OR_RETURN(auto ns,
                         options.client->Get(kube::resources::Namespaces(), "", "kube-system"));
-    options.cluster_id = internal::StringAt(ns.at("metadata").as_object(), "uid");
+    options.cluster_id = StringValue(ns.at("metadata").as_object(), "uid");
     if (options.cluster_id.empty()) {
       return Error::Make(Error::Code::kInternal, "namespace kube-system has no uid");
     }

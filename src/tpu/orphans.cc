@@ -27,6 +27,7 @@
 
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/gce/compute.h"
 #include "src/kube/client.h"
@@ -36,6 +37,9 @@
 #include "src/tpu/internal/gce_child.h"
 
 namespace hyperslice::tpu::internal {
+
+using jsonfield::ObjectField;
+using jsonfield::StringValue;
 
 namespace json = boost::json;
 
@@ -83,7 +87,8 @@ const char* KindName(Kind k) {
 
 Candidate FromResource(const json::object& r, const std::string& project,
                        const std::string& location, std::string uid) {
-  return Candidate{project, location, StringAt(r, "name"), StringAt(r, "selfLink"), std::move(uid)};
+  return Candidate{project, location, StringValue(r, "name"), StringValue(r, "selfLink"),
+                   std::move(uid)};
 }
 
 Status Collect(gce::Compute& compute, const std::string& cluster_id,
@@ -102,16 +107,16 @@ Status Collect(gce::Compute& compute, const std::string& cluster_id,
       HS_ASSIGN_OR_RETURN(auto migs,
                           compute.ListInstanceGroupManagers(project, zone, by_description));
       for (const auto& m : migs) {
-        OwnerMarks marks = OwnerMarksFromDescription(StringAt(m, "description"));
+        OwnerMarks marks = OwnerMarksFromDescription(StringValue(m, "description"));
         if (!SameCluster(marks.cluster, cluster_id) || marks.uid.empty()) continue;
         out[Kind::kMig].push_back(FromResource(m, project, zone, marks.uid));
       }
     }
     HS_ASSIGN_OR_RETURN(auto templates, compute.ListInstanceTemplates(project, by_labels));
     for (const auto& t : templates) {
-      const json::object* props = ObjectAt(t, "properties");
-      const json::object* labels = props != nullptr ? ObjectAt(*props, "labels") : nullptr;
-      if (labels == nullptr || StringAt(*labels, kGceLabelManaged) != "true") continue;
+      const json::object* props = ObjectField(t, "properties");
+      const json::object* labels = props != nullptr ? ObjectField(*props, "labels") : nullptr;
+      if (labels == nullptr || StringValue(*labels, kGceLabelManaged) != "true") continue;
       OwnerMarks marks = OwnerMarksFromLabels(*labels);
       if (!SameCluster(marks.cluster, cluster_id) || marks.uid.empty()) continue;
       out[Kind::kTemplate].push_back(FromResource(t, project, "", marks.uid));
@@ -120,7 +125,7 @@ Status Collect(gce::Compute& compute, const std::string& cluster_id,
       HS_ASSIGN_OR_RETURN(auto policies,
                           compute.ListResourcePolicies(project, region, by_description));
       for (const auto& p : policies) {
-        OwnerMarks marks = OwnerMarksFromDescription(StringAt(p, "description"));
+        OwnerMarks marks = OwnerMarksFromDescription(StringValue(p, "description"));
         if (!SameCluster(marks.cluster, cluster_id) || marks.uid.empty()) continue;
         out[Kind::kPolicy].push_back(FromResource(p, project, region, marks.uid));
       }
@@ -134,8 +139,8 @@ Result<std::set<std::string>> LiveGroupUids(kube::Client& client) {
   HS_ASSIGN_OR_RETURN(auto list, client.ListAll(TPUNodeGroups(), ""));
   std::set<std::string> uids;
   for (const auto& g : list.items) {
-    const json::object* meta = ObjectAt(g, "metadata");
-    std::string uid = meta != nullptr ? StringAt(*meta, "uid") : "";
+    const json::object* meta = ObjectField(g, "metadata");
+    std::string uid = meta != nullptr ? StringValue(*meta, "uid") : "";
     if (uid.empty()) continue;
     uids.insert(uid);
     uids.insert(GceLabelValue(uid));
@@ -277,8 +282,8 @@ class OrphanSweeper : public kube::Runnable {
       cluster_id_ = options_.cluster_id;
       if (cluster_id_.empty()) {
         auto ns = options_.client->Get(kube::resources::Namespaces(), "", "kube-system");
-        const json::object* meta = ns.ok() ? ObjectAt(*ns, "metadata") : nullptr;
-        if (meta != nullptr) cluster_id_ = StringAt(*meta, "uid");
+        const json::object* meta = ns.ok() ? ObjectField(*ns, "metadata") : nullptr;
+        if (meta != nullptr) cluster_id_ = StringValue(*meta, "uid");
       }
       if (cluster_id_.empty()) {
         sweeps_failed_.Inc();
@@ -294,9 +299,10 @@ class OrphanSweeper : public kube::Runnable {
       return;
     }
     for (const auto& g : groups->items) {
-      const json::object* spec = ObjectAt(g, "spec");
+      const json::object* spec = ObjectField(g, "spec");
       if (spec == nullptr) continue;
-      std::string project = StringAt(*spec, "project"), zone = StringAt(*spec, "nodeLocation");
+      std::string project = StringValue(*spec, "project"),
+                  zone = StringValue(*spec, "nodeLocation");
       if (!project.empty()) projects_.insert(project);
       if (!zone.empty() && RegionOfZone(zone).ok()) zones_.insert(zone);
     }

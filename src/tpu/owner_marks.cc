@@ -1,28 +1,31 @@
 // Owner marks on GCE resources (internal/owner_marks.h).
 #include "src/tpu/internal/owner_marks.h"
 
+#include "src/base/json.h"
 #include "src/tpu/api.h"
-#include "src/tpu/internal/json_fields.h"
 
 namespace hyperslice::tpu::internal {
+
+using jsonfield::ObjectField;
+using jsonfield::StringValue;
 
 namespace json = boost::json;
 
 GceOwner OwnerOfChild(const json::object& cr, const std::string& cluster_id) {
   GceOwner owner;
-  const json::object* meta = ObjectAt(cr, "metadata");
+  const json::object* meta = ObjectField(cr, "metadata");
   if (meta == nullptr) return owner;
-  owner.ns = StringAt(*meta, "namespace");
-  owner.name = StringAt(*meta, "name");
-  owner.uid = StringAt(*meta, "uid");
+  owner.ns = StringValue(*meta, "namespace");
+  owner.name = StringValue(*meta, "name");
+  owner.uid = StringValue(*meta, "uid");
   owner.cluster = cluster_id;
   if (const auto* refs = meta->if_contains("ownerReferences"); refs && refs->is_array()) {
     for (const auto& r : refs->as_array()) {
       if (!r.is_object()) continue;
       const auto* c = r.as_object().if_contains("controller");
       if (c != nullptr && c->is_bool() && c->as_bool()) {
-        owner.name = StringAt(r.as_object(), "name");
-        owner.uid = StringAt(r.as_object(), "uid");
+        owner.name = StringValue(r.as_object(), "name");
+        owner.uid = StringValue(r.as_object(), "uid");
         break;
       }
     }
@@ -48,7 +51,7 @@ std::string DescriptionWithOwner(std::string_view description, const GceOwner& o
 }
 
 OwnerMarks OwnerMarksFromLabels(const json::object& labels) {
-  return {StringAt(labels, kGceLabelGroupUid), StringAt(labels, kGceLabelCluster)};
+  return {StringValue(labels, kGceLabelGroupUid), StringValue(labels, kGceLabelCluster)};
 }
 
 OwnerMarks OwnerMarksFromDescription(std::string_view description) {

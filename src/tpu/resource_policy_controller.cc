@@ -3,10 +3,15 @@
 // labels, so the owner marker lives in the description.
 #include <boost/json.hpp>
 
+#include "src/base/json.h"
 #include "src/tpu/api.h"
 #include "src/tpu/internal/gce_child.h"
 
 namespace hyperslice::tpu::internal {
+
+using jsonfield::ObjectField;
+using jsonfield::StringValue;
+
 namespace {
 
 namespace json = boost::json;
@@ -21,21 +26,23 @@ class ResourcePolicyKind final : public GceChildKind {
   }
 
   Result<json::object> Get(gce::Compute& compute, const json::object& spec) const override {
-    return compute.GetResourcePolicy(StringAt(spec, "project"), StringAt(spec, "region"),
-                                     StringAt(spec, "name"));
+    return compute.GetResourcePolicy(StringValue(spec, "project"), StringValue(spec, "region"),
+                                     StringValue(spec, "name"));
   }
 
   Result<gce::Operation> Insert(gce::Compute& compute, const json::object& spec,
                                 const GceOwner& owner) const override {
-    json::object body{{"name", StringAt(spec, "name")},
-                      {"description", DescriptionWithOwner(StringAt(spec, "description"), owner)},
-                      {"workloadPolicy", *ObjectAt(spec, "workloadPolicy")}};
-    return compute.InsertResourcePolicy(StringAt(spec, "project"), StringAt(spec, "region"), body);
+    json::object body{
+        {"name", StringValue(spec, "name")},
+        {"description", DescriptionWithOwner(StringValue(spec, "description"), owner)},
+        {"workloadPolicy", *ObjectField(spec, "workloadPolicy")}};
+    return compute.InsertResourcePolicy(StringValue(spec, "project"), StringValue(spec, "region"),
+                                        body);
   }
 
   Result<gce::Operation> Delete(gce::Compute& compute, const json::object& spec) const override {
-    return compute.DeleteResourcePolicy(StringAt(spec, "project"), StringAt(spec, "region"),
-                                        StringAt(spec, "name"));
+    return compute.DeleteResourcePolicy(StringValue(spec, "project"), StringValue(spec, "region"),
+                                        StringValue(spec, "name"));
   }
 
   std::vector<std::string> Drift(const json::object& spec,

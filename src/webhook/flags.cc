@@ -1,5 +1,6 @@
 // `hyperslice webhook`'s flags: ours and gke-tpu-env-injector's (seed 001).
 #include "src/webhook/flags.h"
+#include "src/base/strings.h"
 
 #include <cstdlib>
 #include <optional>
@@ -51,13 +52,7 @@ Status Invalid(std::string message) {
 std::vector<std::string> Flags::ExtraSans() const {
   std::vector<std::string> out;
   for (const std::string& text : extra_sans) {
-    size_t start = 0;
-    while (start <= text.size()) {
-      size_t comma = text.find(',', start);
-      if (comma == std::string::npos) comma = text.size();
-      if (comma > start) out.push_back(text.substr(start, comma - start));
-      start = comma + 1;
-    }
+    for (std::string& san : SplitNonEmpty(text, ',')) out.push_back(std::move(san));
   }
   return out;
 }

@@ -13,6 +13,7 @@
 
 #include "src/base/base64.h"
 #include "src/base/files.h"
+#include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/kube/client.h"
 #include "src/net/pki.h"
@@ -48,17 +49,12 @@ struct PkiState {
   }
 };
 
-std::string Field(const json::object& o, const char* key) {
-  const json::value* v = o.if_contains(key);
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
-}
-
 int64_t IntAnnotation(const kube::Object& obj, const char* key) {
   const json::value* md = obj.if_contains("metadata");
   if (md == nullptr || !md->is_object()) return 0;
   const json::value* ann = md->get_object().if_contains("annotations");
   if (ann == nullptr || !ann->is_object()) return 0;
-  std::string v = Field(ann->get_object(), key);
+  std::string v = jsonfield::StringValue(ann->get_object(), key);
   try {
     return v.empty() ? 0 : std::stoll(v);
   } catch (const std::exception&) {
@@ -71,11 +67,11 @@ Result<PkiState> ParseSecret(const kube::Object& secret, const std::string& name
   const json::value* data = secret.if_contains("data");
   if (data != nullptr && data->is_object()) {
     const json::object& d = data->get_object();
-    s.ca_crt = Unbase64(Field(d, "ca.crt"));
-    s.ca_key = Unbase64(Field(d, "ca.key"));
-    s.previous_ca_crt = Unbase64(Field(d, "ca-previous.crt"));
-    s.tls_crt = Unbase64(Field(d, "tls.crt"));
-    s.tls_key = Unbase64(Field(d, "tls.key"));
+    s.ca_crt = Unbase64(jsonfield::StringValue(d, "ca.crt"));
+    s.ca_key = Unbase64(jsonfield::StringValue(d, "ca.key"));
+    s.previous_ca_crt = Unbase64(jsonfield::StringValue(d, "ca-previous.crt"));
+    s.tls_crt = Unbase64(jsonfield::StringValue(d, "tls.crt"));
+    s.tls_key = Unbase64(jsonfield::StringValue(d, "tls.key"));
   }
   if (s.ca_crt.empty()) {
     return Error::Make(Error::Code::kInvalidArgument,
@@ -273,8 +269,9 @@ class SelfSignedImpl : public SelfSignedCertificates {
       for (const json::value& h : hooks->get_array()) {
         const json::value* cc =
             h.is_object() ? h.get_object().if_contains("clientConfig") : nullptr;
-        std::string bundle =
-            cc != nullptr && cc->is_object() ? Unbase64(Field(cc->get_object(), "caBundle")) : "";
+        std::string bundle = cc != nullptr && cc->is_object()
+                                 ? Unbase64(jsonfield::StringValue(cc->get_object(), "caBundle"))
+                                 : "";
         std::vector<std::string> have = CertBodies(bundle);
         if (std::find(have.begin(), have.end(), want[0]) == have.end()) return false;
       }
@@ -399,7 +396,8 @@ class SelfSignedImpl : public SelfSignedCertificates {
       bool current = generation == s.bundle_generation;
       for (size_t i = 0; i < n && current; ++i) {
         const json::value* cc = hooks->get_array()[i].as_object().if_contains("clientConfig");
-        current = cc != nullptr && cc->is_object() && Field(cc->get_object(), "caBundle") == bundle;
+        current = cc != nullptr && cc->is_object() &&
+                  jsonfield::StringValue(cc->get_object(), "caBundle") == bundle;
       }
       if (current) return OkStatus();
       json::object& md = cfg["metadata"].as_object();

@@ -7,22 +7,13 @@
 
 #include <boost/json/serialize.hpp>
 
+#include "src/base/json.h"
 #include "src/base/log.h"
 
 namespace hyperslice::kube {
 namespace {
 
 namespace json = boost::json;
-
-std::string StringField(const json::object& o, const char* key) {
-  const auto* v = o.if_contains(key);
-  return v && v->is_string() ? std::string(v->get_string()) : std::string();
-}
-
-int64_t IntField(const json::object& o, const char* key) {
-  const auto* v = o.if_contains(key);
-  return v && v->is_int64() ? v->get_int64() : 0;
-}
 
 int64_t CeilSeconds(Clock::Duration d) {
   return static_cast<int64_t>(std::ceil(std::chrono::duration<double>(d).count()));
@@ -130,16 +121,16 @@ bool LeaderElector::TryAcquireOrRenew() {
   Object lease = std::move(got).value();
   json::object spec;
   if (auto* s = lease.if_contains("spec"); s && s->is_object()) spec = s->get_object();
-  const std::string holder = StringField(spec, "holderIdentity");
+  const std::string holder = jsonfield::StringValue(spec, "holderIdentity");
   {
     std::lock_guard lock(mu_);
     std::string serialized = json::serialize(spec);
     if (serialized != observed_spec_) {
       observed_spec_ = std::move(serialized);
       observed_holder_ = holder;
-      observed_transitions_ = IntField(spec, "leaseTransitions");
-      observed_acquire_time_ = StringField(spec, "acquireTime");
-      int64_t secs = IntField(spec, "leaseDurationSeconds");
+      observed_transitions_ = jsonfield::IntField(spec, "leaseTransitions").value_or(0);
+      observed_acquire_time_ = jsonfield::StringValue(spec, "acquireTime");
+      int64_t secs = jsonfield::IntField(spec, "leaseDurationSeconds").value_or(0);
       observed_lease_duration_ =
           secs > 0 ? std::chrono::duration_cast<Clock::Duration>(std::chrono::seconds(secs))
                    : config_.lease_duration;
@@ -155,12 +146,12 @@ bool LeaderElector::TryAcquireOrRenew() {
                     {"leaseDurationSeconds", lease_seconds},
                     {"renewTime", now_text}};
   if (holder == config_.identity) {
-    std::string acquired = StringField(spec, "acquireTime");
+    std::string acquired = jsonfield::StringValue(spec, "acquireTime");
     next["acquireTime"] = acquired.empty() ? now_text : acquired;
-    next["leaseTransitions"] = IntField(spec, "leaseTransitions");
+    next["leaseTransitions"] = jsonfield::IntField(spec, "leaseTransitions").value_or(0);
   } else {
     next["acquireTime"] = now_text;
-    next["leaseTransitions"] = IntField(spec, "leaseTransitions") + 1;
+    next["leaseTransitions"] = jsonfield::IntField(spec, "leaseTransitions").value_or(0) + 1;
   }
   lease["spec"] = next;  // metadata.resourceVersion from the read: a racing writer gets Conflict
   auto updated = client_->Update(leases, ns, lease);
@@ -327,14 +318,15 @@ void LeaderElector::Release() {
   Object lease = std::move(got).value();
   json::object spec;
   if (auto* s = lease.if_contains("spec"); s && s->is_object()) spec = s->get_object();
-  if (StringField(spec, "holderIdentity") != config_.identity) return;
+  if (jsonfield::StringValue(spec, "holderIdentity") != config_.identity) return;
   const std::string now_text = FormatMicroTime(std::chrono::system_clock::now());
   // client-go's release record: no holder, a 1 s lease, transitions kept.
-  lease["spec"] = json::object{{"holderIdentity", ""},
-                               {"leaseDurationSeconds", 1},
-                               {"acquireTime", now_text},
-                               {"renewTime", now_text},
-                               {"leaseTransitions", IntField(spec, "leaseTransitions")}};
+  lease["spec"] =
+      json::object{{"holderIdentity", ""},
+                   {"leaseDurationSeconds", 1},
+                   {"acquireTime", now_text},
+                   {"renewTime", now_text},
+                   {"leaseTransitions", jsonfield::IntField(spec, "leaseTransitions").value_or(0)}};
   auto updated = client_->Update(leases, config_.lease_namespace, lease);
   if (!updated.ok()) {
     log::Warn("leader election: cannot release the Lease", {{"error", updated.error().ToString()}});

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "src/base/clock.h"
+#include "src/base/json.h"
 #include "src/base/result.h"
 #include "src/gce/compute.h"
 #include "src/kube/client.h"
@@ -29,7 +30,6 @@
 #include "src/tpu/internal/child_phases.h"
 #include "src/tpu/internal/gce_child_kind.h"
 #include "src/tpu/internal/json_diff.h"
-#include "src/tpu/internal/json_fields.h"
 #include "src/tpu/internal/owner_marks.h"
 #include "src/tpu/internal/requeue_schedule.h"
 

@@ -13,10 +13,10 @@
 #include <boost/json/object.hpp>
 
 #include "src/base/clock.h"
+#include "src/base/json.h"
 #include "src/base/result.h"
 #include "src/gce/compute.h"
 #include "src/kube/resource.h"
-#include "src/tpu/internal/json_fields.h"
 #include "src/tpu/internal/owner_marks.h"
 
 namespace hyperslice::tpu::internal {
@@ -52,7 +52,7 @@ class GceChildKind {
   // The owner marks a GCE resource carries: by default those in its description (a kind that also
   // labels what it makes reads its labels too).
   virtual OwnerMarks OwnerOf(const boost::json::object& resource) const {
-    return OwnerMarksFromDescription(StringAt(resource, "description"));
+    return OwnerMarksFromDescription(jsonfield::StringValue(resource, "description"));
   }
   // The fields we set that differ between the spec and the GCE resource (GCE field paths).
   virtual std::vector<std::string> Drift(const boost::json::object& spec,
@@ -76,12 +76,12 @@ inline Status RequireSpecFields(const boost::json::object& spec,
                                 std::initializer_list<const char*> strings,
                                 std::initializer_list<const char*> objects = {}) {
   for (const char* f : strings) {
-    if (StringAt(spec, f).empty()) {
+    if (jsonfield::StringValue(spec, f).empty()) {
       return Error::Make(Error::Code::kInvalidArgument, std::string("spec.") + f + " is required");
     }
   }
   for (const char* f : objects) {
-    if (ObjectAt(spec, f) == nullptr) {
+    if (jsonfield::ObjectField(spec, f) == nullptr) {
       return Error::Make(Error::Code::kInvalidArgument, std::string("spec.") + f + " is required");
     }
   }

@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -47,6 +49,22 @@ TEST(ReadFile, ReadsBytesAsTheyAreAndNamesAMissingFile) {
   EXPECT_EQ(missing.error().code, Error::Code::kNotFound);
   EXPECT_NE(missing.error().message.find(path), std::string::npos);
   rmdir(dir);
+}
+
+TEST(Split, KeepsEveryPieceIncludingEmptyOnes) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(Split("projects/p/zones/z", '/'), (V{"projects", "p", "zones", "z"}));
+  EXPECT_EQ(Split("a//b/", '/'), (V{"a", "", "b", ""}));
+  EXPECT_EQ(Split("", '/'), (V{""}));
+  EXPECT_EQ(Split("a.b", '/'), (V{"a.b"}));
+}
+
+TEST(SplitNonEmpty, DropsTheEmptyPieces) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(SplitNonEmpty("/a//b/", '/'), (V{"a", "b"}));
+  EXPECT_EQ(SplitNonEmpty("a, b,", ','), (V{"a", " b"}));
+  EXPECT_EQ(SplitNonEmpty("", ':'), V{});
+  EXPECT_EQ(SplitNonEmpty(":::", ':'), V{});
 }
 
 TEST(AsciiLower, LowersAsciiLettersOnly) {

@@ -11,9 +11,9 @@
 #include <gtest/gtest.h>
 
 #include "src/base/fake_clock.h"
+#include "src/base/json.h"
 #include "src/kube/object_helpers.h"
 #include "src/tpu/api.h"
-#include "src/tpu/internal/json_fields.h"
 #include "test/testenv/fake_compute.h"
 
 namespace hyperslice::tpu::internal {
@@ -23,6 +23,7 @@ namespace json = boost::json;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 using Next = Step::Next;
+using jsonfield::StringValue;
 
 constexpr char kProject[] = "p";
 constexpr char kRegion[] = "us-east5";
@@ -90,7 +91,7 @@ class ChildPhasesTest : public ::testing::Test {
     ctx.name = "g";
     ctx.cr = json::object{{"metadata", Meta(generation)}, {"spec", spec}};
     ctx.spec = std::move(spec);
-    ctx.gce_name = StringAt(ctx.spec, "name");
+    ctx.gce_name = StringValue(ctx.spec, "name");
     return ctx;
   }
   // A policy in GCE carrying `description` (an owner marker, or none when made by hand).
@@ -209,7 +210,7 @@ TEST_F(ChildPhasesTest, ProvisionRecordsTheInsertBeforeWaitingForIt) {
   Step s = *Phases(*policy_kind_).Provision(ctx);
   EXPECT_EQ(s.next, Next::kBackoff);
   ASSERT_EQ(records_.size(), 1u);
-  EXPECT_THAT(StringAt(records_[0], "operation"), HasSubstr("/regions/us-east5/operations/"));
+  EXPECT_THAT(StringValue(records_[0], "operation"), HasSubstr("/regions/us-east5/operations/"));
   EXPECT_EQ(ReadyReason(ctx), "Creating");
   EXPECT_EQ(compute_.Calls("resourcePolicies.get"), 1u);
   EXPECT_EQ(compute_.Calls("resourcePolicies.insert"), 1u);
@@ -227,7 +228,7 @@ TEST_F(ChildPhasesTest, ProvisionReadsWhatItCreatedMarkedWithTheOwner) {
   EXPECT_TRUE(ctx.ours);
   EXPECT_FALSE(ctx.status.contains("operation"));
   EXPECT_FALSE(ctx.status.at("adopted").as_bool());
-  EXPECT_THAT(StringAt(*ctx.resource, "description"),
+  EXPECT_THAT(StringValue(*ctx.resource, "description"),
               HasSubstr("hyperslice owner=ns/g uid=group-uid cluster=cluster-1"));
   EXPECT_EQ(compute_.Calls("resourcePolicies.get"), 2u);
 }
@@ -278,7 +279,7 @@ TEST_F(ChildPhasesTest, CheckOwnerAdoptsAResourceMadeByHand) {
   ctx.resource = compute_.Find("resourcePolicies", kProject, kRegion, kPolicy);
   EXPECT_FALSE(Phases(*policy_kind_).CheckOwner(ctx).done());
   EXPECT_TRUE(ctx.status.at("adopted").as_bool());
-  EXPECT_THAT(StringAt(ctx.status, "selfLink"), HasSubstr("/resourcePolicies/g-policy"));
+  EXPECT_THAT(StringValue(ctx.status, "selfLink"), HasSubstr("/resourcePolicies/g-policy"));
 }
 
 // --- Compare -------------------------------------------------------------------------------------
