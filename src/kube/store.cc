@@ -1,8 +1,9 @@
 #include "src/kube/store.h"
-#include "src/base/strings.h"
 
 #include <algorithm>
 #include <mutex>
+
+#include "src/base/strings.h"
 
 namespace hyperslice::kube {
 namespace {

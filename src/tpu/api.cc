@@ -1,5 +1,4 @@
 #include "src/tpu/api.h"
-#include "src/base/strings.h"
 
 #include <openssl/evp.h>
 
@@ -9,6 +8,8 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "src/base/strings.h"
 
 namespace hyperslice::tpu {
 namespace {
@@ -162,11 +163,15 @@ Result<std::string> RenderKubeLabels(const std::map<std::string, std::string>& l
                          "\"" + k + "\" is not a valid Kubernetes label key");
     }
     if (!IsValidLabelValue(v)) {
-      return Error::Make(Error::Code::kInvalidArgument,
-                         "\"" + v + "\" (label " + k + ") is not a valid Kubernetes label value");
+      std::string message = "\"" + v + "\" (label ";
+      message += k;
+      message += ") is not a valid Kubernetes label value";
+      return Error::Make(Error::Code::kInvalidArgument, message);
     }
     if (!out.empty()) out += ',';
-    out += k + "=" + v;
+    out += k;
+    out += '=';
+    out += v;
   }
   return out;
 }

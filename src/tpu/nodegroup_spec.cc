@@ -293,10 +293,7 @@ Result<json::object> InstanceProperties(const NodeGroupSpec& s, const std::strin
   // TPU VMs cannot live-migrate: GCE requires TERMINATE on host maintenance.
   json::object scheduling{{"provisioningModel", c.provisioning_model},
                           {"onHostMaintenance", "TERMINATE"}};
-  if (c.provisioning_model == "SPOT") {
-    scheduling["instanceTerminationAction"] = "DELETE";
-    scheduling["automaticRestart"] = false;
-  } else if (c.provisioning_model == "FLEX_START") {
+  if (c.provisioning_model == "SPOT" || c.provisioning_model == "FLEX_START") {
     scheduling["instanceTerminationAction"] = "DELETE";
     scheduling["automaticRestart"] = false;
   } else {

@@ -1,6 +1,5 @@
 // `hyperslice webhook`'s flags: ours and gke-tpu-env-injector's (seed 001).
 #include "src/webhook/flags.h"
-#include "src/base/strings.h"
 
 #include <cstdlib>
 #include <optional>
@@ -9,6 +8,8 @@
 #include <type_traits>
 
 #include <CLI/CLI.hpp>
+
+#include "src/base/strings.h"
 
 namespace hyperslice::webhook {
 namespace {
