@@ -12,6 +12,7 @@
 #include "src/kube/object_helpers.h"
 #include "src/kube/store.h"
 #include "src/runners/controlnode/api.h"
+#include "src/runners/controlnode/market_runner.h"
 
 namespace hyperslice::runners::controlnode {
 namespace {
@@ -25,17 +26,6 @@ std::string Join(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
   return out;
-}
-
-// Whether status.machine still names a machine (or a create that may have made one) that is not
-// terminated.
-bool HoldsMachine(const kube::Object& runner) {
-  const json::object* st = jsonfield::ObjectField(runner, "status");
-  const json::object* m = st != nullptr ? jsonfield::ObjectField(*st, "machine") : nullptr;
-  if (m == nullptr) return false;
-  if (jsonfield::ObjectField(*m, "launchAttempt") != nullptr) return true;
-  return !jsonfield::StringField(*m, "id").empty() &&
-         jsonfield::StringField(*m, "state") != "Terminated";
 }
 
 }  // namespace
@@ -97,7 +87,9 @@ Result<std::vector<std::string>> ClassProtection::Users(const std::string& cls,
     if (spec->market.gpu_node_class != cls || spec->name == except) continue;
     // A Runner being deleted whose machine is returned holds nothing any more (two Runners going
     // at once must not keep the class for each other).
-    if (kube::IsDeleting(r) && !HoldsMachine(r)) continue;
+    const json::object* machine =
+        jsonfield::ObjectField(jsonfield::ObjectField(r, "status"), "machine");
+    if (kube::IsDeleting(r) && !HoldsMachine(machine)) continue;
     out.push_back(spec->name);
   }
   std::sort(out.begin(), out.end());

@@ -1399,10 +1399,7 @@ class System final : public ControlNodeSet,
     HS_RETURN_IF_ERROR(AddFinalizer(obj, kMachineFinalizer));
     // The class first: it must outlive the machine, which is returned through it.
     HS_ASSIGN_OR_RETURN(auto use, classes_->Protect(spec.market.gpu_node_class));
-    const json::object* machine = ObjectField(st, "machine");
-    if (use == ClassProtection::Use::kDeleting &&
-        (machine == nullptr ||
-         (StringField(*machine, "id").empty() && !ObjectField(*machine, "launchAttempt")))) {
+    if (use == ClassProtection::Use::kDeleting && !HoldsMachine(ObjectField(st, "machine"))) {
       return ProvisionOutcome{.reason = "GPUNodeClassDeleting",
                               .message = "GPUNodeClass " + spec.market.gpu_node_class +
                                          " is being deleted: nothing is rented with it",

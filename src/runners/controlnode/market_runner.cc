@@ -52,6 +52,13 @@ bool Gone(const gpu::Instance& inst) {
 
 std::string MarketMachineName(std::string_view runner) { return GceInstanceName(runner); }
 
+bool HoldsMachine(const json::object* machine) {
+  if (machine == nullptr) return false;
+  if (ObjectField(*machine, "launchAttempt") != nullptr) return true;
+  return !StringField(*machine, "id").empty() &&
+         StringField(*machine, "state") != gpu::StateName(gpu::InstanceState::kTerminated);
+}
+
 MarketClassSource GpuNodeClassSource(std::shared_ptr<kube::Client> client,
                                      std::string credentials_namespace,
                                      std::map<std::string, std::string> default_endpoints,

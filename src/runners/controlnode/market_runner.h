@@ -92,6 +92,9 @@ struct MarketProvisionerOptions {
 
 // The machine name for a Runner (carries the name; the uid is in a tag).
 std::string MarketMachineName(std::string_view runner);
+// Whether a Runner's status.machine (nullptr: none) still names a machine that is not returned,
+// or a create that may have made one (launchAttempt): what keeps its GPUNodeClass.
+bool HoldsMachine(const boost::json::object* machine);
 
 class MarketRunnerProvisioner {
  public:
