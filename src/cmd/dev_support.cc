@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -15,6 +16,9 @@
 
 #include "src/base/envsubst.h"
 #include "src/base/files.h"
+#include "src/base/log.h"
+#include "src/kube/object_helpers.h"
+#include "src/kube/store.h"
 #include "src/kube/yaml.h"
 
 namespace hyperslice::cmd::dev {
@@ -30,6 +34,20 @@ void Say(const char* fmt, ...) {
   va_end(args);
   std::fflush(stdout);
 }
+
+LogFile::LogFile(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  auto file = std::make_shared<std::ofstream>(dir + "/hyperslice.log", std::ios::app);
+  auto mu = std::make_shared<std::mutex>();
+  log::SetSink([file, mu](std::string_view line) {
+    std::lock_guard<std::mutex> lock(*mu);
+    *file << line << (line.empty() || line.back() != '\n' ? "\n" : "");
+    file->flush();
+  });
+}
+
+LogFile::~LogFile() { log::SetSink(nullptr); }
 
 std::string DefaultWorkDir() {
   const char* xdg = std::getenv("XDG_CACHE_HOME");
@@ -70,24 +88,9 @@ Result<std::vector<json::object>> YamlDocuments(const std::string& text, const s
   return docs;
 }
 
-std::string StringAt(const json::object& o, std::initializer_list<const char*> path) {
-  const json::value* v = nullptr;
-  const json::object* cur = &o;
-  for (const char* key : path) {
-    if (cur == nullptr) return "";
-    v = cur->if_contains(key);
-    if (v == nullptr) return "";
-    cur = v->if_object();
-  }
-  if (v == nullptr) return "";
-  if (v->is_string()) return std::string(v->as_string());
-  if (v->is_int64()) return std::to_string(v->as_int64());
-  return "";
-}
-
 Status ServerSideApply(kube::Client& client, const kube::Resource& r, const json::object& obj) {
-  std::string ns = r.namespaced ? StringAt(obj, {"metadata", "namespace"}) : "";
-  std::string name = StringAt(obj, {"metadata", "name"});
+  std::string ns(r.namespaced ? kube::MetaString(obj, "namespace") : "");
+  std::string name(kube::MetaString(obj, "name"));
   kube::PatchOptions opts;
   opts.field_manager = kFieldManager;
   opts.force = true;
@@ -117,27 +120,14 @@ Status ApplyCrds(kube::Client& client, const std::string& deploy_dir, const std:
     for (const auto& doc : docs) {
       HS_RETURN_IF_ERROR(
           ServerSideApply(client, kube::resources::CustomResourceDefinitions(), doc));
-      names.push_back(StringAt(doc, {"metadata", "name"}));
+      names.emplace_back(kube::MetaString(doc, "name"));
     }
   }
   auto deadline = Clock::now() + std::chrono::seconds(60);
   for (const auto& name : names) {
     while (true) {
       auto crd = client.Get(kube::resources::CustomResourceDefinitions(), "", name);
-      bool established = false;
-      if (crd.ok()) {
-        const auto* conds = crd->contains("status") && crd->at("status").is_object()
-                                ? crd->at("status").as_object().if_contains("conditions")
-                                : nullptr;
-        if (conds != nullptr && conds->is_array()) {
-          for (const auto& c : conds->as_array()) {
-            if (!c.is_object()) continue;
-            established |= StringAt(c.as_object(), {"type"}) == "Established" &&
-                           StringAt(c.as_object(), {"status"}) == "True";
-          }
-        }
-      }
-      if (established) break;
+      if (crd.ok() && kube::IsConditionTrue(*crd, "Established")) break;
       if (Clock::now() > deadline) {
         return Error::Make(Error::Code::kTimeout, "CRD " + name + " not Established within 60 s");
       }

@@ -1,11 +1,11 @@
-// What both `hyperslice dev` stories (TPU: roles_dev.cc, GPU: roles_dev_gpu.cc) need: output,
-// defaults, reading and applying the deploy/ folder, signals.
+// What the `hyperslice dev` stories (TPU: roles_dev.cc, GPU: roles_dev_gpu.cc, linked runners:
+// roles_dev_runners.cc) need: their options, output, the log file, defaults, reading and applying
+// the deploy/ folder, signals.
 #pragma once
 
 #include <signal.h>
 
 #include <chrono>
-#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,6 +21,26 @@ namespace hyperslice::cmd::dev {
 
 inline constexpr char kFieldManager[] = "hyperslice-dev";
 
+// What RunDev hands a story of its own (--example gpu, runners) from its flags.
+struct StoryOptions {
+  std::string work_dir, bin_dir, deploy_dir;
+  int timeout_s = 600;           // --ready-timeout: for the whole story
+  bool exit_when_ready = false;  // --exit-when-ready: stop once the story has run
+  bool log_to_stderr = false;
+  sigset_t stop_signals{};  // blocked by the caller; SIGINT/SIGTERM stop the story
+};
+
+// While it lives, log lines go to <dir>/hyperslice.log (appended, each flushed) instead of
+// stderr: components log JSON lines, the terminal shows the story. Declared before the components
+// so that their shutdown still logs to the file; its end gives the log back to stderr.
+class LogFile {
+ public:
+  explicit LogFile(const std::string& dir);
+  ~LogFile();
+  LogFile(const LogFile&) = delete;
+  LogFile& operator=(const LogFile&) = delete;
+};
+
 // printf to stdout, flushed (the terminal shows progress; components log to a file).
 __attribute__((format(printf, 1, 2))) void Say(const char* fmt, ...);
 
@@ -34,8 +54,6 @@ Result<std::map<std::string, std::string>> ReadEnvFile(const std::string& path);
 // Every mapping document of a YAML text, as JSON objects; `what` names the text in errors.
 Result<std::vector<boost::json::object>> YamlDocuments(const std::string& text,
                                                        const std::string& what);
-// A string (or integer, as text) at a path of object keys; "" when absent.
-std::string StringAt(const boost::json::object& o, std::initializer_list<const char*> path);
 
 // Server-side apply as the field manager "hyperslice-dev", forced.
 Status ServerSideApply(kube::Client& client, const kube::Resource& r,

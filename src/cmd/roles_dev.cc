@@ -39,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -52,6 +53,7 @@
 #include "sim/gce/simulator.h"
 #include "src/base/envsubst.h"
 #include "src/base/files.h"
+#include "src/base/json.h"
 #include "src/base/log.h"
 #include "src/base/result.h"
 #include "src/cmd/dev_support.h"
@@ -62,6 +64,8 @@
 #include "src/gce/compute.h"
 #include "src/kube/client.h"
 #include "src/kube/manager.h"
+#include "src/kube/object_helpers.h"
+#include "src/kube/store.h"
 #include "src/kube/yaml.h"
 #include "src/localcluster/localcluster.h"
 #include "src/net/pki.h"
@@ -79,6 +83,13 @@ namespace fs = std::filesystem;
 namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 using namespace dev;  // NOLINT(google-build-using-namespace): the dev helpers, one story each
+using jsonfield::ArrayField;
+using jsonfield::IntField;
+using jsonfield::ObjectAt;
+using jsonfield::ObjectField;
+using jsonfield::StringField;
+using jsonfield::StringValue;
+using kube::MetaString;
 
 constexpr char kOperatorNamespace[] = "tpu-node-group";
 
@@ -103,40 +114,26 @@ DevFlags& Flags() {
 // One line of progress: the group's conditions and nodeSummary.
 std::string Progress(const json::object& group) {
   std::string out;
-  const json::value* status = group.if_contains("status");
-  if (status == nullptr || !status->is_object()) return "no status yet";
-  const json::value* conds = status->as_object().if_contains("conditions");
-  if (conds != nullptr && conds->is_array()) {
-    for (const auto& c : conds->as_array()) {
+  const json::object* status = ObjectField(group, "status");
+  if (status == nullptr) return "no status yet";
+  if (const json::array* conds = ArrayField(*status, "conditions")) {
+    for (const auto& c : *conds) {
       if (!c.is_object()) continue;
       const auto& o = c.as_object();
-      out += StringAt(o, {"type"}) + "=" + StringAt(o, {"status"});
-      std::string reason = StringAt(o, {"reason"});
+      out += StringValue(o, "type") + "=" + StringValue(o, "status");
+      std::string reason = StringValue(o, "reason");
       if (!reason.empty()) out += "(" + reason + ")";
       out += " ";
     }
   }
-  const json::value* sum = status->as_object().if_contains("nodeSummary");
-  if (sum != nullptr && sum->is_object()) {
+  if (const json::object* sum = ObjectField(*status, "nodeSummary")) {
     out += "nodes:";
     for (const char* k : {"desired", "running", "joined", "ready", "failed"}) {
-      out += std::string(" ") + k + "=" + StringAt(sum->as_object(), {k});
+      std::optional<int64_t> n = IntField(*sum, k);
+      out += std::string(" ") + k + "=" + (n ? std::to_string(*n) : "");
     }
   }
   return out.empty() ? "no status yet" : out;
-}
-
-bool IsReady(const json::object& group) {
-  const json::value* status = group.if_contains("status");
-  if (status == nullptr || !status->is_object()) return false;
-  const json::value* conds = status->as_object().if_contains("conditions");
-  if (conds == nullptr || !conds->is_array()) return false;
-  for (const auto& c : conds->as_array()) {
-    if (c.is_object() && StringAt(c.as_object(), {"type"}) == "Ready") {
-      return StringAt(c.as_object(), {"status"}) == "True";
-    }
-  }
-  return false;
 }
 
 // The admission webhook in process (TLS from its own CA), registered with the apiserver by
@@ -203,37 +200,33 @@ bool RunWorkload(kube::Client& client, const std::string& file,
   int replicas = 0;
   std::string container;
   for (const auto& doc : *docs) {
-    std::string kind = StringAt(doc, {"kind"});
+    std::string kind = StringValue(doc, "kind");
     const kube::Resource* r = kind == "Service"       ? &kServices
                               : kind == "StatefulSet" ? &kube::resources::StatefulSets()
                                                       : nullptr;
     if (r == nullptr) continue;
+    const std::string name(MetaString(doc, "name"));
     if (Status st = ServerSideApply(client, *r, doc); !st.ok()) {
-      Say("hyperslice dev: workload: applying %s %s: %s\n", kind.c_str(),
-          StringAt(doc, {"metadata", "name"}).c_str(), st.error().ToString().c_str());
+      Say("hyperslice dev: workload: applying %s %s: %s\n", kind.c_str(), name.c_str(),
+          st.error().ToString().c_str());
       return false;
     }
     Say("hyperslice dev: applied %s %s/%s\n", kind.c_str(),
-        StringAt(doc, {"metadata", "namespace"}).c_str(),
-        StringAt(doc, {"metadata", "name"}).c_str());
+        std::string(MetaString(doc, "namespace")).c_str(), name.c_str());
     if (kind == "StatefulSet") {
-      ns = StringAt(doc, {"metadata", "namespace"});
-      replicas = std::atoi(StringAt(doc, {"spec", "replicas"}).c_str());
-      const json::value* labels = nullptr;
-      if (auto* spec = doc.if_contains("spec"); spec && spec->is_object())
-        if (auto* sel = spec->as_object().if_contains("selector"); sel && sel->is_object())
-          labels = sel->as_object().if_contains("matchLabels");
-      if (labels != nullptr && labels->is_object())
-        for (const auto& [k, v] : labels->as_object())
-          if (v.is_string())
+      ns = MetaString(doc, "namespace");
+      replicas = static_cast<int>(IntField(ObjectField(doc, "spec"), "replicas").value_or(0));
+      if (const json::object* labels = ObjectAt(doc, "spec.selector.matchLabels")) {
+        for (const auto& [k, v] : *labels) {
+          if (v.is_string()) {
             selector +=
                 (selector.empty() ? "" : ",") + std::string(k) + "=" + std::string(v.as_string());
-      if (auto* spec = doc.if_contains("spec"); spec && spec->is_object()) {
-        const json::value* cs = spec->as_object().if_contains("template");
-        cs = cs && cs->is_object() ? cs->as_object().if_contains("spec") : nullptr;
-        cs = cs && cs->is_object() ? cs->as_object().if_contains("containers") : nullptr;
-        if (cs && cs->is_array() && !cs->as_array().empty() && cs->as_array()[0].is_object())
-          container = StringAt(cs->as_array()[0].as_object(), {"name"});
+          }
+        }
+      }
+      const json::array* cs = ArrayField(ObjectAt(doc, "spec.template.spec"), "containers");
+      if (cs != nullptr && !cs->empty() && (*cs)[0].is_object()) {
+        container = StringValue((*cs)[0].as_object(), "name");
       }
     }
   }
@@ -249,7 +242,7 @@ bool RunWorkload(kube::Client& client, const std::string& file,
     int running = 0;
     if (list.ok()) {
       for (auto& p : list->items) {
-        running += StringAt(p, {"status", "phase"}) == "Running" ? 1 : 0;
+        running += StringField(ObjectField(p, "status"), "phase") == "Running" ? 1 : 0;
         pods.push_back(p);
       }
     }
@@ -258,20 +251,21 @@ bool RunWorkload(kube::Client& client, const std::string& file,
       Say("hyperslice dev: the workload's pods did not all run within %lld s:\n",
           static_cast<long long>(timeout.count()));
       for (const auto& p : pods)
-        Say("  %s %s\n", StringAt(p, {"metadata", "name"}).c_str(),
-            StringAt(p, {"status", "phase"}).c_str());
+        Say("  %s %s\n", std::string(MetaString(p, "name")).c_str(),
+            std::string(StringField(ObjectField(p, "status"), "phase")).c_str());
       return false;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
   std::sort(pods.begin(), pods.end(), [](const json::object& a, const json::object& b) {
-    return StringAt(a, {"metadata", "name"}) < StringAt(b, {"metadata", "name"});
+    return MetaString(a, "name") < MetaString(b, "name");
   });
   Say("  [%6.1fs] workload running:\n", elapsed());
   for (const auto& p : pods) {
-    std::string name = StringAt(p, {"metadata", "name"});
+    std::string name(MetaString(p, "name"));
     auto env = ContainerEnv(client, ns, name, container);
-    Say("  pod %s on node %s (chips %s)\n", name.c_str(), StringAt(p, {"spec", "nodeName"}).c_str(),
+    Say("  pod %s on node %s (chips %s)\n", name.c_str(),
+        std::string(StringField(ObjectField(p, "spec"), "nodeName")).c_str(),
         env.count("TPU_VISIBLE_CHIPS") ? env["TPU_VISIBLE_CHIPS"].c_str() : "?");
     for (const auto& [k, v] : env)
       if (k.rfind("TPU_", 0) == 0) Say("      %s=%s\n", k.c_str(), v.c_str());
@@ -369,29 +363,17 @@ int RunDev(CLI::App&) {
 
   // The example first: a typo in it should not cost a control-plane start.
   const std::string deploy_dir = f.deploy_dir.empty() ? DefaultDeployDir() : f.deploy_dir;
+  const StoryOptions story{.work_dir = f.work_dir.empty() ? DefaultWorkDir() : f.work_dir,
+                           .bin_dir = f.bin_dir,
+                           .deploy_dir = deploy_dir,
+                           .timeout_s = f.ready_timeout_s,
+                           .exit_when_ready = f.exit_when_ready,
+                           .log_to_stderr = f.log_to_stderr,
+                           .stop_signals = stop_signals};
   if (f.example == "gpu" && !f.exit_after_ready) {
-    DevGpuOptions g;
-    g.work_dir = f.work_dir.empty() ? DefaultWorkDir() : f.work_dir;
-    g.bin_dir = f.bin_dir;
-    g.deploy_dir = deploy_dir;
-    g.sim_latency_ms = f.sim_latency_ms;
-    g.timeout_s = f.ready_timeout_s;
-    g.exit_when_done = f.exit_when_ready;
-    g.log_to_stderr = f.log_to_stderr;
-    g.stop_signals = stop_signals;
-    return RunDevGpu(g);
+    return RunDevGpu(DevGpuOptions{story, f.sim_latency_ms});
   }
-  if (f.example == "runners" && !f.exit_after_ready) {
-    DevRunnersOptions r;
-    r.work_dir = f.work_dir.empty() ? DefaultWorkDir() : f.work_dir;
-    r.bin_dir = f.bin_dir;
-    r.deploy_dir = deploy_dir;
-    r.timeout_s = f.ready_timeout_s;
-    r.exit_when_ready = f.exit_when_ready;
-    r.log_to_stderr = f.log_to_stderr;
-    r.stop_signals = stop_signals;
-    return RunDevRunners(r);
-  }
+  if (f.example == "runners" && !f.exit_after_ready) return RunDevRunners(story);
   std::map<std::string, std::string> vars;
   std::vector<json::object> example_docs;
   if (f.example != "none" && !f.exit_after_ready) {
@@ -417,11 +399,7 @@ int RunDev(CLI::App&) {
     example_docs = *docs;
   }
 
-  // Declared before the stack so that its shutdown still logs to the file.
-  std::shared_ptr<std::ofstream> log_file;
-  struct RestoreSink {
-    ~RestoreSink() { log::SetSink(nullptr); }
-  } restore_sink;
+  std::optional<LogFile> log_file;  // declared before the stack, which logs as it stops
   DevStack stack;
   stack.cluster =
       dev::StartControlPlane(f.work_dir.empty() ? DefaultWorkDir() : f.work_dir, f.bin_dir);
@@ -435,15 +413,7 @@ int RunDev(CLI::App&) {
   if (f.exit_after_ready) return 0;  // the stack stops on the way out
 
   // From here on, components log JSON lines; keep them off the terminal.
-  if (!f.log_to_stderr) {
-    log_file = std::make_shared<std::ofstream>(c.work_dir() + "/hyperslice.log", std::ios::app);
-    log::SetSink([log_file](std::string_view line) {
-      static std::mutex mu;
-      std::lock_guard<std::mutex> lock(mu);
-      *log_file << line << (line.empty() || line.back() != '\n' ? "\n" : "");
-      log_file->flush();
-    });
-  }
+  if (!f.log_to_stderr) log_file.emplace(c.work_dir());
 
   // GCE simulator: the example's project, zone and reservation.
   const std::string project = vars.count("PROJECT") ? vars["PROJECT"] : "my-gcp-project";
@@ -582,8 +552,8 @@ int RunDev(CLI::App&) {
   }
 
   const json::object& group = example_docs.front();
-  const std::string group_ns = StringAt(group, {"metadata", "namespace"});
-  const std::string group_name = StringAt(group, {"metadata", "name"});
+  const std::string group_ns(MetaString(group, "namespace"));
+  const std::string group_name(MetaString(group, "name"));
   if (Status s = ServerSideApply(**client, tpu::TPUNodeGroups(), group); !s.ok()) {
     std::fprintf(stderr, "hyperslice dev: applying the example TPUNodeGroup: %s\n",
                  s.error().ToString().c_str());
@@ -612,7 +582,7 @@ int RunDev(CLI::App&) {
         Say("  [%6.1fs] %s\n", elapsed(), line.c_str());
         last = line;
       }
-      ready = IsReady(*got);
+      ready = kube::IsConditionTrue(*got, "Ready");
     }
     if (ready) break;
     {

@@ -31,10 +31,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -55,6 +54,7 @@
 #include "src/kube/client.h"
 #include "src/kube/manager.h"
 #include "src/kube/object_helpers.h"
+#include "src/kube/store.h"
 #include "src/localcluster/localcluster.h"
 #ifdef HS_HAVE_SIM_GPUMACHINE
 #include "sim/gpumachine/gpumachine.h"
@@ -81,6 +81,12 @@ namespace {
 namespace json = boost::json;
 namespace market = sim::market;
 using dev::Say;
+using jsonfield::ArrayField;
+using jsonfield::IntField;
+using jsonfield::ObjectAt;
+using jsonfield::ObjectField;
+using jsonfield::StringField;
+using kube::MetaString;
 using Steady = std::chrono::steady_clock;
 
 constexpr char kCredentialsNamespace[] = "tgp-system";
@@ -121,19 +127,13 @@ struct GpuDevStack {
   }
 };
 
-std::string Str(const json::object& o, std::string_view dotted, std::string_view key) {
-  const json::object* at = dotted.empty() ? &o : jsonfield::ObjectAt(o, dotted);
-  return at ? std::string(jsonfield::StringField(*at, key)) : std::string();
-}
-
 // The pool's persisted spend (machines returned) in USD.
 double PoolSpend(const json::object& pool) {
   double usd = 0;
-  const json::object* status = jsonfield::ObjectField(pool, "status");
-  const json::array* spend = status ? jsonfield::ArrayField(*status, "spend") : nullptr;
+  const json::array* spend = ArrayField(ObjectField(pool, "status"), "spend");
   for (const auto& e : spend ? *spend : json::array{}) {
     if (!e.is_object()) continue;
-    if (auto v = gpu::ParseUsd(jsonfield::StringField(e.as_object(), "usd")); v.ok()) {
+    if (auto v = gpu::ParseUsd(StringField(e.as_object(), "usd")); v.ok()) {
       usd += static_cast<double>(*v) / 1e6;
     }
   }
@@ -163,24 +163,10 @@ class Story {
 }  // namespace
 
 int RunDevGpu(const DevGpuOptions& f) {
-  // Declared before the stack, so that its shutdown still logs to the file.
-  std::shared_ptr<std::ofstream> log_file;
-  struct RestoreSink {
-    ~RestoreSink() { log::SetSink(nullptr); }
-  } restore_sink;
-  // Components log JSON lines to <work-dir>/hyperslice.log from the start; the terminal shows
-  // the story.
-  if (!f.log_to_stderr) {
-    std::error_code ec;
-    std::filesystem::create_directories(f.work_dir, ec);
-    log_file = std::make_shared<std::ofstream>(f.work_dir + "/hyperslice.log", std::ios::app);
-    log::SetSink([log_file](std::string_view line) {
-      static std::mutex mu;
-      std::lock_guard<std::mutex> lock(mu);
-      *log_file << line << (line.empty() || line.back() != '\n' ? "\n" : "");
-      log_file->flush();
-    });
-  }
+  // Components log to <work-dir>/hyperslice.log from the start (before the stack, which logs as
+  // it stops).
+  std::optional<dev::LogFile> log_file;
+  if (!f.log_to_stderr) log_file.emplace(f.work_dir);
   GpuDevStack stack;
 
   stack.cluster = dev::StartControlPlane(f.work_dir, f.bin_dir);
@@ -339,7 +325,7 @@ int RunDevGpu(const DevGpuOptions& f) {
       return 1;
     }
     json::object obj = docs->front();
-    bool is_class = dev::StringAt(obj, {"kind"}) == "GPUNodeClass";
+    bool is_class = StringField(obj, "kind") == "GPUNodeClass";
     if (is_class && stack.headscale) {
       // The seed's class names no tailnet server: this one's, and the Secret with its API key.
       json::object& ts = obj["spec"].as_object()["tailscaleConfig"].as_object();
@@ -354,10 +340,10 @@ int RunDevGpu(const DevGpuOptions& f) {
       return 1;
     }
     if (is_class) {
-      class_name = dev::StringAt(obj, {"metadata", "name"});
+      class_name = MetaString(obj, "name");
     } else {
-      pool_ns = dev::StringAt(obj, {"metadata", "namespace"});
-      pool_name = dev::StringAt(obj, {"metadata", "name"});
+      pool_ns = MetaString(obj, "namespace");
+      pool_name = MetaString(obj, "name");
     }
   }
   Say("hyperslice dev: applied seed 002's GPUNodeClass %s and GPUNodePool %s/%s "
@@ -369,8 +355,9 @@ int RunDevGpu(const DevGpuOptions& f) {
     auto cls = (*client)->Get(gpu::GPUNodeClasses(), "", class_name);
     if (cls.ok() && kube::IsConditionTrue(*cls, "Ready")) {
       Say("hyperslice dev: GPUNodeClass %s Ready: providers %s valid, hourly cost now $%s\n",
-          class_name.c_str(), Str(*cls, "status", "providersReady").c_str(),
-          Str(*cls, "status", "hourlyCost").c_str());
+          class_name.c_str(),
+          std::string(StringField(ObjectField(*cls, "status"), "providersReady")).c_str(),
+          std::string(StringField(ObjectField(*cls, "status"), "hourlyCost")).c_str());
       break;
     }
     if (Steady::now() > deadline) {
@@ -392,8 +379,8 @@ int RunDevGpu(const DevGpuOptions& f) {
     return 1;
   }
   const json::object& job = job_docs->front();
-  const std::string job_ns = dev::StringAt(job, {"metadata", "namespace"});
-  const std::string job_name = dev::StringAt(job, {"metadata", "name"});
+  const std::string job_ns(MetaString(job, "namespace"));
+  const std::string job_name(MetaString(job, "name"));
   // kube-controller-manager creates the namespace's default ServiceAccount shortly after it
   // starts; pods are refused until then.
   while (true) {
@@ -430,50 +417,51 @@ int RunDevGpu(const DevGpuOptions& f) {
     by_job.label_selector = "job-name=" + job_name;
     auto pods = (*client)->List(kube::resources::Pods(), job_ns, by_job);
     for (const auto& p : pods.ok() ? pods->items : std::vector<json::object>{}) {
-      std::string pod = Str(p, "metadata", "name");
-      std::string phase = Str(p, "status", "phase");
-      const json::array* conds =
-          jsonfield::ObjectField(p, "status")
-              ? jsonfield::ArrayField(*jsonfield::ObjectField(p, "status"), "conditions")
-              : nullptr;
+      std::string_view pod = MetaString(p, "name");
+      const json::object* status = ObjectField(p, "status");
+      std::string_view phase = StringField(status, "phase");
+      const json::array* conds = ArrayField(status, "conditions");
       for (const auto& cv : conds ? *conds : json::array{}) {
         const json::object& cond = cv.as_object();
-        if (jsonfield::StringField(cond, "type") == "PodScheduled" &&
-            jsonfield::StringField(cond, "reason") == "Unschedulable")
-          story.Tell("pending", "pod ", pod,
-                     " Pending: ", std::string(jsonfield::StringField(cond, "message")));
+        if (StringField(cond, "type") == "PodScheduled" &&
+            StringField(cond, "reason") == "Unschedulable")
+          story.Tell("pending", "pod ", pod, " Pending: ", StringField(cond, "message"));
       }
-      if (phase == "Running")
-        story.Tell("running", "pod ", pod, " Running on Node ", Str(p, "spec", "nodeName"));
+      if (phase == "Running") {
+        story.Tell("running", "pod ", pod, " Running on Node ",
+                   StringField(ObjectField(p, "spec"), "nodeName"));
+      }
       if (phase == "Succeeded") story.Tell("succeeded", "pod ", pod, " Succeeded (exit code 0)");
     }
     auto claims = (*client)->List(gpu::GPUNodeClaims(), "");
     for (const auto& cl : claims.ok() ? claims->items : std::vector<json::object>{}) {
-      std::string name = Str(cl, "metadata", "name");
+      std::string name(MetaString(cl, "name"));
       if (claim_name.empty()) claim_name = name;
       if (name != claim_name) continue;
-      std::string price = Str(cl, "metadata.annotations", gpu::kAnnotationPlannedPrice);
-      story.Tell(
-          "claim", "GPUNodeClaim ", name, " created by the provisioner: cheapest fitting offer ",
-          Str(cl, "metadata.annotations", gpu::kAnnotationPlannedOffer), " at $", price, "/h");
-      instance = Str(cl, "status", "instanceID");
-      provider = Str(cl, "status", "provider");
+      const json::object* annotations = ObjectAt(cl, "metadata.annotations");
+      const json::object* status = ObjectField(cl, "status");
+      story.Tell("claim", "GPUNodeClaim ", name,
+                 " created by the provisioner: cheapest fitting offer ",
+                 StringField(annotations, gpu::kAnnotationPlannedOffer), " at $",
+                 StringField(annotations, gpu::kAnnotationPlannedPrice), "/h");
+      instance = StringField(status, "instanceID");
+      provider = StringField(status, "provider");
       if (!instance.empty())
         story.Tell("launched", "machine ", instance, " launched on ", provider, " (",
-                   Str(cl, "status", "gpuType"), " in ", Str(cl, "status", "region"), ", $",
-                   Str(cl, "status", "price"), "/h); it boots from its ",
-                   Str(cl, "status", "joinMethod"), " payload");
+                   StringField(status, "gpuType"), " in ", StringField(status, "region"), ", $",
+                   StringField(status, "price"), "/h); it boots from its ",
+                   StringField(status, "joinMethod"), " payload");
       provider_view();
       if (kube::IsConditionTrue(cl, "Registered")) {
-        node = Str(cl, "status", "nodeName");
+        node = StringField(status, "nodeName");
         story.Tell("registered", "Node ", node,
                    " registered (TLS bootstrap with the claim's bootstrap "
                    "token; its token Secret is deleted now)");
       }
-      if (std::string ip = Str(cl, "status", "tailnetIP"); !ip.empty())
+      if (std::string_view ip = StringField(status, "tailnetIP"); !ip.empty())
         story.Tell("tailnet", "machine ", instance,
                    " joined the tailnet with its single-use key: ", ip, " (headscale node ",
-                   Str(cl, "status", "tailnetDeviceID"), ")");
+                   StringField(status, "tailnetDeviceID"), ")");
       if (kube::IsConditionTrue(cl, "Ready"))
         story.Tell("ready", "GPUNodeClaim ", name, " Ready: nvidia.com/gpu allocatable");
       if (kube::IsDeleting(cl))
@@ -485,22 +473,23 @@ int RunDevGpu(const DevGpuOptions& f) {
     provider_view();
     auto j = (*client)->Get(kube::resources::Jobs(), job_ns, job_name);
     if (j.ok()) {
-      const json::object* st = jsonfield::ObjectField(*j, "status");
-      if (st != nullptr && jsonfield::IntField(*st, "succeeded").value_or(0) >= 1)
+      if (IntField(ObjectField(*j, "status"), "succeeded").value_or(0) >= 1)
         story.Tell("complete", "Job ", job_name, " complete");
     }
     auto pool = (*client)->Get(gpu::GPUNodePools(), pool_ns, pool_name);
     // The end: the machine gone at the provider, no claim left, and the pool's status saying so
     // (no cost now, the spend recorded).
     if (story.Told("terminated") && claims.ok() && claims->items.empty() && pool.ok() &&
-        PoolSpend(*pool) > 0 && Str(*pool, "status", "hourlyCost") == gpu::FormatUsd(0)) {
+        PoolSpend(*pool) > 0 &&
+        StringField(ObjectField(*pool, "status"), "hourlyCost") == gpu::FormatUsd(0)) {
       double ledger = 0;
       for (auto& m : stack.markets) ledger += m.sim->market().TotalSpend();
       char line[256];
       std::snprintf(line, sizeof line,
                     "machine returned; pool %s/%s costs $%s/h now and has spent $%.6f "
                     "(the simulators' ledgers: $%.6f)",
-                    pool_ns.c_str(), pool_name.c_str(), Str(*pool, "status", "hourlyCost").c_str(),
+                    pool_ns.c_str(), pool_name.c_str(),
+                    std::string(StringField(ObjectField(*pool, "status"), "hourlyCost")).c_str(),
                     PoolSpend(*pool), ledger);
       bool tailnet_clear = true;
       if (stack.headscale) {
@@ -533,7 +522,7 @@ int RunDevGpu(const DevGpuOptions& f) {
   if (!table.empty())
     Say("$ kubectl get gpunodepools,gpunodeclaims,nodes,jobs -A -o wide\n%s\n", table.c_str());
   Say("Kubeconfig: %s\n", c.kubeconfig_path().c_str());
-  if (f.exit_when_done) {
+  if (f.exit_when_ready) {
     Say("hyperslice dev: stopping (--exit-when-ready)\n");
     return 0;
   }

@@ -40,7 +40,7 @@
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -75,15 +75,14 @@ namespace fs = std::filesystem;
 namespace json = boost::json;
 namespace cn = runners::controlnode;
 using dev::Say;
+using jsonfield::ObjectAt;
+using jsonfield::ObjectField;
+using jsonfield::StringField;
+using kube::MetaString;
 using Steady = std::chrono::steady_clock;
 
 constexpr char kOperatorNamespace[] = "tpu-node-group";
 constexpr char kExample[] = "runners.yaml";
-
-std::string Str(const json::object& o, std::string_view dotted, std::string_view key) {
-  const json::object* at = dotted.empty() ? &o : jsonfield::ObjectAt(o, dotted);
-  return at != nullptr ? std::string(jsonfield::StringField(*at, key)) : std::string();
-}
 
 // One `hyperslice runner-agent` child on its own loopback address, in its own process group (a
 // terminal's Ctrl-C reaches dev only, which removes the pods before it stops the agents) with a
@@ -158,7 +157,7 @@ std::vector<std::string> Containers(const std::string& root) {
   auto v = json::parse(r.output, ec);
   if (ec || !v.is_array()) return ids;
   for (const auto& c : v.as_array()) {
-    if (c.is_object()) ids.emplace_back(jsonfield::StringField(c.as_object(), "id"));
+    if (c.is_object()) ids.emplace_back(StringField(c.as_object(), "id"));
   }
   return ids;
 }
@@ -282,7 +281,7 @@ int64_t Milli(const std::string& q) {
 
 }  // namespace
 
-int RunDevRunners(const DevRunnersOptions& f) {
+int RunDevRunners(const dev::StoryOptions& f) {
   // What this machine lacks, before anything starts.
   if (std::string missing = localregistry::RunnerToolsMissing(); !missing.empty()) {
     std::fprintf(stderr,
@@ -304,21 +303,9 @@ int RunDevRunners(const DevRunnersOptions& f) {
     return 1;
   }
 
-  // Declared before the stack, so that its shutdown still logs to the file.
-  std::shared_ptr<std::ofstream> log_file;
-  struct RestoreSink {
-    ~RestoreSink() { log::SetSink(nullptr); }
-  } restore_sink;
-  if (!f.log_to_stderr) {
-    fs::create_directories(f.work_dir, ec);
-    log_file = std::make_shared<std::ofstream>(f.work_dir + "/hyperslice.log", std::ios::app);
-    log::SetSink([log_file](std::string_view line) {
-      static std::mutex mu;
-      std::lock_guard<std::mutex> lock(mu);
-      *log_file << line << (line.empty() || line.back() != '\n' ? "\n" : "");
-      log_file->flush();
-    });
-  }
+  // Declared before the stack, which logs as it stops.
+  std::optional<dev::LogFile> log_file;
+  if (!f.log_to_stderr) log_file.emplace(f.work_dir);
   RunnersDevStack stack;
   std::string tmpl = "/tmp/hyperslice-dev-runners-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) {
@@ -442,8 +429,8 @@ int RunDevRunners(const DevRunnersOptions& f) {
   std::vector<json::object> runners;
   json::object job;
   for (const auto& doc : *docs) {
-    const std::string kind = dev::StringAt(doc, {"kind"});
-    const std::string name = dev::StringAt(doc, {"metadata", "name"});
+    const std::string kind(StringField(doc, "kind"));
+    const std::string name(MetaString(doc, "name"));
     if (kind == "Job") {
       job = doc;
       continue;
@@ -481,7 +468,7 @@ int RunDevRunners(const DevRunnersOptions& f) {
           auto s = stack.client->Get(kube::resources::Secrets(), kOperatorNamespace,
                                      "runner-join-" + a.runner);
           if (!s.ok()) return false;
-          auto d = Base64Decode(Str(*s, "data", "token"));
+          auto d = Base64Decode(StringField(ObjectField(*s, "data"), "token"));
           token = d.ok() ? *d : "";
           return !token.empty();
         },
@@ -519,15 +506,16 @@ int RunDevRunners(const DevRunnersOptions& f) {
         for (auto& a : stack.agents) {
           if (a.Exited()) return true;  // said below
           auto r = stack.client->Get(cn::Runners(), "", a.runner);
-          if (r.ok() && Str(*r, "status", "phase") == "Linked" && !linked[a.runner]) {
+          const json::object* status = r.ok() ? ObjectField(*r, "status") : nullptr;
+          if (StringField(status, "phase") == "Linked" && !linked[a.runner]) {
             linked[a.runner] = true;
             Say("  [%6.1fs] Runner %s Linked (region %s, identity serial %s)\n", elapsed(),
-                a.runner.c_str(), Str(*r, "status", "region").c_str(),
-                Str(*r, "status.identity", "serial").c_str());
+                a.runner.c_str(), std::string(StringField(status, "region")).c_str(),
+                std::string(StringField(ObjectField(status, "identity"), "serial")).c_str());
           }
         }
         auto n = stack.client->Get(kube::resources::Nodes(), "", stack.control_node);
-        cpu = n.ok() ? Milli(Str(*n, "status.capacity", "cpu")) : 0;
+        cpu = n.ok() ? Milli(std::string(StringField(ObjectAt(*n, "status.capacity"), "cpu"))) : 0;
         return linked.size() == stack.agents.size() && cpu == 8000;
       },
       deadline, f.stop_signals, &sig);
@@ -551,8 +539,8 @@ int RunDevRunners(const DevRunnersOptions& f) {
       elapsed(), stack.control_node.c_str());
 
   // The Job (once the namespace's default ServiceAccount exists, or pods are refused).
-  stack.job_ns = dev::StringAt(job, {"metadata", "namespace"});
-  stack.job_name = dev::StringAt(job, {"metadata", "name"});
+  stack.job_ns = MetaString(job, "namespace");
+  stack.job_name = MetaString(job, "name");
   ok = WaitFor(
       [&] {
         auto sa = stack.client->Raw(
@@ -574,9 +562,10 @@ int RunDevRunners(const DevRunnersOptions& f) {
         lo.label_selector = "job-name=" + stack.job_name;
         auto pods = stack.client->List(kube::resources::Pods(), stack.job_ns, lo);
         for (const auto& p : pods.ok() ? pods->items : std::vector<json::object>{}) {
-          if (Str(p, "status", "phase") != "Running") continue;
-          pod = std::string(kube::MetaString(p, "name"));
-          runner = Str(p, "metadata.annotations", "runners.hyperslice.dev/runner");
+          if (StringField(ObjectField(p, "status"), "phase") != "Running") continue;
+          pod = MetaString(p, "name");
+          runner =
+              StringField(ObjectAt(p, "metadata.annotations"), "runners.hyperslice.dev/runner");
           auto l = stack.client->Raw(
               "GET", "/api/v1/namespaces/" + stack.job_ns + "/pods/" + pod + "/log");
           logs = l.ok() && l->status == 200 ? l->body : "";
