@@ -34,16 +34,15 @@ namespace json = boost::json;
 using jsonfield::ArrayField;
 using jsonfield::ObjectField;
 using jsonfield::StringField;
+using jsonfield::StringValue;
 using Ms = std::chrono::milliseconds;
 
 constexpr char kNodeLeaseNamespace[] = "kube-node-lease";
 
-std::string S(std::string_view v) { return std::string(v); }
-
 std::string Annotation(const kube::Object& obj, const char* key) {
   const json::object* meta = ObjectField(obj, "metadata");
   const json::object* ann = meta != nullptr ? ObjectField(*meta, "annotations") : nullptr;
-  return ann != nullptr ? S(StringField(*ann, key)) : std::string();
+  return ann != nullptr ? StringValue(*ann, key) : std::string();
 }
 
 std::vector<std::string> SplitComma(const std::string& s) {
@@ -64,7 +63,7 @@ std::string JoinComma(const std::vector<std::string>& v) {
 
 std::string PodPhase(const kube::Object& pod) {
   const json::object* st = ObjectField(pod, "status");
-  return st != nullptr ? S(StringField(*st, "phase")) : std::string();
+  return st != nullptr ? StringValue(*st, "phase") : std::string();
 }
 bool Terminal(const std::string& phase) { return phase == "Succeeded" || phase == "Failed"; }
 
@@ -154,7 +153,7 @@ json::object DesiredStatus(const kube::Object& pod, const std::vector<v1::PodSta
       break;
     }
   }
-  std::string uid = S(kube::MetaString(pod, "uid"));
+  std::string uid(kube::MetaString(pod, "uid"));
   json::array cs, ics;
   bool all_ready = first.container_statuses_size() > 0;
   for (const auto& c : first.container_statuses()) {
@@ -221,13 +220,13 @@ std::optional<json::object> StatusPatch(const kube::Object& pod, json::object wa
   std::map<std::string, json::object> old;
   if (const json::array* cc = ArrayField(*cur, "conditions")) {
     for (const auto& c : *cc) {
-      if (c.is_object()) old[S(StringField(c.as_object(), "type"))] = c.as_object();
+      if (c.is_object()) old[StringValue(c.as_object(), "type")] = c.as_object();
     }
   }
   for (auto& c : want["conditions"].as_array()) {
     json::object& o = c.as_object();
     if (o.contains("lastTransitionTime")) continue;
-    auto it = old.find(S(StringField(o, "type")));
+    auto it = old.find(StringValue(o, "type"));
     bool same = it != old.end() && StringField(it->second, "status") == StringField(o, "status");
     o["lastTransitionTime"] = same && !StringField(it->second, "lastTransitionTime").empty()
                                   ? json::value(StringField(it->second, "lastTransitionTime"))
@@ -270,7 +269,7 @@ class ApiInputs final : public PodInputs {
       return Error::Make(Error::Code::kUnavailable, "TokenRequest: unreadable answer");
     }
     const json::object* st = ObjectField(v.as_object(), "status");
-    std::string token = st != nullptr ? S(StringField(*st, "token")) : "";
+    std::string token = st != nullptr ? StringValue(*st, "token") : "";
     if (token.empty()) return Error::Make(Error::Code::kUnavailable, "TokenRequest: no token");
     return token;
   }
@@ -409,7 +408,7 @@ class System final : public ControlNodeSet,
     if (!link || !link->Snapshot(false).healthy) {
       return Error::Make(Error::Code::kUnavailable, "runner " + runners.front() + " is not linked");
     }
-    return PodTarget{runners.front(), S(kube::MetaString(*pod, "uid")), link->stub()};
+    return PodTarget{runners.front(), std::string(kube::MetaString(*pod, "uid")), link->stub()};
   }
   std::shared_ptr<SecretJoinTokens> join_tokens() override { return tokens_; }
   Sealing SealingOf(const std::string& node) override {
@@ -448,7 +447,7 @@ class System final : public ControlNodeSet,
       if (cs == nullptr) continue;
       for (const auto& c : *cs) {
         if (c.is_object() && StringField(c.as_object(), "name") == r.container) {
-          image = S(StringField(c.as_object(), "image"));
+          image = StringValue(c.as_object(), "image");
         }
       }
     }
@@ -597,7 +596,7 @@ class System final : public ControlNodeSet,
     const json::object* spec = ObjectField(runner, "spec");
     if (spec != nullptr && cn_ctrl_) {
       auto cn = StringField(*spec, "controlNode");
-      if (!cn.empty()) cn_ctrl_->Enqueue(S(cn));
+      if (!cn.empty()) cn_ctrl_->Enqueue(std::string(cn));
     }
   }
   void EnqueuePodsOfRunnerAnywhere(const std::string& runner) {
@@ -663,9 +662,9 @@ class System final : public ControlNodeSet,
         if (const json::array* f = ArrayField(*meta, "finalizers")) fins = *f;
       }
       fins.push_back(json::value(kNodeFinalizer));
-      json::object patch{
-          {"metadata", json::object{{"finalizers", fins},
-                                    {"resourceVersion", S(kube::ResourceVersionOf(*obj))}}}};
+      json::object patch{{"metadata", json::object{{"finalizers", fins},
+                                                   {"resourceVersion",
+                                                    std::string(kube::ResourceVersionOf(*obj))}}}};
       auto r =
           client_->Patch(ControlNodes(), "", name, kube::PatchType::kMerge, json::serialize(patch));
       if (!r.ok()) return r.error();
@@ -811,7 +810,7 @@ class System final : public ControlNodeSet,
   }
 
   Result<kube::ReconcileResult> Finalize(const kube::Object& obj) {
-    std::string name = S(kube::MetaString(obj, "name"));
+    std::string name(kube::MetaString(obj, "name"));
     auto spec = ParseControlNode(obj);
     std::string node = spec.ok() ? spec->node_name : name;
     StopNode(name);
@@ -868,7 +867,7 @@ class System final : public ControlNodeSet,
     const json::object* nspec = ObjectField(*got, "spec");
     const json::array* have_taints = nspec ? ArrayField(*nspec, "taints") : nullptr;
     std::set<std::string> ours;
-    for (const auto& t : taints) ours.insert(S(StringField(t.as_object(), "key")));
+    for (const auto& t : taints) ours.insert(StringValue(t.as_object(), "key"));
     json::array want_taints = taints;
     bool taints_ok = true;
     for (const auto& t : taints) {
@@ -880,7 +879,7 @@ class System final : public ControlNodeSet,
     }
     if (have_taints != nullptr) {
       for (const auto& h : *have_taints) {
-        if (h.is_object() && !ours.count(S(StringField(h.as_object(), "key")))) {
+        if (h.is_object() && !ours.count(StringValue(h.as_object(), "key"))) {
           want_taints.push_back(h);
         }
       }
@@ -979,13 +978,14 @@ class System final : public ControlNodeSet,
               {"apiVersion", "coordination.k8s.io/v1"},
               {"kind", "Lease"},
               {"metadata",
-               json::object{{"name", spec.node_name},
-                            {"namespace", kNodeLeaseNamespace},
-                            {"ownerReferences", json::array{json::object{
-                                                    {"apiVersion", "v1"},
-                                                    {"kind", "Node"},
-                                                    {"name", spec.node_name},
-                                                    {"uid", S(kube::MetaString(node, "uid"))}}}}}},
+               json::object{
+                   {"name", spec.node_name},
+                   {"namespace", kNodeLeaseNamespace},
+                   {"ownerReferences", json::array{json::object{
+                                           {"apiVersion", "v1"},
+                                           {"kind", "Node"},
+                                           {"name", spec.node_name},
+                                           {"uid", std::string(kube::MetaString(node, "uid"))}}}}}},
               {"spec", json::object{{"holderIdentity", spec.node_name},
                                     {"leaseDurationSeconds", o_.lease_duration_seconds},
                                     {"renewTime", now}}}};
@@ -1172,7 +1172,7 @@ class System final : public ControlNodeSet,
     }
     std::string address = spec->placement == RunnerSpec::Placement::kHost
                               ? spec->host_address
-                              : S(old_status ? StringField(*old_status, "address") : "");
+                              : std::string(StringField(old_status, "address"));
     bool ever_linked = old_status != nullptr && ObjectField(*old_status, "identity") != nullptr;
     ever_linked = ever_linked || (old_status && !StringField(*old_status, "lastSeen").empty());
     // A join token for a runner that never linked (what the admin hands to the host).
@@ -1241,7 +1241,7 @@ class System final : public ControlNodeSet,
     }
     AgentSnapshot snap = (*link)->Snapshot(false);
     st["address"] = address;
-    std::string was_phase = S(old_status ? StringField(*old_status, "phase") : "");
+    std::string was_phase(StringField(old_status, "phase"));
     std::string phase = snap.healthy ? "Linked"
                         : (snap.answered || was_phase == "Linked" || was_phase == "Unhealthy")
                             ? "Unhealthy"
@@ -1265,7 +1265,7 @@ class System final : public ControlNodeSet,
         bool same = prev_a && jsonfield::BoolField(*prev_a, "trusted").value_or(false) ==
                                   (att->verdict == AttestationState::Verdict::kTrusted);
         a["lastAppraisal"] = same && prev && att->last_appraisal - *prev < o_.unhealthy_after / 2
-                                 ? S(StringField(*prev_a, "lastAppraisal"))
+                                 ? StringValue(*prev_a, "lastAppraisal")
                                  : kube::FormatTime(att->last_appraisal);
       }
       st["attestation"] = a;
@@ -1277,7 +1277,7 @@ class System final : public ControlNodeSet,
         for (const auto& c : *conds) {
           if (c.is_object() && StringField(c.as_object(), "type") == kAttestedCondition) {
             was = StringField(c.as_object(), "status") == "True";
-            was_message = S(StringField(c.as_object(), "message"));
+            was_message = StringValue(c.as_object(), "message");
           }
         }
       }
@@ -1378,9 +1378,9 @@ class System final : public ControlNodeSet,
     }
     fins.push_back(json::value(finalizer));
     json::object patch{
-        {"metadata",
-         json::object{{"finalizers", fins}, {"resourceVersion", S(kube::ResourceVersionOf(obj))}}}};
-    auto r = client_->Patch(Runners(), "", S(kube::MetaString(obj, "name")),
+        {"metadata", json::object{{"finalizers", fins},
+                                  {"resourceVersion", std::string(kube::ResourceVersionOf(obj))}}}};
+    auto r = client_->Patch(Runners(), "", std::string(kube::MetaString(obj, "name")),
                             kube::PatchType::kMerge, json::serialize(patch));
     if (!r.ok()) return r.error();
     return OkStatus();
@@ -1415,7 +1415,7 @@ class System final : public ControlNodeSet,
 
   // A Runner going away: its rented machine (spec.marketplace), then the finalizer.
   Result<kube::ReconcileResult> FinalizeMachine(const kube::Object& obj, json::object& st) {
-    const std::string name = S(kube::MetaString(obj, "name"));
+    const std::string name(kube::MetaString(obj, "name"));
     if (!market_.configured()) {
       log::Warn("runners: cannot return the machine of a Runner without marketplace settings",
                 {{"runner", name}});
@@ -1454,7 +1454,7 @@ class System final : public ControlNodeSet,
 
   // A Runner going away: its instance first (spec.gce), then the finalizer.
   Result<kube::ReconcileResult> FinalizeRunner(const kube::Object& obj, json::object& st) {
-    const std::string name = S(kube::MetaString(obj, "name"));
+    const std::string name(kube::MetaString(obj, "name"));
     if (kube::HasFinalizer(obj, kMachineFinalizer)) return FinalizeMachine(obj, st);
     if (!kube::HasFinalizer(obj, kInstanceFinalizer)) return kube::ReconcileResult{};
     if (!gce_.configured()) {
@@ -1529,8 +1529,9 @@ class System final : public ControlNodeSet,
                         {"reason", reason},
                         {"message", "Pod was refused by the control node: " + message},
                         {"conditions", conds}};
-    Status st = PatchStatus(kube::resources::Pods(), S(kube::MetaString(pod, "namespace")),
-                            S(kube::MetaString(pod, "name")), status);
+    Status st =
+        PatchStatus(kube::resources::Pods(), std::string(kube::MetaString(pod, "namespace")),
+                    std::string(kube::MetaString(pod, "name")), status);
     if (!st.ok()) {
       log::Warn("pod refusal not written",
                 {{"pod", kube::ObjectKey(pod)}, {"error", st.error().message}});
@@ -1558,7 +1559,7 @@ class System final : public ControlNodeSet,
       for (const auto& p : inf->store().List()) {
         auto runners = SplitComma(Annotation(*p, kRunnerAnnotation));
         if (runners.empty() || Terminal(PodPhase(*p))) continue;
-        seen_uids.insert(S(kube::MetaString(*p, "uid")));
+        seen_uids.insert(std::string(kube::MetaString(*p, "uid")));
         auto needs = NeedsOf(*p);
         if (!needs.ok()) continue;
         ResourceList share = PerHostShare(needs->requests, needs->hosts);
@@ -1586,7 +1587,7 @@ class System final : public ControlNodeSet,
     auto [ns, name] = kube::Controller::SplitKey(key);
     PodLookup found = FindPod(key);
     auto links = AllLinks();
-    std::string uid = found.pod ? S(kube::MetaString(*found.pod, "uid")) : "";
+    std::string uid = found.pod ? std::string(kube::MetaString(*found.pod, "uid")) : "";
     // Whatever an agent holds under this name that is not this pod: a deleted pod, or an
     // earlier pod of the same name. Only once every cache is complete.
     if (found.all_synced) {
@@ -1857,8 +1858,9 @@ class System final : public ControlNodeSet,
     }
     json::object status{{"phase", "Failed"}, {"reason", reason}, {"message", msg}};
     if (!cs.empty()) status["containerStatuses"] = cs;
-    Status st = PatchStatus(kube::resources::Pods(), S(kube::MetaString(pod, "namespace")),
-                            S(kube::MetaString(pod, "name")), status);
+    Status st =
+        PatchStatus(kube::resources::Pods(), std::string(kube::MetaString(pod, "namespace")),
+                    std::string(kube::MetaString(pod, "name")), status);
     if (!st.ok()) {
       log::Warn("RunnerLost not written",
                 {{"pod", kube::ObjectKey(pod)}, {"error", st.error().message}});

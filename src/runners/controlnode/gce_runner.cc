@@ -17,6 +17,7 @@ namespace {
 namespace json = boost::json;
 using jsonfield::ObjectField;
 using jsonfield::StringField;
+using jsonfield::StringValue;
 using Ms = std::chrono::milliseconds;
 using Code = Error::Code;
 
@@ -44,17 +45,15 @@ std::string Fit(std::string s, std::string_view whole, char replacement) {
   return s.substr(0, kMaxName - 9) + "-" + Hash8(whole);
 }
 
-std::string S(std::string_view v) { return std::string(v); }
-
 std::string LastSegment(std::string_view s) {
   auto slash = s.rfind('/');
-  return S(slash == std::string_view::npos ? s : s.substr(slash + 1));
+  return std::string(slash == std::string_view::npos ? s : s.substr(slash + 1));
 }
 
 std::string NetworkIp(const json::object& instance) {
   const auto* nics = jsonfield::ArrayField(instance, "networkInterfaces");
   if (nics == nullptr || nics->empty() || !(*nics)[0].is_object()) return {};
-  return S(StringField((*nics)[0].as_object(), "networkIP"));
+  return StringValue((*nics)[0].as_object(), "networkIP");
 }
 
 // The Runner's one-time token was used (the link server annotates the Runner when it consumes it).
@@ -71,19 +70,19 @@ bool HasMetadataItem(const json::object& instance, const char* key) {
 
 std::string LabelOf(const json::object& instance, const char* key) {
   const json::object* labels = ObjectField(instance, "labels");
-  return labels != nullptr ? S(StringField(*labels, key)) : std::string();
+  return labels != nullptr ? StringValue(*labels, key) : std::string();
 }
 
 }  // namespace
 
 std::string GceInstanceName(std::string_view runner) {
-  std::string name = "hs-runner-" + S(runner);
+  std::string name = "hs-runner-" + std::string(runner);
   std::string fitted = Fit(name, runner, '-');
   // Runner names end in [a-z0-9], hashes too: the GCE rule's last character holds.
   return fitted;
 }
 
-std::string GceLabelValue(std::string_view value) { return Fit(S(value), value, '_'); }
+std::string GceLabelValue(std::string_view value) { return Fit(std::string(value), value, '_'); }
 
 json::object GceInstanceBody(const RunnerSpec::Gce& spec, const GceBoot& boot,
                              const GceProvisionerOptions& options) {
@@ -136,7 +135,7 @@ GceRunnerProvisioner::GceRunnerProvisioner(GceProvisionerOptions options, Store 
 
 Result<std::optional<ProvisionOutcome>> GceRunnerProvisioner::WaitRecorded(
     const std::string& runner, json::object& instance) {
-  std::string link = S(StringField(instance, "operation"));
+  std::string link = StringValue(instance, "operation");
   if (link.empty()) return std::optional<ProvisionOutcome>();
   auto ref = gce::ParseOperationLink(link);
   if (!ref.ok()) {
@@ -168,7 +167,7 @@ Result<ProvisionOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& run
                                                          const RunnerSpec& spec,
                                                          json::object& status) {
   const std::string name = spec.name;
-  const std::string uid = S(kube::MetaString(runner, "uid"));
+  const std::string uid(kube::MetaString(runner, "uid"));
   const auto& g = spec.gce;
   ProvisionRecord record = recorder_.Open(name, status);
   // Finish drops what is gone since (a finished operation, a cleared error) from the status.
@@ -192,9 +191,9 @@ Result<ProvisionOutcome> GceRunnerProvisioner::Reconcile(const kube::Object& run
           .warning = true,
           .requeue_after = recorder_.Backoff(1)});
     }
-    instance["selfLink"] = S(StringField(*got, "selfLink"));
-    instance["id"] = S(StringField(*got, "id"));
-    std::string st = S(StringField(*got, "status"));
+    instance["selfLink"] = StringValue(*got, "selfLink");
+    instance["id"] = StringValue(*got, "id");
+    std::string st = StringValue(*got, "status");
     instance["status"] = st;
     instance["machineType"] = LastSegment(StringField(*got, "machineType"));
     if (auto ip = NetworkIp(*got); !ip.empty()) instance["networkIP"] = ip;
@@ -291,14 +290,14 @@ Result<std::optional<ProvisionOutcome>> GceRunnerProvisioner::RemoveJoinToken(
 }
 
 Result<bool> GceRunnerProvisioner::Finalize(const kube::Object& runner, json::object& status) {
-  const std::string name = S(kube::MetaString(runner, "name"));
-  const std::string uid = S(kube::MetaString(runner, "uid"));
+  const std::string name(kube::MetaString(runner, "name"));
+  const std::string uid(kube::MetaString(runner, "uid"));
   ProvisionRecord record = recorder_.Open(name, status);
   json::object& instance = record.holder();
   auto spec = ParseRunner(runner);
   // Where the instance is: the spec, else what status recorded (a spec that no longer parses).
-  std::string project = spec.ok() ? spec->gce.project : S(StringField(instance, "project"));
-  std::string zone = spec.ok() ? spec->gce.zone : S(StringField(instance, "zone"));
+  std::string project = spec.ok() ? spec->gce.project : StringValue(instance, "project");
+  std::string zone = spec.ok() ? spec->gce.zone : StringValue(instance, "zone");
   if (project.empty() || zone.empty()) return true;  // never had an instance we could name
   auto pending = WaitRecorded(name, instance);
   record.Keep();

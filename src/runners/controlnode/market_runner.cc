@@ -21,10 +21,9 @@ namespace {
 namespace json = boost::json;
 using jsonfield::ObjectField;
 using jsonfield::StringField;
+using jsonfield::StringValue;
 using Ms = std::chrono::milliseconds;
 using Code = Error::Code;
-
-std::string S(std::string_view v) { return std::string(v); }
 
 std::string Now() { return kube::FormatMicroTime(std::chrono::system_clock::now()); }
 
@@ -128,7 +127,7 @@ Result<ProvisionOutcome> MarketRunnerProvisioner::Reconcile(const kube::Object& 
                                                             const RunnerSpec& spec,
                                                             json::object& status) {
   const std::string name = spec.name;
-  const std::string uid = S(kube::MetaString(runner, "uid"));
+  const std::string uid(kube::MetaString(runner, "uid"));
   ProvisionRecord record = recorder_.Open(name, status);
   json::object& machine = record.holder();
   auto cls = options_.classes(spec.market.gpu_node_class);
@@ -141,12 +140,12 @@ Result<ProvisionOutcome> MarketRunnerProvisioner::Reconcile(const kube::Object& 
   }
 
   // A machine we know: observe it.
-  if (std::string id = S(StringField(machine, "id")); !id.empty()) {
+  if (std::string id = StringValue(machine, "id"); !id.empty()) {
     const auto* p = FindProvider(*cls, StringField(machine, "provider"));
     if (p == nullptr) {
       return record.Finish(ProvisionOutcome{
           .reason = "ProviderUnavailable",
-          .message = "provider " + S(StringField(machine, "provider")) + " of machine " + id +
+          .message = "provider " + StringValue(machine, "provider") + " of machine " + id +
                      " is not usable in class " + spec.market.gpu_node_class,
           .requeue_after = Ms(5000)});
     }
@@ -218,7 +217,7 @@ Result<ProvisionOutcome> MarketRunnerProvisioner::Launch(const kube::Object& run
                                                          const MarketClass& cls,
                                                          json::object& machine) {
   const std::string name = spec.name;
-  const std::string uid = S(kube::MetaString(runner, "uid"));
+  const std::string uid(kube::MetaString(runner, "uid"));
   const auto& m = spec.market;
   // Only container offers: the machine runs the agent's container, never a kubelet.
   std::vector<gpu::Offer> offers;
@@ -328,14 +327,14 @@ Result<ProvisionOutcome> MarketRunnerProvisioner::Launch(const kube::Object& run
 }
 
 Result<bool> MarketRunnerProvisioner::Finalize(const kube::Object& runner, json::object& status) {
-  const std::string name = S(kube::MetaString(runner, "name"));
-  const std::string uid = S(kube::MetaString(runner, "uid"));
+  const std::string name(kube::MetaString(runner, "name"));
+  const std::string uid(kube::MetaString(runner, "uid"));
   ProvisionRecord record = recorder_.Open(name, status);
   json::object& machine = record.holder();
-  std::string provider_name = S(StringField(machine, "provider"));
+  std::string provider_name = StringValue(machine, "provider");
   if (provider_name.empty()) {
     if (const json::object* a = ObjectField(machine, "launchAttempt")) {
-      provider_name = S(StringField(*a, "provider"));
+      provider_name = StringValue(*a, "provider");
     }
   }
   if (provider_name.empty()) return true;  // never rented anything
@@ -354,7 +353,7 @@ Result<bool> MarketRunnerProvisioner::Finalize(const kube::Object& runner, json:
   for (const auto& i : listed) {
     if (i.state != gpu::InstanceState::kTerminated) ids.insert(i.id);
   }
-  if (std::string id = S(StringField(machine, "id")); !id.empty()) {
+  if (std::string id = StringValue(machine, "id"); !id.empty()) {
     auto got = p->client->Get(id);
     if (got.ok() && got->state != gpu::InstanceState::kTerminated) ids.insert(id);
     if (!got.ok() && gpu::KindOf(got.error()) != gpu::ErrorKind::kNotFound) return got.error();

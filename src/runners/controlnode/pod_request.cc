@@ -21,6 +21,7 @@ using jsonfield::BoolField;
 using jsonfield::IntField;
 using jsonfield::ObjectField;
 using jsonfield::StringField;
+using jsonfield::StringValue;
 
 Error Refuse(const std::string& reason, const std::string& message) {
   return Error::Make(Error::Code::kInvalidArgument, message, reason);
@@ -28,8 +29,6 @@ Error Refuse(const std::string& reason, const std::string& message) {
 Error Missing(const std::string& message) {
   return Error::Make(Error::Code::kNotFound, message, "CreateContainerConfigError");
 }
-
-std::string S(std::string_view v) { return std::string(v); }
 
 const json::object& Empty() {
   static const json::object e;
@@ -46,9 +45,9 @@ Result<std::map<std::string, std::string>> DataOf(const kube::Object& obj, bool 
       if (secret) {
         auto d = Base64Decode(text, "secret data");
         if (!d.ok()) return d.error();
-        out[S(k)] = std::move(*d);
+        out[std::string(k)] = std::move(*d);
       } else {
-        out[S(k)] = S(text);
+        out[std::string(k)] = std::string(text);
       }
     }
   }
@@ -59,14 +58,14 @@ Result<std::map<std::string, std::string>> DataOf(const kube::Object& obj, bool 
         auto d = Base64Decode(std::string_view(v.as_string().data(), v.as_string().size()),
                               "configmap binaryData");
         if (!d.ok()) return d.error();
-        out[S(k)] = std::move(*d);
+        out[std::string(k)] = std::move(*d);
       }
     }
   }
   if (secret) {
     if (const json::object* sd = ObjectField(obj, "stringData")) {
       for (const auto& [k, v] : *sd) {
-        if (v.is_string()) out[S(k)] = S(v.as_string());
+        if (v.is_string()) out[std::string(k)] = std::string(v.as_string());
       }
     }
   }
@@ -77,7 +76,7 @@ class Resolver {
  public:
   Resolver(const kube::Object& pod, PodInputs& inputs, std::string node_name, std::string host_ip)
       : pod_(pod), inputs_(inputs), node_(std::move(node_name)), host_ip_(std::move(host_ip)) {
-    ns_ = S(kube::MetaString(pod, "namespace"));
+    ns_ = std::string(kube::MetaString(pod, "namespace"));
   }
 
   // nullopt when optional and absent.
@@ -103,8 +102,8 @@ class Resolver {
   }
 
   Result<std::optional<std::string>> KeyRef(bool secret, const json::object& ref) {
-    std::string name = S(StringField(ref, "name"));
-    std::string key = S(StringField(ref, "key"));
+    std::string name = StringValue(ref, "name");
+    std::string key = StringValue(ref, "key");
     bool optional = BoolField(ref, "optional").value_or(false);
     HS_ASSIGN_OR_RETURN(auto data, Source(secret, name, optional));
     if (!data) return std::optional<std::string>();
@@ -119,7 +118,7 @@ class Resolver {
 
   // metadata.name, metadata.labels['k'], spec.nodeName, status.hostIP, ...
   Result<std::string> FieldRef(const json::object& ref) {
-    std::string path = S(StringField(ref, "fieldPath"));
+    std::string path = StringValue(ref, "fieldPath");
     const json::object& meta =
         ObjectField(pod_, "metadata") ? *ObjectField(pod_, "metadata") : Empty();
     const json::object& spec = ObjectField(pod_, "spec") ? *ObjectField(pod_, "spec") : Empty();
@@ -129,13 +128,13 @@ class Resolver {
       std::string k = path.substr(p.size(), path.size() - p.size() - 1);
       if (k.size() >= 2 && (k.front() == '\'' || k.front() == '"')) k = k.substr(1, k.size() - 2);
       const json::object* m = ObjectField(meta, field);
-      return m != nullptr ? S(StringField(*m, k)) : std::string();
+      return m != nullptr ? StringValue(*m, k) : std::string();
     };
-    if (path == "metadata.name") return S(StringField(meta, "name"));
-    if (path == "metadata.namespace") return S(StringField(meta, "namespace"));
-    if (path == "metadata.uid") return S(StringField(meta, "uid"));
+    if (path == "metadata.name") return StringValue(meta, "name");
+    if (path == "metadata.namespace") return StringValue(meta, "namespace");
+    if (path == "metadata.uid") return StringValue(meta, "uid");
     if (path == "spec.nodeName") return node_;
-    if (path == "spec.serviceAccountName") return S(StringField(spec, "serviceAccountName"));
+    if (path == "spec.serviceAccountName") return StringValue(spec, "serviceAccountName");
     if (path == "status.hostIP") return host_ip_;
     if (auto v = bracket("metadata.labels[", "labels")) return *v;
     if (auto v = bracket("metadata.annotations[", "annotations")) return *v;
@@ -145,7 +144,7 @@ class Resolver {
       std::string out;
       if (m != nullptr) {
         for (const auto& [k, v] : *m) {
-          if (v.is_string()) out += S(k) + "=\"" + S(v.as_string()) + "\"\n";
+          if (v.is_string()) out += std::string(k) + "=\"" + std::string(v.as_string()) + "\"\n";
         }
       }
       return out;
@@ -156,10 +155,10 @@ class Resolver {
   }
 
   Result<std::string> ResourceFieldRef(const json::object& ref, const json::object& container) {
-    std::string res = S(StringField(ref, "resource"));
-    std::string c = S(StringField(ref, "containerName"));
+    std::string res = StringValue(ref, "resource");
+    std::string c = StringValue(ref, "containerName");
     const json::object* target = &container;
-    if (!c.empty() && c != S(StringField(container, "name"))) {
+    if (!c.empty() && c != StringValue(container, "name")) {
       target = nullptr;
       if (const json::object* spec = ObjectField(pod_, "spec")) {
         for (const char* list : {"containers", "initContainers"}) {
@@ -174,14 +173,15 @@ class Resolver {
         return Refuse("UnsupportedField", "resourceFieldRef: no container " + c);
     }
     if (auto d = StringField(ref, "divisor"); !d.empty() && d != "1" && d != "0") {
-      return Refuse("UnsupportedField", "resourceFieldRef divisor " + S(d) + " is not supported");
+      return Refuse("UnsupportedField",
+                    "resourceFieldRef divisor " + std::string(d) + " is not supported");
     }
     auto dot = res.find('.');
     if (dot == std::string::npos) return Refuse("UnsupportedField", "resourceFieldRef " + res);
     const json::object* resources = ObjectField(*target, "resources");
     const json::object* m =
         resources != nullptr ? ObjectField(*resources, res.substr(0, dot)) : nullptr;
-    std::string v = m != nullptr ? S(StringField(*m, res.substr(dot + 1))) : "";
+    std::string v(StringField(m, res.substr(dot + 1)));
     if (v.empty()) return std::string("0");
     auto q = kube::Quantity::Parse(v);
     if (!q.ok()) return q.error();
@@ -199,11 +199,11 @@ class Resolver {
       for (const auto& fv : *from) {
         if (!fv.is_object()) continue;
         const json::object& f = fv.as_object();
-        std::string prefix = S(StringField(f, "prefix"));
+        std::string prefix = StringValue(f, "prefix");
         for (bool secret : {false, true}) {
           const json::object* ref = ObjectField(f, secret ? "secretRef" : "configMapRef");
           if (ref == nullptr) continue;
-          HS_ASSIGN_OR_RETURN(auto data, Source(secret, S(StringField(*ref, "name")),
+          HS_ASSIGN_OR_RETURN(auto data, Source(secret, StringValue(*ref, "name"),
                                                 BoolField(*ref, "optional").value_or(false)));
           if (!data) continue;
           for (const auto& [k, v] : *data) put(prefix + k, v);
@@ -214,10 +214,10 @@ class Resolver {
       for (const auto& ev : *env) {
         if (!ev.is_object()) continue;
         const json::object& e = ev.as_object();
-        std::string name = S(StringField(e, "name"));
+        std::string name = StringValue(e, "name");
         const json::object* vf = ObjectField(e, "valueFrom");
         if (vf == nullptr) {
-          put(name, S(StringField(e, "value")));
+          put(name, StringValue(e, "value"));
           continue;
         }
         if (const json::object* r = ObjectField(*vf, "secretKeyRef")) {
@@ -253,8 +253,8 @@ class Resolver {
   // Secret/ConfigMap entries as files (all keys, or `items` with paths and modes).
   Status KeyFiles(bool secret, const json::object& src, uint32_t default_mode,
                   v1::Volume::Files& files) {
-    std::string name = S(StringField(src, secret ? "secretName" : "name"));
-    if (secret && name.empty()) name = S(StringField(src, "name"));
+    std::string name = StringValue(src, secret ? "secretName" : "name");
+    if (secret && name.empty()) name = StringValue(src, "name");
     bool optional = BoolField(src, "optional").value_or(false);
     HS_ASSIGN_OR_RETURN(auto data, Source(secret, name, optional));
     if (!data) return OkStatus();
@@ -262,7 +262,7 @@ class Resolver {
       for (const auto& iv : *items) {
         if (!iv.is_object()) continue;
         const json::object& it = iv.as_object();
-        std::string key = S(StringField(it, "key"));
+        std::string key = StringValue(it, "key");
         auto d = data->find(key);
         if (d == data->end()) {
           if (optional) continue;
@@ -272,7 +272,7 @@ class Resolver {
           return Missing(msg);
         }
         HS_RETURN_IF_ERROR(
-            AddFile(files, S(StringField(it, "path")), d->second, Mode(it, default_mode)));
+            AddFile(files, StringValue(it, "path"), d->second, Mode(it, default_mode)));
       }
       return OkStatus();
     }
@@ -304,15 +304,14 @@ class Resolver {
           return Refuse("UnsupportedField",
                         "downwardAPI resourceFieldRef in volumes is not supported");
         }
-        HS_RETURN_IF_ERROR(
-            AddFile(files, S(StringField(it, "path")), value, Mode(it, default_mode)));
+        HS_RETURN_IF_ERROR(AddFile(files, StringValue(it, "path"), value, Mode(it, default_mode)));
       }
     }
     return OkStatus();
   }
 
   Status Volume(const json::object& v, v1::RunPodRequest& req) {
-    std::string name = S(StringField(v, "name"));
+    std::string name = StringValue(v, "name");
     v1::Volume* out = req.add_volumes();
     out->set_name(name);
     auto default_mode = [](const json::object& src) {
@@ -348,15 +347,15 @@ class Resolver {
           } else if (const json::object* sat = ObjectField(s, "serviceAccountToken")) {
             const json::object& spec =
                 ObjectField(pod_, "spec") ? *ObjectField(pod_, "spec") : Empty();
-            std::string sa = S(StringField(spec, "serviceAccountName"));
+            std::string sa = StringValue(spec, "serviceAccountName");
             if (sa.empty()) sa = "default";
             HS_ASSIGN_OR_RETURN(
                 std::string token,
-                inputs_.ServiceAccountToken(ns_, sa, S(StringField(*sat, "audience")),
+                inputs_.ServiceAccountToken(ns_, sa, StringValue(*sat, "audience"),
                                             IntField(*sat, "expirationSeconds").value_or(3600),
-                                            S(kube::MetaString(pod_, "name")),
-                                            S(kube::MetaString(pod_, "uid"))));
-            HS_RETURN_IF_ERROR(AddFile(*files, S(StringField(*sat, "path")), token, mode));
+                                            std::string(kube::MetaString(pod_, "name")),
+                                            std::string(kube::MetaString(pod_, "uid"))));
+            HS_RETURN_IF_ERROR(AddFile(*files, StringValue(*sat, "path"), token, mode));
           } else {
             return Refuse(
                 "UnsupportedVolume",
@@ -368,7 +367,7 @@ class Resolver {
     }
     std::string kind = "unknown";
     for (const auto& [k, _] : v) {
-      if (k != "name") kind = S(k);
+      if (k != "name") kind = std::string(k);
     }
     return Refuse("UnsupportedVolume", "volume " + name + " of type " + kind +
                                            " cannot run on a linked runner (supported: emptyDir, "
@@ -377,19 +376,19 @@ class Resolver {
 
   Status ContainerOf(const json::object& c, const std::set<std::string>& volumes,
                      v1::Container& out) {
-    out.set_name(S(StringField(c, "name")));
-    out.set_image(S(StringField(c, "image")));
+    out.set_name(StringValue(c, "name"));
+    out.set_image(StringValue(c, "image"));
     if (const json::array* a = ArrayField(c, "command")) {
       for (const auto& v : *a) {
-        if (v.is_string()) out.add_command(S(v.as_string()));
+        if (v.is_string()) out.add_command(std::string(v.as_string()));
       }
     }
     if (const json::array* a = ArrayField(c, "args")) {
       for (const auto& v : *a) {
-        if (v.is_string()) out.add_args(S(v.as_string()));
+        if (v.is_string()) out.add_args(std::string(v.as_string()));
       }
     }
-    out.set_working_dir(S(StringField(c, "workingDir")));
+    out.set_working_dir(StringValue(c, "workingDir"));
     out.set_tty(BoolField(c, "tty").value_or(false));
     out.set_stdin(BoolField(c, "stdin").value_or(false));
     HS_RETURN_IF_ERROR(Env(c, out));
@@ -397,7 +396,7 @@ class Resolver {
       for (const auto& mv : *mounts) {
         if (!mv.is_object()) continue;
         const json::object& m = mv.as_object();
-        std::string vol = S(StringField(m, "name"));
+        std::string vol = StringValue(m, "name");
         if (!volumes.count(vol)) {
           return Refuse("UnsupportedField",
                         "container " + out.name() + " mounts unknown volume " + vol);
@@ -408,8 +407,8 @@ class Resolver {
         }
         v1::Mount* o = out.add_mounts();
         o->set_volume(vol);
-        o->set_container_path(S(StringField(m, "mountPath")));
-        o->set_sub_path(S(StringField(m, "subPath")));
+        o->set_container_path(StringValue(m, "mountPath"));
+        o->set_sub_path(StringValue(m, "subPath"));
         o->set_read_only(BoolField(m, "readOnly").value_or(false));
       }
     }
@@ -421,11 +420,11 @@ class Resolver {
       for (const char* which : {"limits", "requests"}) {
         if (const json::object* m = ObjectField(*r, which)) {
           for (const auto& [k, v] : *m) {
-            std::string q = v.is_string()  ? S(v.as_string())
+            std::string q = v.is_string()  ? std::string(v.as_string())
                             : v.is_int64() ? std::to_string(v.as_int64())
                                            : "";
             (std::string(which) == "limits" ? *out.mutable_limits()
-                                            : *out.mutable_requests())[S(k)] = q;
+                                            : *out.mutable_requests())[std::string(k)] = q;
           }
         }
       }
@@ -449,7 +448,7 @@ Result<PodNeeds> NeedsOf(const kube::Object& pod) {
   for (const auto& [k, q] : placement->requests) n.requests[k] = q.MilliValue();
   if (const json::object* meta = ObjectField(pod, "metadata")) {
     if (const json::object* ann = ObjectField(*meta, "annotations")) {
-      std::string hosts = S(StringField(*ann, kSliceHostsAnnotation));
+      std::string hosts = StringValue(*ann, kSliceHostsAnnotation);
       if (!hosts.empty()) {
         bool digits =
             std::all_of(hosts.begin(), hosts.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -467,7 +466,7 @@ Result<PodNeeds> NeedsOf(const kube::Object& pod) {
     for (const char* list : {"initContainers", "containers"}) {
       if (const json::array* cs = ArrayField(*spec, list)) {
         for (const auto& c : *cs) {
-          if (c.is_object() && !IsDigestReference(S(StringField(c.as_object(), "image")))) {
+          if (c.is_object() && !IsDigestReference(StringValue(c.as_object(), "image"))) {
             n.images_by_digest = false;
           }
         }
@@ -480,9 +479,9 @@ Result<PodNeeds> NeedsOf(const kube::Object& pod) {
 Result<v1::RunPodRequest> BuildRunPod(const kube::Object& pod, PodInputs& inputs,
                                       const std::string& node_name, const std::string& host_ip) {
   v1::RunPodRequest req;
-  req.mutable_pod()->set_namespace_(S(kube::MetaString(pod, "namespace")));
-  req.mutable_pod()->set_name(S(kube::MetaString(pod, "name")));
-  req.mutable_pod()->set_uid(S(kube::MetaString(pod, "uid")));
+  req.mutable_pod()->set_namespace_(std::string(kube::MetaString(pod, "namespace")));
+  req.mutable_pod()->set_name(std::string(kube::MetaString(pod, "name")));
+  req.mutable_pod()->set_uid(std::string(kube::MetaString(pod, "uid")));
   const json::object* spec = ObjectField(pod, "spec");
   if (spec == nullptr) return Refuse("UnsupportedField", "pod has no spec");
   Resolver r(pod, inputs, node_name, host_ip);
@@ -490,7 +489,7 @@ Result<v1::RunPodRequest> BuildRunPod(const kube::Object& pod, PodInputs& inputs
   if (const json::array* vs = ArrayField(*spec, "volumes")) {
     for (const auto& v : *vs) {
       if (!v.is_object()) continue;
-      volumes.insert(S(StringField(v.as_object(), "name")));
+      volumes.insert(StringValue(v.as_object(), "name"));
       HS_RETURN_IF_ERROR(r.Volume(v.as_object(), req));
     }
   }
@@ -510,18 +509,18 @@ Result<v1::RunPodRequest> BuildRunPod(const kube::Object& pod, PodInputs& inputs
     }
   }
   if (req.containers_size() == 0) return Refuse("UnsupportedField", "pod has no containers");
-  std::string restart = S(StringField(*spec, "restartPolicy"));
+  std::string restart = StringValue(*spec, "restartPolicy");
   req.set_restart_policy(restart.empty() ? "Always" : restart);
   req.set_host_network(BoolField(*spec, "hostNetwork").value_or(false));
   req.set_termination_grace_seconds(IntField(*spec, "terminationGracePeriodSeconds").value_or(30));
-  std::string hostname = S(StringField(*spec, "hostname"));
+  std::string hostname = StringValue(*spec, "hostname");
   req.set_hostname(hostname.empty() ? req.pod().name() : hostname);
   if (const json::object* meta = ObjectField(pod, "metadata")) {
     if (const json::object* ann = ObjectField(*meta, "annotations")) {
       for (const auto& [k, v] : *ann) {
         // Only the annotations a runner's policy may act on.
-        if (v.is_string() && S(k).rfind("runners.hyperslice.dev/", 0) == 0) {
-          (*req.mutable_annotations())[S(k)] = S(v.as_string());
+        if (v.is_string() && std::string(k).rfind("runners.hyperslice.dev/", 0) == 0) {
+          (*req.mutable_annotations())[std::string(k)] = std::string(v.as_string());
         }
       }
     }
