@@ -34,12 +34,13 @@ ClassProtection::ClassProtection(std::shared_ptr<kube::Client> client,
                                  std::shared_ptr<kube::EventRecorder> events)
     : client_(std::move(client)), events_(std::move(events)) {}
 
-Result<ClassProtection::Use> ClassProtection::Protect(const std::string& cls) {
+Result<ClassProtection::Use> ClassProtection::Protect(const std::string& cls, kube::Object* read) {
   auto obj = client_->Get(gpu::GPUNodeClasses(), "", cls);
   if (!obj.ok()) {
     if (obj.error().code == Code::kNotFound) return Use::kMissing;
     return obj.error();
   }
+  if (read != nullptr) *read = *obj;
   if (kube::IsDeleting(*obj)) {
     // The apiserver takes no new finalizer on a deleting object; ours, if there, holds it.
     HS_ASSIGN_OR_RETURN(auto users, Users(cls, ""));
@@ -59,6 +60,7 @@ Result<ClassProtection::Use> ClassProtection::Protect(const std::string& cls) {
   auto r = client_->Patch(gpu::GPUNodeClasses(), "", cls, kube::PatchType::kMerge,
                           json::serialize(patch));
   if (!r.ok()) return r.error();
+  if (read != nullptr) *read = *r;
   log::Info("runners: GPUNodeClass kept while Runners rent with it", {{"class", cls}});
   return Use::kProtected;
 }

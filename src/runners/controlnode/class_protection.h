@@ -39,8 +39,10 @@ class ClassProtection {
     kDeleting,   // being deleted: keep what is rented, rent nothing new
   };
   // Before `runner` rents (or observes its machine) with `cls`: adds the finalizer when absent.
-  // A deleting class is noted (its condition and Event name the Runners that hold it).
-  Result<Use> Protect(const std::string& cls);
+  // A deleting class is noted (its condition and Event name the Runners that hold it). `read`
+  // (optional) receives the class as this call read it, so that the reconcile that goes on to
+  // rent with it need not GET it again (unchanged when the class is missing).
+  Result<Use> Protect(const std::string& cls, kube::Object* read = nullptr);
   // After `runner` returned its machine (its machine finalizer is gone or about to go): removes
   // the finalizer when no other Runner names `cls`; else, when the class is being deleted, says
   // which ones it waits for.

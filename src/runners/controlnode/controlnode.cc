@@ -1398,14 +1398,17 @@ class System final : public ControlNodeSet,
     }
     HS_RETURN_IF_ERROR(AddFinalizer(obj, kMachineFinalizer));
     // The class first: it must outlive the machine, which is returned through it.
-    HS_ASSIGN_OR_RETURN(auto use, classes_->Protect(spec.market.gpu_node_class));
+    // Read once: the provisioner rents with the class as Protect read it.
+    kube::Object cls;
+    HS_ASSIGN_OR_RETURN(auto use, classes_->Protect(spec.market.gpu_node_class, &cls));
     if (use == ClassProtection::Use::kDeleting && !HoldsMachine(ObjectField(st, "machine"))) {
       return ProvisionOutcome{.reason = "GPUNodeClassDeleting",
                               .message = "GPUNodeClass " + spec.market.gpu_node_class +
                                          " is being deleted: nothing is rented with it",
                               .requeue_after = Ms(5000)};
     }
-    auto outcome = market_.Reconcile(obj, spec, st);
+    auto outcome =
+        market_.Reconcile(obj, spec, st, use == ClassProtection::Use::kMissing ? nullptr : &cls);
     if (outcome.ok() && outcome->warning) {
       events_->Event(obj, kube::EventType::kWarning, "MachineLaunchFailed",
                      outcome->reason + ": " + outcome->message);

@@ -73,8 +73,13 @@ MarketClassSource GpuNodeClassSource(std::shared_ptr<kube::Client> client,
   auto cache = std::make_shared<Cache>();
   return [client = std::move(client), ns = std::move(credentials_namespace),
           endpoints = std::move(default_endpoints), factory = std::move(factory),
-          cache](const std::string& name) -> Result<MarketClass> {
-    HS_ASSIGN_OR_RETURN(auto cls, client->Get(gpu::GPUNodeClasses(), "", name));
+          cache](const std::string& name, const kube::Object* read) -> Result<MarketClass> {
+    kube::Object got;
+    if (read == nullptr) {
+      HS_ASSIGN_OR_RETURN(got, client->Get(gpu::GPUNodeClasses(), "", name));
+      read = &got;
+    }
+    const kube::Object& cls = *read;
     MarketClass out;
     gpu::ApplyInstanceRequirements(cls, out.base);
     const json::object* spec = ObjectField(cls, "spec");
@@ -125,12 +130,13 @@ ProvisionOutcome MarketRunnerProvisioner::Failed(const std::string& runner, json
 
 Result<ProvisionOutcome> MarketRunnerProvisioner::Reconcile(const kube::Object& runner,
                                                             const RunnerSpec& spec,
-                                                            json::object& status) {
+                                                            json::object& status,
+                                                            const kube::Object* read_class) {
   const std::string name = spec.name;
   const std::string uid(kube::MetaString(runner, "uid"));
   ProvisionRecord record = recorder_.Open(name, status);
   json::object& machine = record.holder();
-  auto cls = options_.classes(spec.market.gpu_node_class);
+  auto cls = options_.classes(spec.market.gpu_node_class, read_class);
   if (!cls.ok()) {
     return record.Finish(ProvisionOutcome{
         .reason = cls.error().code == Code::kNotFound ? "GPUNodeClassNotFound"
@@ -340,7 +346,7 @@ Result<bool> MarketRunnerProvisioner::Finalize(const kube::Object& runner, json:
   if (provider_name.empty()) return true;  // never rented anything
   auto spec = ParseRunner(runner);
   if (!spec.ok()) return spec.error();
-  HS_ASSIGN_OR_RETURN(auto cls, options_.classes(spec->market.gpu_node_class));
+  HS_ASSIGN_OR_RETURN(auto cls, options_.classes(spec->market.gpu_node_class, nullptr));
   const auto* p = FindProvider(cls, provider_name);
   if (p == nullptr) {
     return Error::Make(Code::kUnavailable,

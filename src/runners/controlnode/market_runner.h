@@ -65,8 +65,11 @@ struct MarketClass {
   std::vector<Provider> providers;
   gpu::OfferRequirements base;
 };
-// Looks a class up by name (kNotFound when it does not exist).
-using MarketClassSource = std::function<Result<MarketClass>(const std::string& gpu_node_class)>;
+// Looks a class up by name (kNotFound when it does not exist); `read`, when not nullptr, is the
+// class as the caller has just read it (ClassProtection::Protect), used instead of a read of its
+// own.
+using MarketClassSource =
+    std::function<Result<MarketClass>(const std::string& gpu_node_class, const kube::Object* read)>;
 
 // The GPUNodeClass through the apiserver: clients built as the GPU operator builds them
 // (credentialsRef Secret, endpoint, else `default_endpoints`), kept while their inputs stay.
@@ -113,8 +116,10 @@ class MarketRunnerProvisioner {
 
   // Rents or observes the Runner's machine; `status` is the Runner's status being built
   // (status.machine is read and written; written through to the API before any create).
+  // `read_class`: the Runner's GPUNodeClass as the caller has just read it (nullptr: read it).
   Result<ProvisionOutcome> Reconcile(const kube::Object& runner, const RunnerSpec& spec,
-                                     boost::json::object& status);
+                                     boost::json::object& status,
+                                     const kube::Object* read_class = nullptr);
   // The Runner is being deleted: terminates its machine (and any its lost creates left) and
   // waits for the provider to report it gone. true when the finalizer may go.
   Result<bool> Finalize(const kube::Object& runner, boost::json::object& status);

@@ -29,8 +29,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,6 +56,7 @@
 #include "src/gpu/providers.h"
 #include "src/kube/client.h"
 #include "src/kube/manager.h"
+#include "src/kube/metrics.h"
 #include "src/kube/object_helpers.h"
 #include "src/kube/quantity.h"
 #include "src/kube/resource.h"
@@ -362,6 +365,31 @@ class MarketRunnersTest : public ::testing::Test {
     auto c = Get(gpu::GPUNodeClasses(), "", cls);
     return c && kube::HasFinalizer(*c, cn::kClassInUseFinalizer);
   }
+  // GETs of GPUNodeClasses the apiserver has served (its apiserver_request_total), whoever asked.
+  static double ClassGets() {
+    auto m = env_->client()->Raw("GET", "/metrics");
+    if (!m.ok() || m->status != 200) return -1;
+    double total = 0;
+    std::istringstream lines(m->body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("apiserver_request_total{", 0) != 0) continue;
+      if (line.find(R"(resource="gpunodeclasses")") == std::string::npos) continue;
+      if (line.find(R"(verb="GET")") == std::string::npos) continue;
+      total += std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
+    }
+    return total;
+  }
+  // Finished Runner reconciles, whatever their result.
+  static double RunnerReconciles() {
+    double total = 0;
+    for (const char* result : {"success", "error", "requeue", "requeue_after"}) {
+      total += kube::metrics::Registry::Default()
+                   .GetCounter("controller_runtime_reconcile_total", "",
+                               {{"controller", "runners-runner"}, {"result", result}})
+                   .Value();
+    }
+    return total;
+  }
   // Instances of the simulated markets that are not terminated.
   static std::vector<sim::market::Instance> Live() {
     std::vector<sim::market::Instance> out;
@@ -462,6 +490,18 @@ TEST_F(MarketRunnersTest, ARentedContainerLinksRunsAPodAndIsReturnedWithItsRunne
   EXPECT_EQ(StringAt(*env, "", cn::kEnvJoinToken).size(), 64u);
   // Rented once however often the Runner was reconciled.
   EXPECT_EQ(runpod_->market().Counters()["podFindAndDeployOnDemand"], 1);
+  // The class is read once per reconcile (Protect's GET; the provisioner rents with what it
+  // read), not once more to rent: over six more reconciles at most one GET each, give or take
+  // the reconcile under way at either end.
+  const double gets_before = ClassGets();
+  const double reconciles_before = RunnerReconciles();
+  ASSERT_GE(gets_before, 0) << "the apiserver's /metrics is not readable";
+  ASSERT_TRUE(Eventually([&] { return RunnerReconciles() >= reconciles_before + 6; }, 60s));
+  const double class_gets = ClassGets() - gets_before;
+  const double reconciles = RunnerReconciles() - reconciles_before;
+  std::cout << "GPUNodeClass GETs over " << reconciles << " Runner reconciles: " << class_gets
+            << "\n";
+  EXPECT_LE(class_gets, reconciles + 2);
 
   // A pod runs on it as a real container.
   RunsAPod("on-market");
