@@ -191,7 +191,11 @@ Result<ProvisionOutcome> MarketRunnerProvisioner::Reconcile(const kube::Object& 
       }
       for (const auto& inst : *listed) {
         if (Gone(inst)) continue;
+        const json::object bought = *attempt;  // `attempt` points into `machine`, which changes
         Observe(inst, machine);
+        for (const char* k : {"offer", "gpuType", "region", "price", "spot"}) {
+          if (const auto* v = bought.if_contains(k)) machine[k] = *v;
+        }
         machine.erase("launchAttempt");
         HS_RETURN_IF_ERROR(recorder_.Record(name, machine));
         return record.Finish(
@@ -277,8 +281,15 @@ Result<ProvisionOutcome> MarketRunnerProvisioner::Launch(const kube::Object& run
   HS_ASSIGN_OR_RETURN(auto token, recorder_.JoinToken(name));
   if (!token) return recorder_.NoJoinToken();
   // Recorded before the create: a restart (or a lost answer) lists by tag instead of renting twice.
-  machine["launchAttempt"] =
-      json::object{{"provider", offer.provider}, {"offer", offer.id}, {"sentAt", Now()}};
+  // It also carries what was bought, so that a machine adopted from the listing (after a lost
+  // answer, or by a reconcile that read the Runner before the create's record) keeps it.
+  machine["launchAttempt"] = json::object{{"provider", offer.provider},
+                                          {"offer", offer.id},
+                                          {"gpuType", offer.gpu_type},
+                                          {"region", offer.region},
+                                          {"price", gpu::FormatUsd(choice->price)},
+                                          {"spot", choice->spot},
+                                          {"sentAt", Now()}};
   HS_RETURN_IF_ERROR(recorder_.Record(name, machine));
 
   gpu::LaunchRequest lr;
