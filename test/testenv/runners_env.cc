@@ -12,6 +12,7 @@
 #include "src/base/base64.h"
 #include "src/base/command.h"
 #include "src/base/json.h"
+#include "src/kube/metrics.h"
 #include "src/kube/quantity.h"
 #include "src/runners/controlnode/api.h"
 #include "test/testenv/crds.h"
@@ -247,6 +248,13 @@ bool RunnersEnv::WaitNoPods(std::chrono::seconds timeout) const {
         return l.ok() && l->items.empty();
       },
       timeout);
+}
+
+double RunnersEnv::RunnerReconciles() {
+  return kube::metrics::Registry::Default()
+      .GetCounter("controller_runtime_reconcile_total", "",
+                  {{"controller", "runners-runner"}, {"result", "requeue_after"}})
+      .Value();
 }
 
 }  // namespace hyperslice::testenv

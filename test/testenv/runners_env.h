@@ -97,6 +97,10 @@ class RunnersEnv {
   Result<std::string> JoinToken(const std::string& runner, std::chrono::seconds timeout) const;
   // Waits until the namespace has no pods; false on timeout.
   bool WaitNoPods(std::chrono::seconds timeout) const;
+  // Finished Runner reconciles that requeued, all Runners together (each Runner's health refresh,
+  // every unhealthy_after/2, does): a negative check waits for a few more of them, each of which
+  // would have done the wrong thing, instead of a fixed window.
+  static double RunnerReconciles();
 
  private:
   RunnersEnv() = default;

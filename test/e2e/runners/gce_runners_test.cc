@@ -41,7 +41,6 @@
 #include "src/base/log.h"
 #include "src/gce/compute.h"
 #include "src/kube/client.h"
-#include "src/kube/metrics.h"
 #include "src/kube/object_helpers.h"
 #include "src/kube/resource.h"
 #include "src/net/http.h"
@@ -289,13 +288,6 @@ class GceRunnersTest : public ::testing::Test {
     const json::value* v = c.is_object() ? c.as_object().if_contains(method) : nullptr;
     return v != nullptr && v->is_int64() ? v->as_int64() : 0;
   }
-  // Finished Runner reconciles that requeued (each Runner's health refresh does).
-  static double RunnerReconciles() {
-    return kube::metrics::Registry::Default()
-        .GetCounter("controller_runtime_reconcile_total", "",
-                    {{"controller", "runners-runner"}, {"result", "requeue_after"}})
-        .Value();
-  }
   static std::string Diagnostics() {
     std::string out;
     for (const char* r : {"gce-us", "gce-eu", "gce-stockout", "gce-slow"}) {
@@ -400,8 +392,9 @@ TEST_F(GceRunnersTest, RunnersInTwoRegionsGetInstancesLinkRunAPodAndLeaveWithThe
                    ->contains("operation"));
   const int64_t waits = SimCalls("compute.zoneOperations.wait");
   // Four more Runner reconciles (each health refresh requeues both Runners): none waits again.
-  const double reconciles = RunnerReconciles();
-  ASSERT_TRUE(Eventually([&] { return RunnerReconciles() >= reconciles + 4; }, 30s));
+  const double reconciles = testenv::RunnersEnv::RunnerReconciles();
+  ASSERT_TRUE(
+      Eventually([&] { return testenv::RunnersEnv::RunnerReconciles() >= reconciles + 4; }, 30s));
   EXPECT_EQ(SimCalls("compute.zoneOperations.wait"), waits);
   EXPECT_EQ(testenv::StringAt(*Get(cn::Runners(), "", "gce-us"), "status", "zone"),
             "us-central2-b");

@@ -39,7 +39,6 @@
 #include <set>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <boost/json.hpp>
@@ -638,8 +637,13 @@ TEST_F(MarketRunnersTest, AClassDeletedBeforeItsRunnerWaitsUntilTheMachineIsRetu
       << Diagnostics();
   EXPECT_NE(message.find("market-doomed"), std::string::npos) << message;
   EXPECT_TRUE(Eventually([&] { return WarningEvent(kDoomed, "InUse", "market-doomed"); }, 30s));
-  // Held, with the machine still running and the Runner still linked.
-  std::this_thread::sleep_for(1s);
+  // Held, with the machine still running and the Runner still linked, over three more
+  // reconciles of the Runner (the only one; the first may be the one that wrote the condition):
+  // each reads the deleting class again and could release it.
+  const double reconciles = testenv::RunnersEnv::RunnerReconciles();
+  ASSERT_TRUE(
+      Eventually([&] { return testenv::RunnersEnv::RunnerReconciles() >= reconciles + 3; }, 30s))
+      << Diagnostics();
   EXPECT_TRUE(Get(gpu::GPUNodeClasses(), "", kDoomed).has_value());
   EXPECT_EQ(runpod_->market().Get(id)->state, sim::market::State::kRunning);
   EXPECT_EQ(RunnerPhase("market-doomed"), "Linked");

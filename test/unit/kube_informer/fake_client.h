@@ -3,6 +3,7 @@
 // apiserver; this exists to drive 410s, cut streams and backoff deterministically.)
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -162,6 +163,12 @@ class CountingFakeClock final : public Clock {
   TimePoint Now() const override { return inner_.Now(); }
   bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
                  TimePoint deadline) override {
+    const TimePoint now = inner_.Now();
+    if (now < deadline) {
+      std::lock_guard g(mu_);
+      waiting_at_ = std::max(waiting_at_, now);
+      cv_.notify_all();
+    }
     return inner_.WaitUntil(cv, lock, deadline);
   }
   void Register(std::condition_variable* cv) override {
@@ -176,12 +183,20 @@ class CountingFakeClock final : public Clock {
     std::unique_lock lock(mu_);
     return cv_.wait_for(lock, timeout, [&] { return waits_ >= n; });
   }
+  // Blocks until a waiter has read the clock at `t` or later and still waits (its deadline not
+  // reached): the deterministic sign that it saw `t` and decided not to act. A waiter that acts
+  // at `t` (a retry) does so before it waits again, so its action is visible by then.
+  bool WaitForAWaitAt(TimePoint t, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return waiting_at_ >= t; });
+  }
 
  private:
   FakeClock inner_;
   std::mutex mu_;
   std::condition_variable cv_;
   int waits_ = 0;
+  TimePoint waiting_at_{};
 };
 
 inline Object MakeObject(const std::string& ns, const std::string& name, const std::string& rv,

@@ -70,6 +70,24 @@ class Running {
   std::future<void> done_;
 };
 
+// A reflector whose every List fails (nothing scripted) and whose backoff waits run on a fake
+// clock the test advances; the client stamps each List with that clock (list_times()).
+struct BackingOff {
+  BackingOff(std::chrono::milliseconds initial, std::chrono::milliseconds max, double jitter)
+      : reflector(client, resources::ConfigMaps(), Backoff(initial, max, jitter, &clock), &sink),
+        run(reflector) {}
+
+  testing::CountingFakeClock clock;
+  std::shared_ptr<ScriptedClient> client = [this] {
+    auto c = std::make_shared<ScriptedClient>();
+    c->set_clock(&clock);
+    return c;
+  }();
+  RecordingSink sink;
+  Reflector reflector;
+  Running run;
+};
+
 TEST(ReflectorTest, ListsPagedThenWatchesFromListVersionWithBookmarksAndRandomTimeout) {
   auto client = std::make_shared<ScriptedClient>();
   client->PushList(MakeList({MakeObject("ns", "a", "5"), MakeObject("ns", "b", "6")}, "10"));
@@ -196,19 +214,17 @@ TEST(ReflectorTest, UnavailableWatchIsRetriedFromSameVersionWithoutRelist) {
 
 // Waits are driven by an injected clock: no sleeps, exact bounds.
 TEST(ReflectorTest, ListFailuresBackOffExponentiallyUpToTheCap) {
-  testing::CountingFakeClock clock;
-  auto client = std::make_shared<ScriptedClient>();
-  client->set_clock(&clock);
-  RecordingSink sink;
-  Reflector r(client, resources::ConfigMaps(), Backoff(800ms, 3200ms, 0, &clock), &sink);
-  Running run(r);
+  BackingOff b(800ms, 3200ms, 0);
+  auto& clock = b.clock;
+  auto& client = b.client;
   // Every List fails (nothing scripted). Expected waits: 800, 1600, 3200, 3200 ms.
   const std::vector<std::chrono::milliseconds> expected = {800ms, 1600ms, 3200ms, 3200ms};
   for (size_t i = 0; i < expected.size(); ++i) {
     ASSERT_TRUE(client->WaitForLists(i + 1));
     ASSERT_TRUE(clock.WaitForWaits(static_cast<int>(i + 1)));
     clock.Advance(expected[i] - 1ms);
-    std::this_thread::sleep_for(100ms);  // give a wrong (early) retry the chance to show up
+    // The reflector saw the new time and waits on; an early retry would have listed first.
+    ASSERT_TRUE(clock.WaitForAWaitAt(clock.Now()));
     EXPECT_EQ(client->list_calls().size(), i + 1) << "retried before " << expected[i].count();
     clock.Advance(1ms);
     ASSERT_TRUE(client->WaitForLists(i + 2)) << "no retry after " << expected[i].count();
@@ -220,12 +236,9 @@ TEST(ReflectorTest, ListFailuresBackOffExponentiallyUpToTheCap) {
 }
 
 TEST(ReflectorTest, JitterKeepsEachWaitWithinOneToTwoTimesTheStep) {
-  testing::CountingFakeClock clock;
-  auto client = std::make_shared<ScriptedClient>();
-  client->set_clock(&clock);
-  RecordingSink sink;
-  Reflector r(client, resources::ConfigMaps(), Backoff(1000ms, 1000ms, 1.0, &clock), &sink);
-  Running run(r);
+  BackingOff b(1000ms, 1000ms, 1.0);
+  auto& clock = b.clock;
+  auto& client = b.client;
   std::set<Clock::Duration> distinct;
   for (int i = 0; i < 8; ++i) {
     ASSERT_TRUE(client->WaitForLists(i + 1));
@@ -233,7 +246,9 @@ TEST(ReflectorTest, JitterKeepsEachWaitWithinOneToTwoTimesTheStep) {
     for (int step = 0; step < 40 && client->list_calls().size() < static_cast<size_t>(i) + 2;
          ++step) {
       clock.Advance(50ms);
-      client->WaitForLists(i + 2, 200ms);
+      // Either it retried (and waits in the next backoff) or it waits on: both after a List due
+      // at this time, so the count is read after the reflector acted on the step.
+      ASSERT_TRUE(clock.WaitForAWaitAt(clock.Now()));
     }
     ASSERT_TRUE(client->WaitForLists(i + 2));
     auto times = client->list_times();
