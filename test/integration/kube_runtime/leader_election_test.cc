@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "src/kube/internal/leader_election.h"
+#include "test/integration/kube_runtime/lease_record.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/testenv.h"
 
@@ -37,6 +38,19 @@ constexpr int64_t kLeaseMs = 4000, kRenewMs = 3000, kRetryMs = 1000;
 // Scheduling slack on a loaded 2-core machine: process start-up of the first reconcile, one
 // Lease GET+PUT and the helper's 30 ms reconcile.
 constexpr int64_t kMarginMs = 1500;
+
+// An in-process candidate for `lease` in `ns` with this test's durations.
+LeaderElectionConfig Candidate(const std::string& ns, const std::string& lease,
+                               const std::string& identity) {
+  LeaderElectionConfig c;
+  c.lease_namespace = ns;
+  c.lease_name = lease;
+  c.identity = identity;
+  c.lease_duration = milliseconds(kLeaseMs);
+  c.renew_deadline = milliseconds(kRenewMs);
+  c.retry_period = milliseconds(kRetryMs);
+  return c;
+}
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clk::now().time_since_epoch())
@@ -81,6 +95,7 @@ class Helper {
                                   "--retry-ms",
                                   std::to_string(kRetryMs)};
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     pid_ = fork();
@@ -160,18 +175,8 @@ void ExpectNoOverlap(std::vector<Interval> ivs) {
   EXPECT_EQ(overlaps, 0);
 }
 
-std::string LeaseHolder(Client& client, const std::string& ns, const std::string& name) {
-  auto lease = client.Get(resources::Leases(), ns, name);
-  if (!lease.ok()) return "<" + lease.error().ToString() + ">";
-  const auto* spec = lease->if_contains("spec");
-  if (!spec || !spec->is_object()) return "";
-  const auto* h = spec->get_object().if_contains("holderIdentity");
-  return h && h->is_string() ? std::string(h->get_string()) : "";
-}
-
 TEST(LeaderElection, TwoProcessesExactlyOneReconcilesAndKillNineFailsOver) {
   auto& cluster = testenv::Cluster();
-  auto admin = testenv::AdminClient();
   const std::string ns = testenv::TestNamespace();
   const std::string lease = "le-two-processes";
   char tmpl[] = "/tmp/hs-le-XXXXXX";
@@ -184,14 +189,16 @@ TEST(LeaderElection, TwoProcessesExactlyOneReconcilesAndKillNineFailsOver) {
 
   ASSERT_TRUE(Eventually([&] { return !ReadLog(log).empty(); }, milliseconds(60000)))
       << "no process started reconciling";
-  // Both candidates keep campaigning; only the holder may reconcile.
-  std::this_thread::sleep_for(milliseconds(3 * kLeaseMs / 2));
+  // Both candidates keep campaigning; only the holder may reconcile: over six of its renewals
+  // (one a retry period; the other tries once a retry period too).
+  const std::string holder = LeaseRecord(lease).first;
+  ASSERT_TRUE(WaitForRenewals(lease, holder, 6)) << "holder " << holder << " stopped renewing";
   auto before = ReadLog(log);
   ASSERT_EQ(Pids(before).size(), 1u) << "more than one process reconciled";
   const int leader = *Pids(before).begin();
   const int follower = leader == a.pid() ? b.pid() : a.pid();
   EXPECT_GT(before.size(), 10u) << "the leader should reconcile continuously";
-  EXPECT_EQ(LeaseHolder(*admin, ns, lease), "helper-" + std::to_string(leader));
+  EXPECT_EQ(LeaseRecord(lease).first, "helper-" + std::to_string(leader));
   ASSERT_TRUE(by_pid[follower]->Alive());
 
   const int64_t killed_at = NowNs();
@@ -218,7 +225,7 @@ TEST(LeaderElection, TwoProcessesExactlyOneReconcilesAndKillNineFailsOver) {
   // leaseDuration after that renewal would mean the follower ignored a live lease.
   EXPECT_GE(takeover_ms, kLeaseMs - kRetryMs);
   EXPECT_GT(first_follower_start, last_leader_end);
-  EXPECT_EQ(LeaseHolder(*admin, ns, lease), "helper-" + std::to_string(follower));
+  EXPECT_EQ(LeaseRecord(lease).first, "helper-" + std::to_string(follower));
 
   // The new leader keeps reconciling; then a graceful stop releases the Lease.
   ASSERT_TRUE(Eventually(
@@ -229,7 +236,7 @@ TEST(LeaderElection, TwoProcessesExactlyOneReconcilesAndKillNineFailsOver) {
       },
       milliseconds(10000)));
   EXPECT_EQ(by_pid[follower]->Terminate(milliseconds(15000)), 0) << "graceful stop failed";
-  EXPECT_EQ(LeaseHolder(*admin, ns, lease), "") << "ReleaseOnCancel should empty holderIdentity";
+  EXPECT_EQ(LeaseRecord(lease).first, "") << "ReleaseOnCancel should empty holderIdentity";
 
   auto all = ReadLog(log);
   EXPECT_EQ(Pids(all), (std::set<int>{leader, follower}));
@@ -241,13 +248,7 @@ TEST(LeaderElection, LeaseRecordHasClientGoFields) {
   auto admin = testenv::AdminClient();
   const std::string ns = testenv::TestNamespace();
   std::atomic<int> started{0}, stopped{0};
-  LeaderElectionConfig c;
-  c.lease_namespace = ns;
-  c.lease_name = "le-fields";
-  c.identity = "candidate-1";
-  c.lease_duration = milliseconds(kLeaseMs);
-  c.renew_deadline = milliseconds(kRenewMs);
-  c.retry_period = milliseconds(kRetryMs);
+  LeaderElectionConfig c = Candidate(ns, "le-fields", "candidate-1");
   c.on_started_leading = [&] { ++started; };
   c.on_stopped_leading = [&] { ++stopped; };
   auto le = LeaderElector::Create(admin, c);
@@ -278,7 +279,9 @@ TEST(LeaderElection, LeaseRecordHasClientGoFields) {
   auto le2 = LeaderElector::Create(admin, c2);
   ASSERT_TRUE(le2.ok());
   (*le2)->Start();
-  std::this_thread::sleep_for(milliseconds(kLeaseMs + kRetryMs));
+  // Over five renewals of candidate-1 (a lease duration and a retry period; candidate-2 tries
+  // once a retry period).
+  ASSERT_TRUE(WaitForRenewals("le-fields", "candidate-1", 5));
   EXPECT_FALSE((*le2)->IsLeader());
   EXPECT_EQ((*le2)->leader(), "candidate-1");
   // Release on stop: the second candidate acquires promptly, counting one transition.
@@ -316,13 +319,7 @@ TEST(LeaderElectionZ, LeaderThatCannotRenewStopsWithinRenewDeadline) {
   auto admin = testenv::AdminClient();
   const std::string ns = testenv::TestNamespace();
   std::atomic<int64_t> stopped_at{0};
-  LeaderElectionConfig c;
-  c.lease_namespace = ns;
-  c.lease_name = "le-partition";
-  c.identity = "partitioned";
-  c.lease_duration = milliseconds(kLeaseMs);
-  c.renew_deadline = milliseconds(kRenewMs);
-  c.retry_period = milliseconds(kRetryMs);
+  LeaderElectionConfig c = Candidate(ns, "le-partition", "partitioned");
   c.on_stopped_leading = [&] { stopped_at = NowNs(); };
   auto le = LeaderElector::Create(admin, c);
   ASSERT_TRUE(le.ok());

@@ -16,6 +16,7 @@
 #include "src/kube/informer.h"
 #include "src/kube/object_helpers.h"
 #include "src/net/http.h"
+#include "test/integration/kube_runtime/lease_record.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/testenv.h"
 
@@ -80,39 +81,16 @@ ManagerOptions LeOptions(const std::string& identity, const std::string& lease,
   return o;
 }
 
-// The Lease's holder and renewTime as the apiserver has them ("" when it cannot be read).
-std::pair<std::string, std::string> LeaseRecord(const std::string& lease) {
-  auto l = testenv::AdminClient()->Get(resources::Leases(), testenv::TestNamespace(), lease);
-  if (!l.ok()) return {};
-  const auto* spec = l->if_contains("spec");
-  if (spec == nullptr || !spec->is_object()) return {};
-  auto field = [&](const char* k) {
-    const auto* v = spec->as_object().if_contains(k);
-    return v != nullptr && v->is_string() ? std::string(v->as_string()) : std::string();
-  };
-  return {field("holderIdentity"), field("renewTime")};
-}
-
-// Waits until `holder` has renewed `lease` `n` more times. A negative check ("the standby did
-// not take over") is measured in the electors' own rounds (each renewal is one retry period of
-// the leader, and the standby tries once per retry period too), not in a fixed wall-clock window
-// that a slow machine could fill with fewer rounds.
-bool WaitForRenewals(const std::string& lease, const std::string& holder, int n) {
-  auto start = LeaseRecord(lease);
-  if (start.first != holder) return false;
-  std::string last = start.second;
-  int seen = 0;
-  return Eventually(
-      [&] {
-        auto [h, renew] = LeaseRecord(lease);
-        if (h != holder) return false;
-        if (renew != last) {
-          last = renew;
-          ++seen;
-        }
-        return seen >= n;
-      },
-      milliseconds(20000), milliseconds(50));
+// A controller counting its reconciles in `calls`; each succeeds without a requeue.
+std::shared_ptr<Controller> CountingController(const std::string& name, metrics::Registry* reg,
+                                               std::atomic<int>& calls) {
+  ControllerOptions co;
+  co.name = name;
+  co.registry = reg;
+  return std::make_shared<Controller>(std::move(co), [&calls](const std::string&) {
+    ++calls;
+    return Result<ReconcileResult>(ReconcileResult{});
+  });
 }
 
 TEST(Manager, ServesHealthReadinessAndMetricsWithControllerRuntimeNames) {
@@ -121,13 +99,7 @@ TEST(Manager, ServesHealthReadinessAndMetricsWithControllerRuntimeNames) {
   ASSERT_TRUE(m.ok()) << m.error().ToString();
   auto cache = std::make_shared<FakeCache>();
   std::atomic<int> reconciles{0};
-  ControllerOptions co;
-  co.name = "health-demo";
-  co.registry = &reg;
-  auto controller = std::make_shared<Controller>(std::move(co), [&](const std::string&) {
-    ++reconciles;
-    return Result<ReconcileResult>(ReconcileResult{});
-  });
+  auto controller = CountingController("health-demo", &reg, reconciles);
   (*m)->Add(cache);
   (*m)->Add(controller);
   (*m)->Add(std::make_shared<Seed>(controller));
@@ -159,22 +131,22 @@ TEST(Manager, ServesHealthReadinessAndMetricsWithControllerRuntimeNames) {
   auto metrics = Get(port, "/metrics");
   EXPECT_EQ(metrics.status, 200);
   EXPECT_EQ(metrics.Header("content-type"), "text/plain; version=0.0.4; charset=utf-8");
-  for (const char* want : {
-           "controller_runtime_reconcile_total{controller=\"health-demo\",result=\"success\"} 1",
-           "controller_runtime_reconcile_errors_total{controller=\"health-demo\"} 0",
-           "controller_runtime_reconcile_time_seconds_bucket{controller=\"health-demo\",le=\"+"
-           "Inf\"} 1",
-           "controller_runtime_max_concurrent_reconciles{controller=\"health-demo\"} 1",
-           "controller_runtime_active_workers{controller=\"health-demo\"} 0",
-           "workqueue_adds_total{controller=\"health-demo\",name=\"health-demo\"} 1",
-           "workqueue_depth{controller=\"health-demo\",name=\"health-demo\"} 0",
-           "# TYPE workqueue_queue_duration_seconds histogram",
-           "leader_election_master_status{name=\"mgr-health\"} 1",
-           "# TYPE rest_client_requests_total counter",
-           "rest_client_requests_total{code=\"",  // the Lease GET/POST/PUT of this manager
-           "method=\"GET\"} ",
-           "# TYPE rest_client_request_duration_seconds histogram",
-       }) {
+  for (
+      const char* want : {
+          "controller_runtime_reconcile_total{controller=\"health-demo\",result=\"success\"} 1",
+          "controller_runtime_reconcile_errors_total{controller=\"health-demo\"} 0",
+          R"(controller_runtime_reconcile_time_seconds_bucket{controller="health-demo",le="+Inf"} 1)",
+          "controller_runtime_max_concurrent_reconciles{controller=\"health-demo\"} 1",
+          "controller_runtime_active_workers{controller=\"health-demo\"} 0",
+          "workqueue_adds_total{controller=\"health-demo\",name=\"health-demo\"} 1",
+          "workqueue_depth{controller=\"health-demo\",name=\"health-demo\"} 0",
+          "# TYPE workqueue_queue_duration_seconds histogram",
+          "leader_election_master_status{name=\"mgr-health\"} 1",
+          "# TYPE rest_client_requests_total counter",
+          "rest_client_requests_total{code=\"",  // the Lease GET/POST/PUT of this manager
+          "method=\"GET\"} ",
+          "# TYPE rest_client_request_duration_seconds histogram",
+      }) {
     EXPECT_NE(metrics.body.find(want), std::string::npos) << "missing: " << want;
   }
   EXPECT_EQ(Get(port, "/nope").status, 404);
@@ -252,13 +224,7 @@ TEST(Manager, WithoutLeaderElectionControllersStartAtOnce) {
   auto m = Manager::Create(std::move(o));
   ASSERT_TRUE(m.ok());
   std::atomic<int> calls{0};
-  ControllerOptions co;
-  co.name = "no-le";
-  co.registry = &reg;
-  auto c = std::make_shared<Controller>(std::move(co), [&](const std::string&) {
-    ++calls;
-    return Result<ReconcileResult>(ReconcileResult{});
-  });
+  auto c = CountingController("no-le", &reg, calls);
   (*m)->Add(c);
   (*m)->Add(std::make_shared<Seed>(c));
   std::thread t([&] { EXPECT_TRUE((*m)->Run().ok()); });
