@@ -7,13 +7,19 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
+#include <boost/json.hpp>
+
+#include "src/base/files.h"
 #include "src/base/result.h"
 #include "src/kube/client.h"
+#include "src/kube/yaml.h"
 #include "src/webhook/webhook.h"
 #include "test/testenv/serving_pair.h"
 
@@ -58,6 +64,23 @@ class LocalWebhook {
   // `client`'s apiserver, pointed at this server (webhook::RegisterConfigurations).
   Status Register(kube::Client& client, const std::string& file) const {
     return webhook::RegisterConfigurations(client, file, url(), ca_pem_);
+  }
+  // Only the configurations of `kind` in `file` (ValidatingWebhookConfiguration: a test that
+  // wants the checks but not the mutations), registered as Register does: the documents are
+  // written as JSON, which is YAML, to this server's directory and registered from there.
+  Status Register(kube::Client& client, const std::string& file, std::string_view kind) const {
+    HS_ASSIGN_OR_RETURN(std::string text, ::hyperslice::ReadFile(file));  // a Result, not files.h
+    HS_ASSIGN_OR_RETURN(auto docs, kube::ObjectsFromYaml(text));
+    std::string only;
+    for (const boost::json::object& doc : docs) {
+      const boost::json::value* k = doc.if_contains("kind");
+      if (k != nullptr && k->is_string() && k->as_string() == kind) {
+        only += boost::json::serialize(doc) + "\n---\n";
+      }
+    }
+    const std::filesystem::path path = dir_ / (std::string(kind) + ".yaml");
+    std::ofstream(path) << only;
+    return Register(client, path.string());
   }
 
  private:

@@ -17,6 +17,8 @@
 
 #include "src/kube/client.h"
 #include "src/net/pki.h"
+#include "test/testenv/files.h"
+#include "test/testenv/namespaced_test.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::kube {
@@ -47,12 +49,10 @@ Config Anonymous() {
   return c;
 }
 
-class AuthTest : public ::testing::Test {
+class AuthTest : public testenv::NamespacedTest {
  protected:
   void SetUp() override {
-    admin_ = testenv::AdminClient();
-    ASSERT_NE(admin_, nullptr);
-    ns_ = testenv::TestNamespace();
+    ASSERT_NO_FATAL_FAILURE(NamespacedTest::SetUp());
     char tmpl[] = "/tmp/hs-kube-auth-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
@@ -63,15 +63,25 @@ class AuthTest : public ::testing::Test {
   std::string ServiceAccountToken(const std::string& sa) {
     Object obj{{"metadata", json::object{{"name", sa}}}};
     auto created =
-        admin_->Create(Resource{"", "v1", "serviceaccounts", "ServiceAccount", true}, ns_, obj);
+        client_->Create(Resource{"", "v1", "serviceaccounts", "ServiceAccount", true}, ns_, obj);
     EXPECT_TRUE(created.ok()) << created.error().ToString();
-    auto resp = admin_->Raw(
+    auto resp = client_->Raw(
         "POST", "/api/v1/namespaces/" + ns_ + "/serviceaccounts/" + sa + "/token",
         R"({"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":3600}})");
     EXPECT_TRUE(resp.ok());
     if (!resp.ok()) return "";
     EXPECT_EQ(resp->status, 201) << resp->body;
     return std::string(json::parse(resp->body).at("status").at("token").as_string());
+  }
+
+  // The anonymous config with the plugin WritePlugin wrote as its exec credential plugin.
+  Config WithPlugin(const std::string& api_version) const {
+    Config c = Anonymous();
+    ExecPlugin p;
+    p.api_version = api_version;
+    p.command = dir_ + "/plugin.sh";
+    c.exec = p;
+    return c;
   }
 
   std::string WritePlugin(const std::string& body) {
@@ -81,13 +91,11 @@ class AuthTest : public ::testing::Test {
     return path;
   }
 
-  std::shared_ptr<Client> admin_;
-  std::string ns_;
   std::string dir_;
 };
 
 TEST_F(AuthTest, AdminIdentityIsTheClientCertificate) {
-  auto who = WhoAmI(*admin_);
+  auto who = WhoAmI(*client_);
   ASSERT_TRUE(who.ok()) << who.error().ToString();
   EXPECT_FALSE(who->empty());
 }
@@ -173,9 +181,9 @@ TEST_F(AuthTest, ExpiredBootstrapTokenIsUnauthorizedAValidOneAuthenticates) {
   while (suffix.size() < 3) suffix = "0" + suffix;
   std::string expired_id = "exp" + suffix, valid_id = "val" + suffix;
   ASSERT_TRUE(
-      admin_->Create(secrets, "kube-system", secret(expired_id, "2001-01-01T00:00:00Z")).ok());
+      client_->Create(secrets, "kube-system", secret(expired_id, "2001-01-01T00:00:00Z")).ok());
   ASSERT_TRUE(
-      admin_->Create(secrets, "kube-system", secret(valid_id, "2999-01-01T00:00:00Z")).ok());
+      client_->Create(secrets, "kube-system", secret(valid_id, "2999-01-01T00:00:00Z")).ok());
 
   Config expired = Anonymous();
   expired.bearer_token = expired_id + ".0123456789abcdef";
@@ -224,9 +232,8 @@ TEST_F(AuthTest, ExecPluginProvidesAServiceAccountToken) {
   ASSERT_TRUE(who.ok()) << who.error().ToString();
   EXPECT_EQ(*who, "system:serviceaccount:" + ns_ + ":exec-user");
   ASSERT_TRUE(WhoAmI(**client).ok());
-  std::ifstream runs(dir_ + "/runs");
-  std::string all((std::istreambuf_iterator<char>(runs)), {});
-  EXPECT_EQ(all, "run\n");  // cached until expiry: one run for two requests
+  EXPECT_EQ(testenv::ReadFile(dir_ + "/runs"),
+            "run\n");  // cached until expiry: one run for two requests
 }
 
 TEST_F(AuthTest, UnauthorizedRefreshesTheExecTokenAndRetriesOnce) {
@@ -238,19 +245,13 @@ TEST_F(AuthTest, UnauthorizedRefreshesTheExecTokenAndRetriesOnce) {
               "echo '{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",\"kind\":"
               "\"ExecCredential\",\"status\":{\"token\":\"'$T'\"," +
               "\"expirationTimestamp\":\"2999-01-01T00:00:00Z\"}}'\n");
-  Config c = Anonymous();
-  ExecPlugin p;
-  p.api_version = "client.authentication.k8s.io/v1beta1";
-  p.command = dir_ + "/plugin.sh";
-  c.exec = p;
+  Config c = WithPlugin("client.authentication.k8s.io/v1beta1");
   auto client = Client::Create(c);
   ASSERT_TRUE(client.ok());
   auto who = WhoAmI(**client);
   ASSERT_TRUE(who.ok()) << who.error().ToString();
   EXPECT_EQ(*who, "system:serviceaccount:" + ns_ + ":rotating");
-  std::ifstream runs(dir_ + "/runs");
-  std::string all((std::istreambuf_iterator<char>(runs)), {});
-  EXPECT_EQ(all, "run\nrun\n");
+  EXPECT_EQ(testenv::ReadFile(dir_ + "/runs"), "run\nrun\n");
 
   // A plugin that always gives a bad token: one retry, then kUnauthorized.
   WritePlugin("#!/bin/sh\necho run >> " + dir_ +
@@ -262,18 +263,12 @@ TEST_F(AuthTest, UnauthorizedRefreshesTheExecTokenAndRetriesOnce) {
   auto denied = WhoAmI(**bad);
   ASSERT_FALSE(denied.ok());
   EXPECT_EQ(denied.error().code, Error::Code::kUnauthorized);
-  std::ifstream runs2(dir_ + "/runs2");
-  std::string all2((std::istreambuf_iterator<char>(runs2)), {});
-  EXPECT_EQ(all2, "run\nrun\n");
+  EXPECT_EQ(testenv::ReadFile(dir_ + "/runs2"), "run\nrun\n");
 }
 
 TEST_F(AuthTest, FailingExecPluginIsAClearErrorNotACrash) {
   WritePlugin("#!/bin/sh\necho 'cannot reach the identity provider' >&2\nexit 1\n");
-  Config c = Anonymous();
-  ExecPlugin p;
-  p.api_version = "client.authentication.k8s.io/v1";
-  p.command = dir_ + "/plugin.sh";
-  c.exec = p;
+  Config c = WithPlugin("client.authentication.k8s.io/v1");
   auto client = Client::Create(c);
   ASSERT_TRUE(client.ok());
   auto got = (*client)->Get(resources::Namespaces(), "", "default");

@@ -10,6 +10,7 @@
 
 #include "src/kube/client.h"
 #include "src/kube/internal/rest_metrics.h"
+#include "test/testenv/namespaced_test.h"
 #include "test/testenv/own_cluster.h"
 #include "test/testenv/testenv.h"
 
@@ -28,16 +29,7 @@ std::string Rv(const Object& o) {
   return std::string(o.at("metadata").at("resourceVersion").as_string());
 }
 
-class ClientTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    client_ = testenv::AdminClient();
-    ASSERT_NE(client_, nullptr);
-    ns_ = testenv::TestNamespace();
-  }
-  std::shared_ptr<Client> client_;
-  std::string ns_;
-};
+class ClientTest : public testenv::NamespacedTest {};
 
 TEST_F(ClientTest, ConfigMapCreateGetUpdateDeleteWithTypedErrors) {
   const auto& cm = resources::ConfigMaps();

@@ -3,11 +3,14 @@
 #include "src/kube/events.h"
 
 #include <chrono>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <boost/json.hpp>
 
+#include "test/testenv/namespaced_test.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::kube {
@@ -16,31 +19,38 @@ namespace {
 using std::chrono::milliseconds;
 namespace json = boost::json;
 
-Object MakeConfigMap(Client& client, const std::string& ns, const std::string& name) {
-  Object cm{{"apiVersion", "v1"},
-            {"kind", "ConfigMap"},
-            {"metadata", json::object{{"name", name}, {"namespace", ns}}}};
-  auto created = client.Create(resources::ConfigMaps(), ns, cm);
-  EXPECT_TRUE(created.ok()) << created.error().ToString();
-  return created.ok() ? *created : cm;
-}
+// Each test's admin client, namespace and recorder options (the component every Event names).
+class Events : public testenv::NamespacedTest {
+ protected:
+  Object MakeConfigMap(const std::string& name) {
+    Object cm{{"apiVersion", "v1"},
+              {"kind", "ConfigMap"},
+              {"metadata", json::object{{"name", name}, {"namespace", ns_}}}};
+    auto created = client_->Create(resources::ConfigMaps(), ns_, cm);
+    EXPECT_TRUE(created.ok()) << created.error().ToString();
+    return created.ok() ? *created : cm;
+  }
 
-std::vector<Object> EventsFor(Client& client, const std::string& ns, const std::string& name) {
-  ListOptions lo;
-  lo.field_selector = "involvedObject.name=" + name;
-  auto list = client.List(resources::Events(), ns, lo);
-  EXPECT_TRUE(list.ok()) << list.error().ToString();
-  return list.ok() ? list->items : std::vector<Object>{};
-}
+  std::vector<Object> EventsFor(const std::string& name) {
+    ListOptions lo;
+    lo.field_selector = "involvedObject.name=" + name;
+    auto list = client_->List(resources::Events(), ns_, lo);
+    EXPECT_TRUE(list.ok()) << list.error().ToString();
+    return list.ok() ? list->items : std::vector<Object>{};
+  }
 
-TEST(Events, RepeatsAreAggregatedIntoOneEventWithACount) {
-  auto admin = testenv::AdminClient();
-  const std::string ns = testenv::TestNamespace();
-  Object cm = MakeConfigMap(*admin, ns, "events-aggregated");
-  EventRecorderOptions o;
-  o.component = "hyperslice-test";
+  static EventRecorderOptions Options() {
+    EventRecorderOptions o;
+    o.component = "hyperslice-test";
+    return o;
+  }
+};
+
+TEST_F(Events, RepeatsAreAggregatedIntoOneEventWithACount) {
+  Object cm = MakeConfigMap("events-aggregated");
+  EventRecorderOptions o = Options();
   o.host = "test-host";
-  EventRecorder rec(admin, o);
+  EventRecorder rec(client_, o);
   for (int i = 0; i < 5; ++i) {
     rec.Event(cm, EventType::kWarning, "ProvisioningFailed", "zone us-east5-a is out of capacity");
   }
@@ -51,7 +61,7 @@ TEST(Events, RepeatsAreAggregatedIntoOneEventWithACount) {
   EXPECT_EQ(stats.patched, 4u);
   EXPECT_EQ(stats.failed, 0u);
 
-  auto events = EventsFor(*admin, ns, "events-aggregated");
+  auto events = EventsFor("events-aggregated");
   ASSERT_EQ(events.size(), 2u);
   const Object* warning = nullptr;
   for (const auto& e : events) {
@@ -73,34 +83,28 @@ TEST(Events, RepeatsAreAggregatedIntoOneEventWithACount) {
             std::string(w.at("lastTimestamp").as_string()));
 }
 
-TEST(Events, AFloodAboutOneObjectIsRateLimited) {
-  auto admin = testenv::AdminClient();
-  const std::string ns = testenv::TestNamespace();
-  Object cm = MakeConfigMap(*admin, ns, "events-flood");
-  Object other = MakeConfigMap(*admin, ns, "events-other");
-  EventRecorderOptions o;
-  o.component = "hyperslice-test";
+TEST_F(Events, AFloodAboutOneObjectIsRateLimited) {
+  Object cm = MakeConfigMap("events-flood");
+  Object other = MakeConfigMap("events-other");
+  EventRecorderOptions o = Options();
   o.burst_per_object = 3;
-  EventRecorder rec(admin, o);
+  EventRecorder rec(client_, o);
   for (int i = 0; i < 10; ++i) {
     rec.Event(cm, EventType::kNormal, "Step", "step " + std::to_string(i));
   }
   rec.Event(other, EventType::kNormal, "Step", "another object has its own bucket");
   ASSERT_TRUE(rec.Flush(milliseconds(20000)));
   EXPECT_EQ(rec.stats().dropped_rate_limited, 7u);
-  EXPECT_EQ(EventsFor(*admin, ns, "events-flood").size(), 3u);
-  EXPECT_EQ(EventsFor(*admin, ns, "events-other").size(), 1u);
+  EXPECT_EQ(EventsFor("events-flood").size(), 3u);
+  EXPECT_EQ(EventsFor("events-other").size(), 1u);
 }
 
-TEST(Events, EventNeverBlocksTheCaller) {
-  auto admin = testenv::AdminClient();
-  const std::string ns = testenv::TestNamespace();
-  Object cm = MakeConfigMap(*admin, ns, "events-bounded");
-  EventRecorderOptions o;
-  o.component = "hyperslice-test";
+TEST_F(Events, EventNeverBlocksTheCaller) {
+  Object cm = MakeConfigMap("events-bounded");
+  EventRecorderOptions o = Options();
   o.max_queued = 5;
   o.burst_per_object = 1000;
-  EventRecorder rec(admin, o);
+  EventRecorder rec(client_, o);
   for (int i = 0; i < 200; ++i) {
     rec.Event(cm, EventType::kNormal, "Burst", "message " + std::to_string(i));
   }

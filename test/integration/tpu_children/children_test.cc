@@ -24,6 +24,7 @@
 #include "test/testenv/crds.h"
 #include "test/testenv/eventually.h"
 #include "test/testenv/gce_control.h"
+#include "test/testenv/namespaced_test.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::tpu {
@@ -95,12 +96,10 @@ const auto* const kCrds = ::testing::AddGlobalTestEnvironment(new CrdEnvironment
 
 // --- fixture: simulator + GCE client + manager running the child controllers ------------------
 
-class ChildrenTest : public ::testing::Test {
+class ChildrenTest : public testenv::NamespacedTest {
  protected:
   void SetUp() override {
-    client_ = testenv::AdminClient();
-    ASSERT_NE(client_, nullptr);
-    ns_ = testenv::TestNamespace();
+    ASSERT_NO_FATAL_FAILURE(NamespacedTest::SetUp());
 
     sim::gce::Options so;
     so.operation_latency = 150ms;
@@ -330,8 +329,6 @@ class ChildrenTest : public ::testing::Test {
     return list.ok() ? list->size() : 0;
   }
 
-  std::shared_ptr<kube::Client> client_;
-  std::string ns_;
   std::string group_uid_ = "0a1b2c3d-1111-2222-3333-444455556666";
   std::unique_ptr<sim::gce::Simulator> sim_;
   std::unique_ptr<testenv::GceControl> control_;

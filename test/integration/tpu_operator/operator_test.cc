@@ -19,13 +19,11 @@
 #include <boost/json.hpp>
 
 #include "sim/gce/simulator.h"
-#include "src/base/base64.h"
 #include "src/gce/auth.h"
 #include "src/gce/compute.h"
 #include "src/kube/client.h"
 #include "src/kube/object_helpers.h"
 #include "src/kube/yaml.h"
-#include "src/net/pki.h"
 #include "src/tpu/api.h"
 #include "src/tpu/internal/device_plugin.h"
 #include "src/tpu/internal/nodegroup_spec.h"
@@ -33,6 +31,7 @@
 #include "test/testenv/eventually.h"
 #include "test/testenv/examples.h"
 #include "test/testenv/in_process_operator.h"
+#include "test/testenv/local_webhook.h"
 #include "test/testenv/operator_process.h"
 #include "test/testenv/shell.h"
 #include "test/testenv/testenv.h"
@@ -65,39 +64,12 @@ using testenv::Shell;  // {exit code, stdout+stderr}
 // The validating webhook in-process, registered with the apiserver as deploy/webhook registers it
 // (a URL on loopback instead of the Service). It serves until exit, like the environment.
 Status StartWebhook(const Env& env) {
-  static std::unique_ptr<webhook::Server> server;
-  auto ca = net::pki::MakeCa("tpu-operator-it-ca");
-  if (!ca.ok()) return ca.error();
-  net::pki::CertRequest req;
-  req.common_name = "webhook";
-  req.ip_addresses = {"127.0.0.1"};
-  req.server = true;
-  HS_ASSIGN_OR_RETURN(auto kp, net::pki::Issue(*ca, req));
-  std::ofstream(env.dir / "tls.crt") << kp.cert_pem;
-  std::ofstream(env.dir / "tls.key") << kp.key_pem;
+  static std::unique_ptr<testenv::LocalWebhook> webhook;
   webhook::ServerOptions o;
-  o.tls_cert_file = (env.dir / "tls.crt").string();
-  o.tls_key_file = (env.dir / "tls.key").string();
   o.source = webhook::NewApiObjectSource(env.client);
-  HS_ASSIGN_OR_RETURN(server, webhook::Server::Start(std::move(o)));
-  std::string base = "https://127.0.0.1:" + std::to_string(server->port());
-  static const kube::Resource validating{"admissionregistration.k8s.io", "v1",
-                                         "validatingwebhookconfigurations",
-                                         "ValidatingWebhookConfiguration", false};
-  for (json::object cfg : testenv::YamlFileDocs(HS_DEPLOY_DIR "/webhook/base/webhooks.yaml")) {
-    if (cfg["kind"].as_string() != "ValidatingWebhookConfiguration") continue;
-    for (json::value& hook : cfg["webhooks"].as_array()) {
-      json::object& h = hook.as_object();
-      std::string path(h["clientConfig"].as_object()["service"].as_object()["path"].as_string());
-      h["clientConfig"] =
-          json::object{{"url", base + path}, {"caBundle", Base64Encode(ca->cert_pem)}};
-    }
-    auto created = env.client->Create(validating, "", cfg);
-    if (!created.ok() && created.error().code != Error::Code::kAlreadyExists) {
-      return created.error();
-    }
-  }
-  return OkStatus();
+  HS_ASSIGN_OR_RETURN(webhook, testenv::LocalWebhook::Start("tpu-operator-it", std::move(o)));
+  return webhook->Register(*env.client, HS_DEPLOY_DIR "/webhook/base/webhooks.yaml",
+                           "ValidatingWebhookConfiguration");
 }
 
 // The shared environment with seed 000's reservation in kZone, and the webhook (started once).

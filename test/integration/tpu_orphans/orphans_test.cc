@@ -22,6 +22,7 @@
 #include "src/tpu/api.h"
 #include "src/tpu/internal/orphans.h"
 #include "test/integration/gce/sim_fixture.h"
+#include "test/testenv/namespaced_test.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice::tpu::internal {
@@ -69,13 +70,11 @@ json::object OwnerLabels(const std::string& uid, const std::string& cluster) {
           {kGceLabelGroup, "ns-some-group"}};
 }
 
-class OrphanSweep : public ::testing::Test {
+class OrphanSweep : public testenv::NamespacedTest {
  protected:
   void SetUp() override {
-    client_ = testenv::AdminClient();
-    ASSERT_TRUE(client_);
+    ASSERT_NO_FATAL_FAILURE(NamespacedTest::SetUp());
     ASSERT_TRUE(InstallCrd(*client_).ok());
-    ns_ = testenv::TestNamespace();
 
     sim::gce::Options o;
     o.regions = {kRegion};
@@ -188,8 +187,6 @@ class OrphanSweep : public ::testing::Test {
     return Names(compute_->ListResourcePolicies(kProject, kRegion, {}));
   }
 
-  std::shared_ptr<kube::Client> client_;
-  std::string ns_;
   std::unique_ptr<sim::gce::Simulator> sim_;
   std::unique_ptr<Control> control_;
   std::shared_ptr<gce::Compute> compute_;

@@ -28,128 +28,119 @@ WorkQueueOptions Opts(FakeClock& clock, metrics::Registry* reg = nullptr,
   return o;
 }
 
-TEST(WorkQueue, AddWhileQueuedIsDeduplicated) {
-  FakeClock clock;
-  WorkQueue q(Opts(clock));
-  q.Add("a");
-  q.Add("b");
-  q.Add("a");
-  q.Add("a");
-  EXPECT_EQ(q.Len(), 2u);
-  EXPECT_EQ(q.Get(), "a");
-  EXPECT_EQ(q.Get(), "b");
-  EXPECT_EQ(q.Len(), 0u);
+// A queue with default options on a fake clock.
+class WorkQueueTest : public ::testing::Test {
+ protected:
+  FakeClock clock_;
+  WorkQueue q_{Opts(clock_)};
+};
+
+TEST_F(WorkQueueTest, AddWhileQueuedIsDeduplicated) {
+  q_.Add("a");
+  q_.Add("b");
+  q_.Add("a");
+  q_.Add("a");
+  EXPECT_EQ(q_.Len(), 2u);
+  EXPECT_EQ(q_.Get(), "a");
+  EXPECT_EQ(q_.Get(), "b");
+  EXPECT_EQ(q_.Len(), 0u);
 }
 
-TEST(WorkQueue, AddWhileInFlightIsQueuedOnceAfterDone) {
-  FakeClock clock;
-  WorkQueue q(Opts(clock));
-  q.Add("a");
-  ASSERT_EQ(q.Get(), "a");
-  for (int i = 0; i < 1000; ++i) q.Add("a");
-  EXPECT_EQ(q.Len(), 0u) << "an item in flight must not be handed out again";
-  EXPECT_EQ(q.NumProcessing(), 1u);
-  q.Done("a");
-  EXPECT_EQ(q.Len(), 1u);
-  EXPECT_EQ(q.Get(), "a");
-  q.Done("a");
-  EXPECT_EQ(q.Len(), 0u);
-  EXPECT_EQ(q.NumProcessing(), 0u);
+TEST_F(WorkQueueTest, AddWhileInFlightIsQueuedOnceAfterDone) {
+  q_.Add("a");
+  ASSERT_EQ(q_.Get(), "a");
+  for (int i = 0; i < 1000; ++i) q_.Add("a");
+  EXPECT_EQ(q_.Len(), 0u) << "an item in flight must not be handed out again";
+  EXPECT_EQ(q_.NumProcessing(), 1u);
+  q_.Done("a");
+  EXPECT_EQ(q_.Len(), 1u);
+  EXPECT_EQ(q_.Get(), "a");
+  q_.Done("a");
+  EXPECT_EQ(q_.Len(), 0u);
+  EXPECT_EQ(q_.NumProcessing(), 0u);
 }
 
-TEST(WorkQueue, GetBlocksUntilAnAdd) {
-  FakeClock clock;
-  WorkQueue q(Opts(clock));
+TEST_F(WorkQueueTest, GetBlocksUntilAnAdd) {
   std::atomic<bool> got{false};
   std::thread t([&] {
-    auto item = q.Get();
+    auto item = q_.Get();
     EXPECT_EQ(item, "x");
     got = true;
   });
-  ASSERT_TRUE(Eventually([&] { return q.NumBlocked() == 1; }));
+  ASSERT_TRUE(Eventually([&] { return q_.NumBlocked() == 1; }));
   EXPECT_FALSE(got.load());
-  q.Add("x");
+  q_.Add("x");
   t.join();
   EXPECT_TRUE(got.load());
 }
 
-TEST(WorkQueue, ShutDownHandsOutQueuedItemsThenEnds) {
-  FakeClock clock;
-  WorkQueue q(Opts(clock));
-  q.Add("a");
-  q.Add("b");
-  q.AddAfter("later", seconds(1));
-  q.ShutDown();
-  q.Add("c");  // ignored after shutdown
-  EXPECT_TRUE(q.ShuttingDown());
-  EXPECT_EQ(q.Get(), "a");
-  EXPECT_EQ(q.Get(), "b");
-  EXPECT_EQ(q.Get(), std::nullopt);
-  ASSERT_TRUE(Eventually([&] { return q.NumWaiting() == 0; }))
+TEST_F(WorkQueueTest, ShutDownHandsOutQueuedItemsThenEnds) {
+  q_.Add("a");
+  q_.Add("b");
+  q_.AddAfter("later", seconds(1));
+  q_.ShutDown();
+  q_.Add("c");  // ignored after shutdown
+  EXPECT_TRUE(q_.ShuttingDown());
+  EXPECT_EQ(q_.Get(), "a");
+  EXPECT_EQ(q_.Get(), "b");
+  EXPECT_EQ(q_.Get(), std::nullopt);
+  ASSERT_TRUE(Eventually([&] { return q_.NumWaiting() == 0; }))
       << "delayed items are dropped at shutdown";
-  clock.Advance(seconds(2));
-  EXPECT_EQ(q.Len(), 0u);
-  EXPECT_EQ(q.Get(), std::nullopt);
+  clock_.Advance(seconds(2));
+  EXPECT_EQ(q_.Len(), 0u);
+  EXPECT_EQ(q_.Get(), std::nullopt);
 }
 
-TEST(WorkQueue, ShutDownWakesBlockedGetters) {
-  FakeClock clock;
-  WorkQueue q(Opts(clock));
+TEST_F(WorkQueueTest, ShutDownWakesBlockedGetters) {
   std::vector<std::thread> getters;
   std::atomic<int> ended{0};
   for (int i = 0; i < 4; ++i) {
     getters.emplace_back([&] {
-      if (!q.Get()) ++ended;
+      if (!q_.Get()) ++ended;
     });
   }
-  q.ShutDown();
+  q_.ShutDown();
   for (auto& t : getters) t.join();
   EXPECT_EQ(ended.load(), 4);
 }
 
-TEST(WorkQueue, ShutDownWithDrainWaitsForInFlightItems) {
-  FakeClock clock;
-  WorkQueue q(Opts(clock));
-  q.Add("a");
-  ASSERT_EQ(q.Get(), "a");
+TEST_F(WorkQueueTest, ShutDownWithDrainWaitsForInFlightItems) {
+  q_.Add("a");
+  ASSERT_EQ(q_.Get(), "a");
   std::atomic<bool> drained{false};
   std::thread t([&] {
-    q.ShutDownWithDrain();
+    q_.ShutDownWithDrain();
     drained = true;
   });
-  ASSERT_TRUE(Eventually([&] { return q.NumBlocked() == 1; }))
+  ASSERT_TRUE(Eventually([&] { return q_.NumBlocked() == 1; }))
       << "drain returned while an item was still in flight";
   EXPECT_FALSE(drained.load()) << "drain returned while an item was still in flight";
-  q.Done("a");
+  q_.Done("a");
   t.join();
   EXPECT_TRUE(drained.load());
 }
 
-TEST(WorkQueue, AddAfterQueuesWhenDueAndEarliestDelayWins) {
-  FakeClock clock;
-  WorkQueue q(Opts(clock));
-  q.AddAfter("a", seconds(10));
-  q.AddAfter("a", seconds(3));   // earlier: wins
-  q.AddAfter("a", seconds(20));  // later: ignored
-  EXPECT_EQ(q.NumWaiting(), 1u);
-  clock.Advance(milliseconds(2999));
-  ASSERT_TRUE(DelaysChecked(q, clock));
-  EXPECT_EQ(q.Len(), 0u);
-  EXPECT_EQ(q.NumWaiting(), 1u);
-  clock.Advance(milliseconds(1));
-  ASSERT_TRUE(Eventually([&] { return q.Len() == 1; }));
-  EXPECT_EQ(q.Get(), "a");
-  q.Done("a");
-  clock.Advance(seconds(30));
-  ASSERT_TRUE(DelaysChecked(q, clock));
-  EXPECT_EQ(q.Len(), 0u) << "superseded delays must not add the item again";
+TEST_F(WorkQueueTest, AddAfterQueuesWhenDueAndEarliestDelayWins) {
+  q_.AddAfter("a", seconds(10));
+  q_.AddAfter("a", seconds(3));   // earlier: wins
+  q_.AddAfter("a", seconds(20));  // later: ignored
+  EXPECT_EQ(q_.NumWaiting(), 1u);
+  clock_.Advance(milliseconds(2999));
+  ASSERT_TRUE(DelaysChecked(q_, clock_));
+  EXPECT_EQ(q_.Len(), 0u);
+  EXPECT_EQ(q_.NumWaiting(), 1u);
+  clock_.Advance(milliseconds(1));
+  ASSERT_TRUE(Eventually([&] { return q_.Len() == 1; }));
+  EXPECT_EQ(q_.Get(), "a");
+  q_.Done("a");
+  clock_.Advance(seconds(30));
+  ASSERT_TRUE(DelaysChecked(q_, clock_));
+  EXPECT_EQ(q_.Len(), 0u) << "superseded delays must not add the item again";
 }
 
-TEST(WorkQueue, AddAfterWithoutDelayAddsAtOnce) {
-  FakeClock clock;
-  WorkQueue q(Opts(clock));
-  q.AddAfter("a", milliseconds(0));
-  EXPECT_EQ(q.Len(), 1u);
+TEST_F(WorkQueueTest, AddAfterWithoutDelayAddsAtOnce) {
+  q_.AddAfter("a", milliseconds(0));
+  EXPECT_EQ(q_.Len(), 1u);
 }
 
 TEST(RateLimiter, ItemExponentialDoublesFromBaseAndCaps) {
