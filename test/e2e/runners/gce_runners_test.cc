@@ -52,6 +52,7 @@
 #include "test/testenv/log_capture.h"
 #include "test/testenv/registry.h"
 #include "test/testenv/runners_env.h"
+#include "test/testenv/runners_suite.h"
 
 namespace hyperslice {
 namespace {
@@ -174,7 +175,7 @@ class VmBoot {
   std::thread thread_;
 };
 
-class GceRunnersTest : public ::testing::Test {
+class GceRunnersTest : public testenv::RunnersSuite<GceRunnersTest> {
  protected:
   static void SetUpTestSuite() {
     skip_ = testenv::RunnerToolsMissing();
@@ -234,34 +235,17 @@ class GceRunnersTest : public ::testing::Test {
     log_.reset();
   }
 
-  void SetUp() override {
-    if (!skip_.empty()) GTEST_SKIP() << skip_;
-  }
-
-  static void Create(const kube::Resource& r, const std::string& ns, const std::string& body) {
-    Status created = env_->Create(r, ns, body);
-    ASSERT_TRUE(created.ok()) << created.error().message;
-  }
   static void CreateRunner(const std::string& name, const std::string& gce) {
     Status st = env_->CreateRunner(name, kControlNode, "gce", gce);
     ASSERT_TRUE(st.ok()) << st.error().message;
   }
-  static std::optional<json::object> Get(const kube::Resource& r, const std::string& ns,
-                                         const std::string& name) {
-    return env_->Get(r, ns, name);
-  }
   static int64_t NodeMilli(const char* which, const char* res) {
     return env_->NodeMilli(kControlNode, which, res);
   }
-  static std::string RunnerPhase(const std::string& name) { return env_->RunnerPhase(name); }
   static std::optional<json::object> Instance(const std::string& zone, const std::string& name) {
     auto got = compute_->GetInstance(kProject, zone, name);
     if (!got.ok()) return std::nullopt;
     return *got;
-  }
-  static std::string Condition(const std::string& runner, const std::string& type,
-                               std::string* message = nullptr) {
-    return env_->RunnerCondition(runner, type, message);
   }
   // The simulator's control endpoint (counters, stockouts, latency).
   static json::value SimControl(const std::string& method, const std::string& path,
@@ -297,8 +281,6 @@ class GceRunnersTest : public ::testing::Test {
     return out + boot_->Logs();
   }
 
-  static inline std::string skip_;
-  static inline std::unique_ptr<testenv::RunnersEnv> env_;
   static inline std::unique_ptr<sim::gce::Simulator> sim_;
   static inline std::shared_ptr<gce::Compute> compute_;
   static inline std::unique_ptr<VmBoot> boot_;
@@ -348,10 +330,7 @@ TEST_F(GceRunnersTest, RunnersInTwoRegionsGetInstancesLinkRunAPodAndLeaveWithThe
       << Diagnostics();
   ASSERT_TRUE(Eventually([] { return NodeMilli("capacity", "cpu") == 8000; }, 30s))
       << NodeMilli("capacity", "cpu");
-  std::cout << "two spec.gce runners linked "
-            << std::chrono::duration_cast<std::chrono::milliseconds>(
-                   std::chrono::steady_clock::now() - start)
-                   .count()
+  std::cout << "two spec.gce runners linked " << MsSince(start)
             << " ms after their Runners were created\n";
   for (const char* r : {"gce-us", "gce-eu"}) {
     auto o = *Get(cn::Runners(), "", r);
@@ -465,8 +444,7 @@ TEST_F(GceRunnersTest, AStockoutIsAConditionAndAnEventAndLeavesNoInstance) {
   // The Warning Event names GCE's reason.
   ASSERT_TRUE(Eventually(
       [] {
-        return env_->WarningEvent("gce-stockout", "InstanceCreateFailed",
-                                  "ZONE_RESOURCE_POOL_EXHAUSTED");
+        return WarningEvent("gce-stockout", "InstanceCreateFailed", "ZONE_RESOURCE_POOL_EXHAUSTED");
       },
       30s));
   // The retries back off (1 s, then 2 s: retry_initial and retry_max) and none leaves an

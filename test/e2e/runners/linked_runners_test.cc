@@ -31,6 +31,7 @@
 #include "test/testenv/registry.h"
 #include "test/testenv/runner_agent.h"
 #include "test/testenv/runners_env.h"
+#include "test/testenv/runners_suite.h"
 #include "test/testenv/testenv.h"
 
 namespace hyperslice {
@@ -116,7 +117,7 @@ AuditTally TallyAuditLog(const std::string& path, const std::vector<std::string>
   return t;
 }
 
-class LinkedRunnersTest : public ::testing::Test {
+class LinkedRunnersTest : public testenv::RunnersSuite<LinkedRunnersTest> {
  protected:
   static void SetUpTestSuite() {
     skip_ = testenv::RunnerToolsMissing();
@@ -184,22 +185,10 @@ class LinkedRunnersTest : public ::testing::Test {
   }
   static constexpr char kEuPodCidr[] = "192.0.2.128/26";
   static constexpr char kUsPodCidr[] = "192.0.2.192/26";
-  void SetUp() override {
-    if (!skip_.empty()) GTEST_SKIP() << skip_;
-  }
 
-  static void Create(const kube::Resource& r, const std::string& ns, const std::string& body) {
-    Status created = env_->Create(r, ns, body);
-    ASSERT_TRUE(created.ok()) << created.error().message;
-  }
-  static std::optional<json::object> Get(const kube::Resource& r, const std::string& ns,
-                                         const std::string& name) {
-    return env_->Get(r, ns, name);
-  }
   static int64_t NodeMilli(const char* which, const char* res) {
     return env_->NodeMilli(kControlNode, which, res);
   }
-  static std::string RunnerPhase(const std::string& name) { return env_->RunnerPhase(name); }
   // The pods of a Job.
   static std::vector<json::object> JobPods(const std::string& job) {
     kube::ListOptions lo;
@@ -226,8 +215,6 @@ class LinkedRunnersTest : public ::testing::Test {
            R"(,"resources":{"requests":{"cpu":"1","memory":"64Mi"}}}]}}}})";
   }
 
-  static inline std::string skip_;
-  static inline std::unique_ptr<testenv::RunnersEnv> env_;
   static inline std::unique_ptr<testenv::RunnerAgent> eu_, us_;
 };
 

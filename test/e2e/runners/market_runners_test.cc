@@ -68,6 +68,7 @@
 #include "test/testenv/files.h"
 #include "test/testenv/log_capture.h"
 #include "test/testenv/runners_env.h"
+#include "test/testenv/runners_suite.h"
 #include "test/testenv/testenv.h"
 
 extern char** environ;
@@ -216,7 +217,7 @@ class Containers {
   std::map<std::string, std::string> log_of_;
 };
 
-class MarketRunnersTest : public ::testing::Test {
+class MarketRunnersTest : public testenv::RunnersSuite<MarketRunnersTest> {
  protected:
   static void SetUpTestSuite() {
     skip_ = testenv::RunnerToolsMissing();
@@ -303,14 +304,6 @@ class MarketRunnersTest : public ::testing::Test {
     log_.reset();
   }
 
-  void SetUp() override {
-    if (!skip_.empty()) GTEST_SKIP() << skip_;
-  }
-
-  static void Create(const kube::Resource& r, const std::string& ns, const std::string& body) {
-    Status st = env_->Create(r, ns, body);
-    ASSERT_TRUE(st.ok()) << st.error().message << "\n" << body;
-  }
   // A GPUNodeClass with one provider: the RunPod simulator ("runpod") or Vast's ("vastai").
   static void CreateClass(const std::string& name, const std::string& provider) {
     const bool runpod = provider == "runpod";
@@ -323,19 +316,6 @@ class MarketRunnersTest : public ::testing::Test {
   static void CreateRunner(const std::string& name, const std::string& marketplace) {
     Status st = env_->CreateRunner(name, kControlNode, "marketplace", marketplace);
     ASSERT_TRUE(st.ok()) << st.error().message;
-  }
-  static std::optional<json::object> Get(const kube::Resource& r, const std::string& ns,
-                                         const std::string& name) {
-    return env_->Get(r, ns, name);
-  }
-  static std::string RunnerPhase(const std::string& name) { return env_->RunnerPhase(name); }
-  static std::string Condition(const std::string& runner, const std::string& type,
-                               std::string* message = nullptr) {
-    return env_->RunnerCondition(runner, type, message);
-  }
-  static bool WarningEvent(const std::string& object, const std::string& reason,
-                           const std::string& text) {
-    return env_->WarningEvent(object, reason, text);
   }
   // A pod tolerating the control node runs to completion on the (only) linked runner, then goes.
   static void RunsAPod(const std::string& name) {
@@ -424,10 +404,8 @@ class MarketRunnersTest : public ::testing::Test {
            json::serialize(vast_->market().Dump()) + "\n" + containers_->Logs();
   }
 
-  static inline std::string skip_;
   static inline std::string link_address_;
   static inline std::unique_ptr<sim::market::MarketSimulator> runpod_, vast_;
-  static inline std::unique_ptr<testenv::RunnersEnv> env_;
   static inline std::unique_ptr<Containers> containers_;
   static inline std::map<std::string, std::unique_ptr<sim::gpumachine::Fleet>> fleets_;
   static inline std::unique_ptr<testenv::LogCapture> log_;
@@ -438,10 +416,7 @@ TEST_F(MarketRunnersTest, ARentedContainerLinksRunsAPodAndIsReturnedWithItsRunne
   CreateRunner("market-a", R"({"gpuNodeClass":")" + std::string(kClass) +
                                R"(","gpuType":"RTX4090","gpuCount":1})");
   ASSERT_TRUE(Eventually([] { return RunnerPhase("market-a") == "Linked"; }, 90s)) << Diagnostics();
-  std::cout << "a spec.marketplace runner linked "
-            << std::chrono::duration_cast<std::chrono::milliseconds>(
-                   std::chrono::steady_clock::now() - start)
-                   .count()
+  std::cout << "a spec.marketplace runner linked " << MsSince(start)
             << " ms after its Runner was created\n";
 
   // One machine, the cheapest RTX 4090 container offer, recorded in the Runner's status.
@@ -523,11 +498,7 @@ TEST_F(MarketRunnersTest, AVastContainerLinksThroughItsPublishedPortRunsAPodAndI
                R"({"gpuNodeClass":")" + std::string(kVastClass) + R"(","gpuType":"RTX4090"})");
   ASSERT_TRUE(Eventually([] { return RunnerPhase("market-vast") == "Linked"; }, 90s))
       << Diagnostics();
-  std::cout << "a Vast.ai runner linked "
-            << std::chrono::duration_cast<std::chrono::milliseconds>(
-                   std::chrono::steady_clock::now() - start)
-                   .count()
-            << " ms after its Runner was created\n";
+  std::cout << "a Vast.ai runner linked " << MsSince(start) << " ms after its Runner was created\n";
   std::vector<sim::market::Instance> live;
   for (auto& i : vast_->market().List("")) {
     if (i.state != sim::market::State::kTerminated) live.push_back(i);
@@ -654,10 +625,7 @@ TEST_F(MarketRunnersTest, AClassDeletedBeforeItsRunnerWaitsUntilTheMachineIsRetu
   EXPECT_EQ(runpod_->market().Get(id)->state, sim::market::State::kTerminated);
   ASSERT_TRUE(Eventually([&] { return !Get(gpu::GPUNodeClasses(), "", kDoomed); }, 30s))
       << Diagnostics();
-  std::cout << "class deleted first: Runner and class gone "
-            << std::chrono::duration_cast<std::chrono::milliseconds>(
-                   std::chrono::steady_clock::now() - deleted)
-                   .count()
+  std::cout << "class deleted first: Runner and class gone " << MsSince(deleted)
             << " ms after the class's delete\n";
   EXPECT_TRUE(Live().empty()) << Diagnostics();
 }

@@ -49,6 +49,7 @@
 #include "test/testenv/registry.h"
 #include "test/testenv/runner_agent.h"
 #include "test/testenv/runners_env.h"
+#include "test/testenv/runners_suite.h"
 #include "test/testenv/testenv.h"
 #include "test/unit/runners_attest/signing.h"
 
@@ -73,7 +74,7 @@ std::vector<std::string> FleetFlags(const std::string& registry) {
   return {"--insecure-registry", registry, "--capacity", "cpu=4", "--capacity", "memory=8Gi"};
 }
 
-class SealedRunnersTest : public ::testing::Test {
+class SealedRunnersTest : public testenv::RunnersSuite<SealedRunnersTest> {
  protected:
   static void SetUpTestSuite() {
     skip_ = testenv::RunnerToolsMissing();
@@ -222,19 +223,6 @@ class SealedRunnersTest : public ::testing::Test {
     bad_tpm_.reset();
   }
 
-  void SetUp() override {
-    if (!skip_.empty()) GTEST_SKIP() << skip_;
-  }
-
-  static void Create(const kube::Resource& r, const std::string& ns, const std::string& body) {
-    Status created = env_->Create(r, ns, body);
-    ASSERT_TRUE(created.ok()) << created.error().message;
-  }
-  static std::optional<json::object> Get(const kube::Resource& r, const std::string& ns,
-                                         const std::string& name) {
-    return env_->Get(r, ns, name);
-  }
-  static std::string RunnerPhase(const std::string& name) { return env_->RunnerPhase(name); }
   // The Runner's condition of `type`: status and message ("" when absent).
   static std::pair<std::string, std::string> Condition(const std::string& runner,
                                                        const std::string& type) {
@@ -300,11 +288,9 @@ class SealedRunnersTest : public ::testing::Test {
     return operator_log_;
   }
 
-  static inline std::string skip_;
   static inline runners::attest::testing::SigningKey signing_key_;
   static inline std::mutex log_mu_;
   static inline std::string operator_log_;
-  static inline std::unique_ptr<testenv::RunnersEnv> env_;
   static inline std::string ca_pem_, issuer_url_, config_digest_, reference_values_yaml_;
   static inline std::unique_ptr<Swtpm> good_tpm_, bad_tpm_;
   static inline std::unique_ptr<testenv::RunnerAgent> good_, bad_;
