@@ -9,7 +9,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -23,7 +22,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "test/testenv/piped_child.h"
 #include "test/testenv/processes.h"
+#include "test/testenv/shell.h"
 
 namespace hyperslice::dev_test {
 namespace {
@@ -42,20 +43,25 @@ std::string Quote(const std::string& s) {
   return q + "'";
 }
 
+// Runs a command line through the shell: its exit code and stdout+stderr (testenv::Shell).
+DevRun Shell(const std::string& cmd) {
+  auto [code, output] = testenv::Shell(cmd);
+  return {code, std::move(output)};
+}
+
 // Runs the binary with a hard time limit (coreutils timeout: 124 when it fired).
 DevRun RunDev(const std::vector<std::string>& args, int limit_seconds) {
   std::string cmd = "timeout -s INT -k 30 " + std::to_string(limit_seconds) + " " +
                     Quote(HS_HYPERSLICE_BIN) + " dev";
   for (const auto& a : args) cmd += " " + Quote(a);
-  cmd += " 2>&1";
-  DevRun r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  while (size_t n = std::fread(buf.data(), 1, buf.size(), p)) r.output.append(buf.data(), n);
-  int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return Shell(cmd);
+}
+
+// `hyperslice dev <args>` with its stdout and stderr into a pipe (testenv::SpawnPiped).
+testenv::PipedChild SpawnDev(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {HS_HYPERSLICE_BIN, "dev"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return testenv::SpawnPiped(std::move(argv), /*with_stderr=*/true);
 }
 
 bool HaveKubectl() { return std::system("kubectl version --client >/dev/null 2>&1") == 0; }
@@ -204,28 +210,19 @@ TEST_F(DevRole, SingleHostV6eExampleReachesReadyWithOneNode) { ExpectReadyRun("v
 // Ctrl-C while the slice is still provisioning (long simulated operations) stops everything and
 // exits 0.
 TEST_F(DevRole, SigintWhileWaitingStopsEverything) {
-  int out[2];
-  ASSERT_EQ(::pipe(out), 0);
-  pid_t dev = ::fork();
+  const testenv::PipedChild child =
+      SpawnDev({"--work-dir", work_dir_, "--sim-latency-ms", "60000"});
+  const pid_t dev = child.pid;
+  const int out = child.out;
   ASSERT_GE(dev, 0);
-  if (dev == 0) {
-    ::dup2(out[1], 1);
-    ::dup2(out[1], 2);
-    ::close(out[0]);
-    ::close(out[1]);
-    ::execl(HS_HYPERSLICE_BIN, HS_HYPERSLICE_BIN, "dev", "--work-dir", work_dir_.c_str(),
-            "--sim-latency-ms", "60000", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::close(out[1]);
   std::string seen;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
   while (seen.find("Press Ctrl-C") == std::string::npos &&
          std::chrono::steady_clock::now() < deadline) {
-    pollfd p{.fd = out[0], .events = POLLIN};
+    pollfd p{.fd = out, .events = POLLIN};
     if (::poll(&p, 1, 500) <= 0) continue;
     char chunk[512];
-    ssize_t n = ::read(out[0], chunk, sizeof chunk);
+    ssize_t n = ::read(out, chunk, sizeof chunk);
     if (n <= 0) break;
     seen.append(chunk, static_cast<size_t>(n));
   }
@@ -236,24 +233,12 @@ TEST_F(DevRole, SigintWhileWaitingStopsEverything) {
   ASSERT_EQ(::waitpid(dev, &status, 0), dev);
   char chunk[4096];
   ssize_t n = 0;
-  while ((n = ::read(out[0], chunk, sizeof chunk)) > 0) seen.append(chunk, static_cast<size_t>(n));
-  ::close(out[0]);
+  while ((n = ::read(out, chunk, sizeof chunk)) > 0) seen.append(chunk, static_cast<size_t>(n));
+  ::close(out);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << "\n" << seen;
   EXPECT_THAT(seen, HasSubstr("stopping (signal 2)"));
   EXPECT_THAT(seen, ::testing::Not(HasSubstr("is Ready after")));
   EXPECT_TRUE(ProcessesMentioning(work_dir_).empty());
-}
-
-// Runs a command through the shell; its exit code and stdout+stderr.
-DevRun Shell(const std::string& cmd) {
-  DevRun r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  while (size_t n = std::fread(buf.data(), 1, buf.size(), p)) r.output.append(buf.data(), n);
-  int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
 }
 
 // Mount points at or below `dir`.
@@ -271,27 +256,18 @@ int MountsUnder(const std::string& dir) {
 // real container on one of them — then Ctrl-C, after which nothing of it is left: no process, no
 // container, no network namespace, no mount, no temporary folder.
 TEST_F(DevRole, RunnersExampleRunsTheJobOnALinkedRunnerAndCtrlCLeavesNothing) {
-  int out[2];
-  ASSERT_EQ(::pipe(out), 0);
-  pid_t dev = ::fork();
+  const testenv::PipedChild child =
+      SpawnDev({"--example", "runners", "--work-dir", work_dir_, "--ready-timeout", "240"});
+  const pid_t dev = child.pid;
+  const int out = child.out;
   ASSERT_GE(dev, 0);
-  if (dev == 0) {
-    ::dup2(out[1], 1);
-    ::dup2(out[1], 2);
-    ::close(out[0]);
-    ::close(out[1]);
-    ::execl(HS_HYPERSLICE_BIN, HS_HYPERSLICE_BIN, "dev", "--example", "runners", "--work-dir",
-            work_dir_.c_str(), "--ready-timeout", "240", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::close(out[1]);
   const auto t0 = std::chrono::steady_clock::now();
   std::string seen;
   auto read_some = [&](int timeout_ms) {
-    pollfd p{.fd = out[0], .events = POLLIN};
+    pollfd p{.fd = out, .events = POLLIN};
     if (::poll(&p, 1, timeout_ms) <= 0) return true;
     char chunk[4096];
-    ssize_t n = ::read(out[0], chunk, sizeof chunk);
+    ssize_t n = ::read(out, chunk, sizeof chunk);
     if (n <= 0) return false;
     seen.append(chunk, static_cast<size_t>(n));
     return true;
@@ -307,7 +283,7 @@ TEST_F(DevRole, RunnersExampleRunsTheJobOnALinkedRunnerAndCtrlCLeavesNothing) {
       ::kill(dev, SIGINT);
       ::waitpid(dev, &status, 0);
     }
-    ::close(out[0]);
+    ::close(out);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 2 &&
         seen.find("cannot run here") != std::string::npos) {
       EXPECT_THAT(seen, HasSubstr("scripts/deps.sh"));
@@ -363,7 +339,7 @@ TEST_F(DevRole, RunnersExampleRunsTheJobOnALinkedRunnerAndCtrlCLeavesNothing) {
   ASSERT_EQ(::kill(dev, SIGINT), 0);
   while (read_some(500)) {
   }
-  ::close(out[0]);
+  ::close(out);
   int status = 0;
   ASSERT_EQ(::waitpid(dev, &status, 0), dev);
   std::printf("hyperslice dev --example runners: stopped %.1f s after SIGINT\n",

@@ -26,6 +26,7 @@
 
 #include "src/localcluster/localcluster.h"
 #include "test/testenv/eventually.h"
+#include "test/testenv/piped_child.h"
 #include "test/testenv/processes.h"
 #include "test/testenv/testenv.h"
 
@@ -340,20 +341,11 @@ TEST(Ownership, NoProcessOutlivesKilledOwner) {
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   std::string work_dir = tmpl;
 
-  int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  pid_t helper = fork();
+  const testenv::PipedChild child = testenv::SpawnPiped({HS_OWNER_HELPER, work_dir});
+  const pid_t helper = child.pid;
   ASSERT_GE(helper, 0);
-  if (helper == 0) {
-    dup2(out[1], 1);
-    close(out[0]);
-    close(out[1]);
-    execl(HS_OWNER_HELPER, HS_OWNER_HELPER, work_dir.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(out[1]);
-  std::string line = ReadHelperLine(out[0], std::chrono::seconds(300));
-  close(out[0]);
+  std::string line = ReadHelperLine(child.out, std::chrono::seconds(300));
+  close(child.out);
   ASSERT_EQ(line.rfind("PIDS ", 0), 0u) << "helper said: " << line;
   std::vector<pid_t> pids;
   std::istringstream in(line.substr(5));
@@ -411,28 +403,20 @@ TEST(DevRole, RunsUntilSigintThenStopsEveryProcess) {
   char tmpl[] = "/tmp/hyperslice-devint-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   std::string work_dir = tmpl;
-  int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  pid_t dev = fork();
+  const testenv::PipedChild child =
+      testenv::SpawnPiped({HS_HYPERSLICE_BIN, "dev", "--work-dir", work_dir});
+  const pid_t dev = child.pid;
+  const int out = child.out;
   ASSERT_GE(dev, 0);
-  if (dev == 0) {
-    dup2(out[1], 1);
-    close(out[0]);
-    close(out[1]);
-    execl(HS_HYPERSLICE_BIN, HS_HYPERSLICE_BIN, "dev", "--work-dir", work_dir.c_str(),
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(out[1]);
   // Wait for the prompt that follows readiness.
   std::string seen;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
   while (seen.find("Press Ctrl-C") == std::string::npos &&
          std::chrono::steady_clock::now() < deadline) {
-    pollfd p{.fd = out[0], .events = POLLIN};
+    pollfd p{.fd = out, .events = POLLIN};
     if (poll(&p, 1, 500) <= 0) continue;
     char chunk[512];
-    ssize_t n = read(out[0], chunk, sizeof chunk);
+    ssize_t n = read(out, chunk, sizeof chunk);
     if (n <= 0) break;
     seen.append(chunk, static_cast<size_t>(n));
   }
@@ -447,7 +431,7 @@ TEST(DevRole, RunsUntilSigintThenStopsEveryProcess) {
   ASSERT_EQ(kill(dev, SIGINT), 0);
   int status = 0;
   ASSERT_EQ(waitpid(dev, &status, 0), dev);
-  close(out[0]);
+  close(out);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
   EXPECT_TRUE(ProcessesMentioning(work_dir).empty());
   std::error_code ec;

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "test/integration/sim_gce/sim_fixture.h"
+#include "test/testenv/piped_child.h"
 
 namespace hyperslice::sim::gce::testing {
 namespace {
@@ -22,24 +23,14 @@ TEST(SimRoleTest, ServesTheEndpointsItPrintsUntilSigterm) {
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   std::string dir = tmpl;
   std::ofstream(dir + "/token") << "role-token\n";
-  int out_pipe[2];
-  ASSERT_EQ(pipe(out_pipe), 0);
-  pid_t pid = fork();
+  const testenv::PipedChild child = testenv::SpawnPiped(
+      {HS_BINARY, "--log-level=warn", "sim", "gce", "--project=proj-a", "--region=europe-west4",
+       "--capacity=europe-west4-a/ct6e-standard-4t=0",
+       "--reservation=europe-west4-a/res-1/ct6e-standard-4t=8", "--operation-latency-ms=0",
+       "--boot-latency-ms=0", "--static-token-file", dir + "/token"});
+  const pid_t pid = child.pid;
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    dup2(out_pipe[1], 1);
-    close(out_pipe[0]);
-    close(out_pipe[1]);
-    std::string token_file = dir + "/token";
-    execl(HS_BINARY, HS_BINARY, "--log-level=warn", "sim", "gce", "--project=proj-a",
-          "--region=europe-west4", "--capacity=europe-west4-a/ct6e-standard-4t=0",
-          "--reservation=europe-west4-a/res-1/ct6e-standard-4t=8", "--operation-latency-ms=0",
-          "--boot-latency-ms=0", "--static-token-file", token_file.c_str(),
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(out_pipe[1]);
-  FILE* out = fdopen(out_pipe[0], "r");
+  FILE* out = fdopen(child.out, "r");
   char line[4096] = {0};
   ASSERT_NE(fgets(line, sizeof line, out), nullptr) << "no endpoints printed";
   boost::system::error_code ec;
