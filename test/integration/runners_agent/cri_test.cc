@@ -323,17 +323,8 @@ TEST_F(CriAgentTest, ExecThroughTheRuntimesStreamingServerWithAndWithoutATermina
   EXPECT_EQ(r.code, 3);
   EXPECT_EQ(ExecIn(*stub, "cri-exec", {"/hstest", "tty"}).out, "tty=no\n");
   EXPECT_EQ(ExecIn(*stub, "cri-exec", {"/hstest"}).code, 0);
-  // With a terminal: the command sees one, its exit code comes back.
-  auto plain = ExecIn(*stub, "cri-exec", {"/hstest", "tty", "exit:3"}, /*tty=*/true);
-  EXPECT_EQ(plain.error, "");
-  EXPECT_EQ(plain.code, 3);
-  EXPECT_NE(plain.out.find("tty=yes"), std::string::npos) << plain.out;
-  // Resized, then a line typed (echoed by the terminal), read by the command.
-  auto typed = ExecIn(*stub, "cri-exec", {"/hstest", "readline", "tty", "exit:5"}, /*tty=*/true,
-                      "hello-cri\r", {100, 40});
-  EXPECT_EQ(typed.code, 5);
-  EXPECT_NE(typed.out.find("line=hello-cri"), std::string::npos) << typed.out;
-  EXPECT_NE(typed.out.find("tty=yes rows=40 cols=100"), std::string::npos) << typed.out;
+  // With a terminal: the command sees one, its exit code comes back; resized, a line typed.
+  ExpectTerminalExec(*stub, "cri-exec", "hello-cri");
   // A command that cannot start is an exit with an error, not a failed call.
   auto missing = ExecIn(*stub, "cri-exec", {"/no-such-command"});
   EXPECT_NE(missing.code, 0);

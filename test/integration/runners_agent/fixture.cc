@@ -247,4 +247,17 @@ ExecResult ExecIn(v1::RunnerAgent::Stub& stub, const std::string& uid,
   return res;
 }
 
+void ExpectTerminalExec(v1::RunnerAgent::Stub& stub, const std::string& uid,
+                        const std::string& line) {
+  auto plain = ExecIn(stub, uid, {"/hstest", "tty", "exit:3"}, /*tty=*/true);
+  EXPECT_EQ(plain.error, "");
+  EXPECT_EQ(plain.code, 3);
+  EXPECT_NE(plain.out.find("tty=yes"), std::string::npos) << plain.out;
+  auto typed = ExecIn(stub, uid, {"/hstest", "readline", "tty", "exit:5"}, /*tty=*/true,
+                      line + "\r", {100, 40});
+  EXPECT_EQ(typed.code, 5);
+  EXPECT_NE(typed.out.find("line=" + line), std::string::npos) << typed.out;
+  EXPECT_NE(typed.out.find("tty=yes rows=40 cols=100"), std::string::npos) << typed.out;
+}
+
 }  // namespace hyperslice::runners::testing

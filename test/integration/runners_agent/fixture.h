@@ -114,6 +114,10 @@ struct ExecResult {
 ExecResult ExecIn(v1::RunnerAgent::Stub& stub, const std::string& uid,
                   const std::vector<std::string>& command, bool tty = false,
                   const std::string& input = "", std::pair<int, int> resize = {0, 0});
+// A command run with a terminal in pod `uid`'s container: it sees one and its exit code comes
+// back; resized to 100x40, then `line` typed (echoed by the terminal) and read by the command.
+void ExpectTerminalExec(v1::RunnerAgent::Stub& stub, const std::string& uid,
+                        const std::string& line);
 // The runtime's containers (ids) under `root`.
 inline std::vector<std::string> RuntimeList(const std::string& root) {
   return testenv::RuncContainers(root);

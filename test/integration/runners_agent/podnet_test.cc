@@ -116,17 +116,9 @@ TEST_F(PodNetworkTest, ExecWithATerminal) {
   ASSERT_TRUE(
       WaitFor(*stub, "tty-a", [](const v1::PodStatus& p) { return p.phase() == "Running"; }));
   // Without input: the command sees a terminal (its size is runc's to copy a moment after the
-  // start, as with any runtime: not checked here) and its exit code comes back.
-  auto plain = ExecIn(*stub, "tty-a", {"/hstest", "tty", "exit:3"}, /*tty=*/true);
-  EXPECT_EQ(plain.error, "");
-  EXPECT_EQ(plain.code, 3);
-  EXPECT_NE(plain.out.find("tty=yes"), std::string::npos) << plain.out;
-  // Resized, then a line typed (echoed by the terminal), read by the command.
-  auto typed = ExecIn(*stub, "tty-a", {"/hstest", "readline", "tty", "exit:5"}, /*tty=*/true,
-                      "hello-tty\r", {100, 40});
-  EXPECT_EQ(typed.code, 5);
-  EXPECT_NE(typed.out.find("line=hello-tty"), std::string::npos) << typed.out;
-  EXPECT_NE(typed.out.find("tty=yes rows=40 cols=100"), std::string::npos) << typed.out;
+  // start, as with any runtime: not checked here) and its exit code comes back; resized, then a
+  // line typed (echoed by the terminal), read by the command.
+  ExpectTerminalExec(*stub, "tty-a", "hello-tty");
   // Without a terminal the command sees none (and its stderr stays apart).
   auto piped = ExecIn(*stub, "tty-a", {"/hstest", "tty"});
   EXPECT_EQ(piped.out, "tty=no\n");
