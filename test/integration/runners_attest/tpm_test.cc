@@ -18,6 +18,10 @@ using testing::Swtpm;
 constexpr std::string_view kAgentBinary =
     "\x7f"
     "ELF agent build 1";
+// The same agent after a change: what a reference value must catch.
+constexpr std::string_view kPatchedAgentBinary =
+    "\x7f"
+    "ELF agent build 2 (patched)";
 constexpr std::string_view kAgentConfig = R"({"mode":"sealed","link":"https://127.0.0.1:1"})";
 constexpr std::string_view kImage =
     "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -74,6 +78,11 @@ class SealedRunnerTest : public ::testing::Test {
   Result<Evidence> QuoteFor(std::string_view nonce) {
     return prover_->Quote(nonce, "tee-public-key", {kAgentPcr, kWorkloadPcr});
   }
+  // The verifier's appraisal of `evidence` against the enrolled AK and the reference values.
+  Result<Appraisal> Appraise(const Evidence& evidence, std::string_view nonce,
+                             std::string_view tee_key = "tee-public-key") {
+    return AppraiseQuote(ak_, evidence, nonce, tee_key, reference_);
+  }
 
   std::unique_ptr<Swtpm> tpm_;
   std::unique_ptr<Prover> prover_;
@@ -101,7 +110,7 @@ TEST_F(SealedRunnerTest, QuoteOverExpectedMeasurementsVerifies) {
     auto log = EventLogFromJson(EventLogToJson(evidence->event_log));
     ASSERT_TRUE(log.ok());
     evidence->event_log = *log;
-    auto appraisal = AppraiseQuote(ak_, *evidence, nonce, "tee-public-key", reference_);
+    auto appraisal = Appraise(*evidence, nonce);
     ASSERT_TRUE(appraisal.ok()) << appraisal.error().ToString();
     EXPECT_TRUE(appraisal->ok()) << appraisal->mismatches[0].ToString();
     EXPECT_EQ(appraisal->measurements.size(), 4u);
@@ -116,21 +125,18 @@ TEST_F(SealedRunnerTest, QuoteOverExpectedMeasurementsVerifies) {
 }
 
 TEST_F(SealedRunnerTest, ChangedAgentBinaryIsNamedWithExpectedAndGot) {
-  MeasureRunner(
-      "\x7f"
-      "ELF agent build 2 (patched)");
+  MeasureRunner(kPatchedAgentBinary);
   std::string nonce = nonces_.Issue();
   auto evidence = QuoteFor(nonce);
   ASSERT_TRUE(evidence.ok());
-  auto appraisal = AppraiseQuote(ak_, *evidence, nonce, "tee-public-key", reference_);
+  auto appraisal = Appraise(*evidence, nonce);
   ASSERT_TRUE(appraisal.ok()) << appraisal.error().ToString();
   ASSERT_EQ(appraisal->mismatches.size(), 1u);
   const Mismatch& m = appraisal->mismatches[0];
   EXPECT_EQ(m.pcr, kAgentPcr);
   EXPECT_EQ(m.name, "agent/binary");
   EXPECT_EQ(m.expected, Hex(Sha256(kAgentBinary)));
-  EXPECT_EQ(m.got, Hex(Sha256("\x7f"
-                              "ELF agent build 2 (patched)")));
+  EXPECT_EQ(m.got, Hex(Sha256(kPatchedAgentBinary)));
   EXPECT_NE(m.ToString().find("PCR 23 measurement \"agent/binary\""), std::string::npos);
 }
 
@@ -140,39 +146,37 @@ TEST_F(SealedRunnerTest, ReplayedNonceIsRefused) {
   auto evidence = QuoteFor(nonce);
   ASSERT_TRUE(evidence.ok());
   ASSERT_TRUE(nonces_.Consume(nonce).ok());
-  ASSERT_TRUE(AppraiseQuote(ak_, *evidence, nonce, "tee-public-key", reference_).ok());
+  ASSERT_TRUE(Appraise(*evidence, nonce).ok());
   // The same quote sent again: its nonce is spent.
   auto again = nonces_.Consume(nonce);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.error().reason, "NonceReplayed");
   // The old quote answering a new challenge: the nonce in the quote is not the new one.
   std::string fresh = nonces_.Issue();
-  auto replay = AppraiseQuote(ak_, *evidence, fresh, "tee-public-key", reference_);
+  auto replay = Appraise(*evidence, fresh);
   ASSERT_FALSE(replay.ok());
   EXPECT_EQ(replay.error().reason, "NonceMismatch");
   // Report data is bound too: the quote cannot be moved to another TEE key.
-  auto moved = AppraiseQuote(ak_, *evidence, nonce, "another-tee-key", reference_);
+  auto moved = Appraise(*evidence, nonce, "another-tee-key");
   ASSERT_FALSE(moved.ok());
   EXPECT_EQ(moved.error().reason, "NonceMismatch");
 }
 
 TEST_F(SealedRunnerTest, EditedEventLogIsRefused) {
-  MeasureRunner(
-      "\x7f"
-      "ELF agent build 2 (patched)");
+  MeasureRunner(kPatchedAgentBinary);
   std::string nonce = nonces_.Issue();
   auto evidence = QuoteFor(nonce);
   ASSERT_TRUE(evidence.ok());
   // The runner lies in its log about what it extended: the replay no longer matches the quote.
   evidence->event_log[0].digest = Sha256(kAgentBinary);
-  auto appraisal = AppraiseQuote(ak_, *evidence, nonce, "tee-public-key", reference_);
+  auto appraisal = Appraise(*evidence, nonce);
   ASSERT_FALSE(appraisal.ok());
   EXPECT_EQ(appraisal.error().reason, "EventLogMismatch");
   // An extend left out of the log.
   evidence = QuoteFor(nonce);
   ASSERT_TRUE(evidence.ok());
   evidence->event_log.pop_back();
-  appraisal = AppraiseQuote(ak_, *evidence, nonce, "tee-public-key", reference_);
+  appraisal = Appraise(*evidence, nonce);
   ASSERT_FALSE(appraisal.ok());
   EXPECT_EQ(appraisal.error().reason, "EventLogMismatch");
 }
@@ -187,14 +191,14 @@ TEST_F(SealedRunnerTest, QuoteFromAnAkNotEnrolledIsRefused) {
   auto evidence = (*other)->Quote(nonce, "tee-public-key", {kAgentPcr, kWorkloadPcr});
   ASSERT_TRUE(evidence.ok());
   evidence->event_log = prover_->Log();
-  auto appraisal = AppraiseQuote(ak_, *evidence, nonce, "tee-public-key", reference_);
+  auto appraisal = Appraise(*evidence, nonce);
   ASSERT_FALSE(appraisal.ok());
   EXPECT_EQ(appraisal.error().reason, "QuoteInvalid");
   // A signature swapped in from that key over the enrolled AK's quote.
   auto good = QuoteFor(nonce);
   ASSERT_TRUE(good.ok());
   good->signature = evidence->signature;
-  appraisal = AppraiseQuote(ak_, *good, nonce, "tee-public-key", reference_);
+  appraisal = Appraise(*good, nonce);
   ASSERT_FALSE(appraisal.ok());
   EXPECT_EQ(appraisal.error().reason, "QuoteInvalid");
 }

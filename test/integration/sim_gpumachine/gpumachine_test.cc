@@ -51,6 +51,12 @@ class GpuMachineTest : public ::testing::Test {
     testenv::ConfigureCluster(o);
   }
 
+  // status.phase of the pod in "default" ("" when it cannot be read).
+  std::string PodPhase(const std::string& name) {
+    auto p = client_->Get(kube::resources::Pods(), "default", name);
+    return p.ok() ? Str(*p, "status", "phase") : "";
+  }
+
   void SetUp() override {
     client_ = testenv::AdminClient();
     ASSERT_TRUE(client_);
@@ -197,10 +203,7 @@ TEST_F(GpuMachineTest, BootsFromTheJoinScriptRegistersRunsAPodAndStopsWhenTermin
       60s));
   ASSERT_TRUE(client_->Create(kube::resources::Pods(), "default", pod).ok());
   EXPECT_TRUE(Eventually(
-      [&] {
-        auto p = client_->Get(kube::resources::Pods(), "default", "cuda");
-        return p.ok() && Str(*p, "status", "phase") == "Running";
-      },
+      [&] { return PodPhase("cuda") == "Running"; },
       30s))
       << Diagnose(id);
   kube::DeleteOptions d;
@@ -219,10 +222,7 @@ TEST_F(GpuMachineTest, BootsFromTheJoinScriptRegistersRunsAPodAndStopsWhenTermin
   ASSERT_TRUE(client_->Create(kube::resources::Pods(), "default", job_pod).ok());
   const auto created = std::chrono::steady_clock::now();
   ASSERT_TRUE(Eventually(
-      [&] {
-        auto p = client_->Get(kube::resources::Pods(), "default", "train");
-        return p.ok() && Str(*p, "status", "phase") == "Succeeded";
-      },
+      [&] { return PodPhase("train") == "Succeeded"; },
       30s))
       << Diagnose(id);
   EXPECT_GE(std::chrono::steady_clock::now() - created, 1s) << "finished before its sleep";
@@ -238,10 +238,7 @@ TEST_F(GpuMachineTest, BootsFromTheJoinScriptRegistersRunsAPodAndStopsWhenTermin
   after["metadata"].as_object()["name"] = "after";
   ASSERT_TRUE(client_->Create(kube::resources::Pods(), "default", after).ok());
   EXPECT_TRUE(Eventually(
-      [&] {
-        auto p = client_->Get(kube::resources::Pods(), "default", "after");
-        return p.ok() && Str(*p, "status", "phase") == "Running";
-      },
+      [&] { return PodPhase("after") == "Running"; },
       30s))
       << "the finished pod's GPUs were not freed\n"
       << Diagnose(id);

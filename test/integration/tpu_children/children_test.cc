@@ -238,6 +238,15 @@ class ChildrenTest : public testenv::NamespacedTest {
     return Eventually([&] { return !Get(r, name).has_value(); }, timeout);
   }
   // Events about one object with a reason.
+  // Waits until `name` is Ready=False for `reason` with `text` in the condition's message and a
+  // Warning Event of that reason; returns the object.
+  kube::Object WaitRefused(const kube::Resource& r, const std::string& name,
+                           const std::string& reason, const std::string& text) {
+    kube::Object cr = WaitReady(r, name, "False", reason);
+    EXPECT_NE(kube::FindCondition(cr, kCondReady)->message.find(text), std::string::npos);
+    EXPECT_TRUE(Eventually([&] { return CountEvents(name, reason, "Warning") >= 1; }));
+    return cr;
+  }
   int CountEvents(const std::string& name, const std::string& reason, const std::string& type) {
     auto list = client_->List(kube::resources::Events(), ns_);
     if (!list.ok()) return -1;
@@ -393,10 +402,7 @@ TEST_F(ChildrenTest, ForeignResourceOfTheSameNameIsLeftAlone) {
              "hyperslice owner=other/slice uid=ffff-other cluster=another-cluster");
   Create(ResourcePolicies(),
          NewChild(ResourcePolicies(), "slice", PolicySpec("slice-wp-3", "2x2x2")));
-  auto cr = WaitReady(ResourcePolicies(), "slice", "False", "NameConflict");
-  EXPECT_NE(kube::FindCondition(cr, kCondReady)->message.find("another-cluster"),
-            std::string::npos);
-  EXPECT_TRUE(Eventually([&] { return CountEvents("slice", "NameConflict", "Warning") >= 1; }));
+  WaitRefused(ResourcePolicies(), "slice", "NameConflict", "another-cluster");
   ASSERT_TRUE(client_->Delete(ResourcePolicies(), ns_, "slice").ok());
   ASSERT_TRUE(WaitGone(ResourcePolicies(), "slice"));
   EXPECT_TRUE(hand_->GetResourcePolicy(kProject, kRegion, "slice-wp-3").ok());
@@ -472,11 +478,8 @@ TEST_F(ChildrenTest, TemplateReplacedBehindOurBackIsReportedAsDrift) {
   ASSERT_TRUE(ins.ok());
   ASSERT_TRUE(hand_->Wait(ins->ref, 30s).ok());
 
-  auto cr = WaitReady(InstanceTemplates(), "slice", "False", "Drifted");
+  auto cr = WaitRefused(InstanceTemplates(), "slice", "Drifted", "properties.machineType");
   EXPECT_EQ(At(cr, "status.driftDetected")->as_bool(), true);
-  EXPECT_NE(kube::FindCondition(cr, kCondReady)->message.find("properties.machineType"),
-            std::string::npos);
-  EXPECT_TRUE(Eventually([&] { return CountEvents("slice", "Drifted", "Warning") >= 1; }));
   EXPECT_EQ(control_->Counter("compute.instanceTemplates.insert"), 2);  // ours + by hand only
 }
 
@@ -718,10 +721,7 @@ TEST_F(ChildrenTest, FailedInsertOperationIsReportedAndRetried) {
                   .ok());
   Create(ResourcePolicies(),
          NewChild(ResourcePolicies(), "slice", PolicySpec("slice-wp-11", "2x2x2")));
-  auto cr = WaitReady(ResourcePolicies(), "slice", "False", "QUOTA_EXCEEDED");
-  EXPECT_NE(kube::FindCondition(cr, kCondReady)->message.find("Quota 'RESOURCE_POLICIES'"),
-            std::string::npos);
-  EXPECT_TRUE(Eventually([&] { return CountEvents("slice", "QUOTA_EXCEEDED", "Warning") >= 1; }));
+  WaitRefused(ResourcePolicies(), "slice", "QUOTA_EXCEEDED", "Quota 'RESOURCE_POLICIES'");
   // Retried after the backoff; the failure was a one-off.
   WaitReady(ResourcePolicies(), "slice", "True", "Created");
   EXPECT_EQ(control_->Counter("compute.resourcePolicies.insert"), 2);

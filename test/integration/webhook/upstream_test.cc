@@ -177,23 +177,34 @@ class UpstreamAcceptance : public ::testing::Test {
                             "TPU_WORKER_ID=0"));
   }
 
+  // Registers `cfg` (pointed at us); its name goes to *name.
+  void Register(const json::object& cfg, std::string* name) {
+    *name = std::string(cfg.at("metadata").at("name").as_string());
+    ASSERT_TRUE(client_->Create(kube::resources::MutatingWebhookConfigurations(), "", cfg).ok());
+  }
+
+  // A namespace `ns` and, in *sts, the samples' StatefulSet renamed `name` to probe in it.
+  void ProbeIn(const std::string& ns, const std::string& name, json::object* sts) {
+    CreateNamespace(ns);
+    auto sample = kube::ObjectsFromYaml(upstream::Sample(false));
+    ASSERT_TRUE(sample.ok());
+    *sts = (*sample)[1];
+    (*sts)["metadata"].as_object()["name"] = name;
+  }
+
   std::shared_ptr<kube::Client> client_;
 };
 
 TEST_F(UpstreamAcceptance, UpstreamChartsConfigurationPointedAtUs) {
   auto docs = kube::ObjectsFromYaml(upstream::WebhookConfiguration());
   ASSERT_TRUE(docs.ok()) << docs.error().ToString();
-  json::object cfg = PointedAtUs((*docs)[0]);
-  const std::string name(cfg["metadata"].as_object()["name"].as_string());
-  ASSERT_TRUE(client_->Create(kube::resources::MutatingWebhookConfigurations(), "", cfg).ok());
+  std::string name;
+  ASSERT_NO_FATAL_FAILURE(Register(PointedAtUs((*docs)[0]), &name));
 
   // Live once a labelled StatefulSet comes back with the variable in its template.
   const std::string probe_ns = "upstream-probe";
-  CreateNamespace(probe_ns);
-  auto sample = kube::ObjectsFromYaml(upstream::Sample(false));
-  ASSERT_TRUE(sample.ok());
-  json::object probe = (*sample)[1];
-  probe["metadata"].as_object()["name"] = "probe";
+  json::object probe;
+  ASSERT_NO_FATAL_FAILURE(ProbeIn(probe_ns, "probe", &probe));
   ASSERT_TRUE(DryRunUntil(kube::resources::StatefulSets(), probe_ns, probe, [](const auto& r) {
     return Has(r, "TPU_WORKER_HOSTNAMES");
   })) << "the apiserver never called /mutate for a labelled StatefulSet";
@@ -234,16 +245,13 @@ TEST_F(UpstreamAcceptance, OurShippedConfiguration) {
     if (d.at("kind").as_string() == "MutatingWebhookConfiguration") cfg = PointedAtUs(d);
   }
   ASSERT_FALSE(cfg.empty());
-  const std::string name(cfg["metadata"].as_object()["name"].as_string());
-  ASSERT_TRUE(client_->Create(kube::resources::MutatingWebhookConfigurations(), "", cfg).ok());
+  std::string name;
+  ASSERT_NO_FATAL_FAILURE(Register(cfg, &name));
 
   // Live once a pod of a StatefulSet comes back with its worker id.
   const std::string probe_ns = "ours-probe";
-  CreateNamespace(probe_ns);
-  auto sample = kube::ObjectsFromYaml(upstream::Sample(false));
-  ASSERT_TRUE(sample.ok());
-  json::object sts = (*sample)[1];
-  sts["metadata"].as_object()["name"] = "probe";
+  json::object sts;
+  ASSERT_NO_FATAL_FAILURE(ProbeIn(probe_ns, "probe", &sts));
   sts["spec"].as_object()["replicas"] = 0;  // the controller creates nothing; the dry run does
   auto created = client_->Create(kube::resources::StatefulSets(), probe_ns, sts);
   ASSERT_TRUE(created.ok()) << created.error().ToString();

@@ -42,6 +42,17 @@ class DevicePluginTest : public ::testing::Test {
     return plugin.ok() ? std::move(plugin).value() : nullptr;
   }
 
+  // Eight chips and the plugin serving them (plugin_), the test kubelet started first when
+  // `kubelet`.
+  void StartOnEightChips(bool kubelet) {
+    AddEightAccelChips();
+    if (kubelet) {
+      ASSERT_TRUE(kubelet_.Start());
+    }
+    plugin_ = StartPlugin(MakeOptions());
+    ASSERT_NE(plugin_, nullptr);
+  }
+
   std::string PluginSocket() const { return node_.plugin_dir() + "/hyperslice-tpu.sock"; }
 
   static grpc::ClientContext* WithDeadline(grpc::ClientContext& ctx) {
@@ -58,13 +69,11 @@ class DevicePluginTest : public ::testing::Test {
 
   FakeNode node_;
   TestKubelet kubelet_{node_.kubelet_socket()};
+  std::unique_ptr<DevicePlugin> plugin_;
 };
 
 TEST_F(DevicePluginTest, RegistersAfterServingAndListsHealthyChipsWithNuma) {
-  AddEightAccelChips();
-  ASSERT_TRUE(kubelet_.Start());
-  auto plugin = StartPlugin(MakeOptions());
-  ASSERT_NE(plugin, nullptr);
+  ASSERT_NO_FATAL_FAILURE(StartOnEightChips(/*kubelet=*/true));
 
   auto regs = kubelet_.WaitForRegistrations(1, kEventually);
   ASSERT_EQ(regs.size(), 1u);
@@ -95,10 +104,7 @@ TEST_F(DevicePluginTest, RegistersAfterServingAndListsHealthyChipsWithNuma) {
 }
 
 TEST_F(DevicePluginTest, RemovedDeviceNodeTurnsUnhealthyThroughInotifyAndHealthyWhenBack) {
-  AddEightAccelChips();
-  ASSERT_TRUE(kubelet_.Start());
-  auto plugin = StartPlugin(MakeOptions());
-  ASSERT_NE(plugin, nullptr);
+  ASSERT_NO_FATAL_FAILURE(StartOnEightChips(/*kubelet=*/true));
   Watch watch(PluginSocket());
   ASSERT_TRUE(watch.WaitFor([](const auto& r) { return r.devices_size() == 8; }, kEventually));
 
@@ -124,7 +130,7 @@ TEST_F(DevicePluginTest, RemovedDeviceNodeTurnsUnhealthyThroughInotifyAndHealthy
   auto healthy = watch.WaitFor([](const auto& r) { return HealthById(r)["accel2"] == "Healthy"; },
                                kEventually, before);
   ASSERT_TRUE(healthy) << "accel2 did not turn Healthy again";
-  EXPECT_EQ(plugin->CurrentStatus().healthy, 8);
+  EXPECT_EQ(plugin_->CurrentStatus().healthy, 8);
 }
 
 TEST_F(DevicePluginTest, DeviceNodeThatCannotBeOpenedTurnsUnhealthy) {
@@ -149,10 +155,7 @@ TEST_F(DevicePluginTest, DeviceNodeThatCannotBeOpenedTurnsUnhealthy) {
 }
 
 TEST_F(DevicePluginTest, KubeletRestartCausesANewRegistrationAndThePluginKeepsServing) {
-  AddEightAccelChips();
-  ASSERT_TRUE(kubelet_.Start());
-  auto plugin = StartPlugin(MakeOptions());
-  ASSERT_NE(plugin, nullptr);
+  ASSERT_NO_FATAL_FAILURE(StartOnEightChips(/*kubelet=*/true));
   ASSERT_EQ(kubelet_.WaitForRegistrations(1, kEventually).size(), 1u);
 
   kubelet_.Stop();                // removes kubelet.sock
@@ -170,7 +173,7 @@ TEST_F(DevicePluginTest, KubeletRestartCausesANewRegistrationAndThePluginKeepsSe
   EXPECT_TRUE(
       DialPlugin(PluginSocket())->Allocate(WithDeadline(ctx), AllocateOf({"accel0"}), &resp).ok());
   // One restart, one registration. Counted once the plugin has stopped, so nothing is in flight.
-  plugin->Stop();
+  plugin_->Stop();
   EXPECT_EQ(kubelet_.registrations(), 2u);
 }
 
@@ -178,39 +181,32 @@ TEST_F(DevicePluginTest, KubeletRestartCausesANewRegistrationAndThePluginKeepsSe
 // server generation) and the kubelet, whose connection is untouched, is not asked to register
 // again (kubelet_restart_test.cc covers the stream staying up).
 TEST_F(DevicePluginTest, RemovedPluginSocketIsServedAgainWithoutRegisteringAgain) {
-  AddEightAccelChips();
-  ASSERT_TRUE(kubelet_.Start());
-  auto plugin = StartPlugin(MakeOptions());
-  ASSERT_NE(plugin, nullptr);
+  ASSERT_NO_FATAL_FAILURE(StartOnEightChips(/*kubelet=*/true));
   ASSERT_EQ(kubelet_.WaitForRegistrations(1, kEventually).size(), 1u);
-  int generation = plugin->CurrentStatus().serve_generation;
+  int generation = plugin_->CurrentStatus().serve_generation;
 
   std::filesystem::remove(PluginSocket());
   auto deadline = SteadyClock::now() + kEventually;
-  while (plugin->CurrentStatus().serve_generation == generation && SteadyClock::now() < deadline) {
+  while (plugin_->CurrentStatus().serve_generation == generation && SteadyClock::now() < deadline) {
     std::this_thread::sleep_for(5ms);
   }
-  ASSERT_GT(plugin->CurrentStatus().serve_generation, generation);
+  ASSERT_GT(plugin_->CurrentStatus().serve_generation, generation);
   EXPECT_TRUE(std::filesystem::exists(PluginSocket()));
   Watch watch(PluginSocket());
   EXPECT_TRUE(watch.WaitFor([](const auto& r) { return r.devices_size() == 8; }, kEventually));
-  plugin->Stop();  // nothing in flight after this
+  plugin_->Stop();  // nothing in flight after this
   EXPECT_EQ(kubelet_.registrations(), 1u);
 }
 
 TEST_F(DevicePluginTest, RegistersOnceKubeletComesUpLater) {
-  AddEightAccelChips();
-  auto plugin = StartPlugin(MakeOptions());
-  ASSERT_NE(plugin, nullptr);
-  EXPECT_EQ(plugin->CurrentStatus().registrations, 0);
+  ASSERT_NO_FATAL_FAILURE(StartOnEightChips(/*kubelet=*/false));
+  EXPECT_EQ(plugin_->CurrentStatus().registrations, 0);
   ASSERT_TRUE(kubelet_.Start());
   EXPECT_EQ(kubelet_.WaitForRegistrations(1, kEventually).size(), 1u);
 }
 
 TEST_F(DevicePluginTest, AllocateReturnsDeviceSpecsAndTpuEnv) {
-  AddEightAccelChips();
-  auto plugin = StartPlugin(MakeOptions());
-  ASSERT_NE(plugin, nullptr);
+  ASSERT_NO_FATAL_FAILURE(StartOnEightChips(/*kubelet=*/false));
   auto stub = DialPlugin(PluginSocket());
 
   v1beta1::AllocateRequest req = AllocateOf({"accel5", "accel4"});
@@ -239,9 +235,7 @@ TEST_F(DevicePluginTest, AllocateReturnsDeviceSpecsAndTpuEnv) {
 }
 
 TEST_F(DevicePluginTest, AllocateRefusesUnknownAndUnhealthyDevices) {
-  AddEightAccelChips();
-  auto plugin = StartPlugin(MakeOptions());
-  ASSERT_NE(plugin, nullptr);
+  ASSERT_NO_FATAL_FAILURE(StartOnEightChips(/*kubelet=*/false));
   auto stub = DialPlugin(PluginSocket());
   {
     grpc::ClientContext ctx;
@@ -264,9 +258,7 @@ TEST_F(DevicePluginTest, AllocateRefusesUnknownAndUnhealthyDevices) {
 }
 
 TEST_F(DevicePluginTest, PreferredAllocationPicksFourChipsOnOneNumaNode) {
-  AddEightAccelChips();
-  auto plugin = StartPlugin(MakeOptions());
-  ASSERT_NE(plugin, nullptr);
+  ASSERT_NO_FATAL_FAILURE(StartOnEightChips(/*kubelet=*/false));
   auto stub = DialPlugin(PluginSocket());
   v1beta1::PreferredAllocationRequest req;
   auto* c = req.add_container_requests();
@@ -369,13 +361,11 @@ TEST_F(DevicePluginTest, ExpectedChipShortfallIsListedAsUnhealthyPlaceholders) {
 }
 
 TEST_F(DevicePluginTest, StopEndsStreamsAndRemovesTheSocket) {
-  AddEightAccelChips();
-  auto plugin = StartPlugin(MakeOptions());
-  ASSERT_NE(plugin, nullptr);
+  ASSERT_NO_FATAL_FAILURE(StartOnEightChips(/*kubelet=*/false));
   ASSERT_TRUE(std::filesystem::exists(PluginSocket()));
   Watch watch(PluginSocket());
   ASSERT_TRUE(watch.WaitFor([](const auto& r) { return r.devices_size() == 8; }, kEventually));
-  plugin->Stop();
+  plugin_->Stop();
   EXPECT_TRUE(watch.WaitEnded(kEventually));
   EXPECT_FALSE(std::filesystem::exists(PluginSocket()));
 }

@@ -15,6 +15,7 @@
 #include "src/tpu/api.h"
 #include "src/tpu/internal/nodegroup_phases.h"
 #include "src/tpu/internal/reasons.h"
+#include "test/unit/tpu/two_host_spec.h"
 
 namespace hyperslice::tpu::internal {
 namespace {
@@ -23,17 +24,6 @@ namespace json = boost::json;
 using ::testing::HasSubstr;
 
 constexpr char kGroupUid[] = "group-uid";
-
-NodeGroupSpec TwoHostSpec() {
-  auto spec = ParseNodeGroup(json::parse(R"({
-    "metadata": {"name": "g", "namespace": "ns", "uid": "group-uid", "generation": 1},
-    "spec": {"project": "p", "nodeLocation": "us-central1-c", "nodeCount": 2,
-             "topology": "2x2x2",
-             "instanceConfig": {"machineType": "tpu7x-standard-4t", "provisioningModel": "SPOT"}}})")
-                                 .as_object());
-  EXPECT_TRUE(spec.ok()) << spec.error().message;
-  return *spec;
-}
 
 json::object OwnedBy(const std::string& uid) {
   return json::object{{"name", "g"},
@@ -96,7 +86,7 @@ TEST(ChildStateOf, NamesWhatTheChildIsWaitingFor) {
 }
 
 TEST(ChildUpToDate, OnlyTheSameSpecUnderThisGroupSkipsTheApply) {
-  const NodeGroupSpec s = TwoHostSpec();
+  const NodeGroupSpec s = TwoHostSpec(kGroupUid);
   const json::object spec = ResourcePolicySpec(s);
   kube::Object cached{{"metadata", OwnedBy(kGroupUid)}, {"spec", spec}};
   EXPECT_TRUE(ChildUpToDate(cached, spec, kGroupUid));
@@ -136,7 +126,7 @@ TEST(MigWaiting, TheMigWaitsForBothPrerequisitesUnlessItExists) {
 // --- nodes and registration --------------------------------------------------------------------
 
 TEST(InstancesOfMig, ReadsTheVmsAndCountsRunningAndFailed) {
-  const NodeGroupSpec s = TwoHostSpec();
+  const NodeGroupSpec s = TwoHostSpec(kGroupUid);
   EXPECT_TRUE(InstancesOfMig(s, nullptr).instances.empty());
   auto mig = std::make_shared<const kube::Object>(kube::Object{
       {"status",
@@ -190,7 +180,7 @@ TEST(JudgeNode, ReadyWithEveryChipOrSaysWhyNot) {
 }
 
 TEST(NodeLabelPatch, AddsWhatIsMissingAndKeepsOtherTaints) {
-  const NodeGroupSpec s = TwoHostSpec();
+  const NodeGroupSpec s = TwoHostSpec(kGroupUid);
   kube::Object bare = Node("True", "4");
   bare["spec"] = json::object{
       {"taints", json::array{json::object{{"key", "other"}, {"effect", "NoExecute"}}}}};

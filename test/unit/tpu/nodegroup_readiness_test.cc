@@ -7,23 +7,13 @@
 
 #include "src/tpu/api.h"
 #include "src/tpu/internal/nodegroup_phases.h"
+#include "test/unit/tpu/two_host_spec.h"
 
 namespace hyperslice::tpu::internal {
 namespace {
 
 namespace json = boost::json;
 using ::testing::HasSubstr;
-
-NodeGroupSpec TwoHostSpec() {
-  auto spec = ParseNodeGroup(json::parse(R"({
-    "metadata": {"name": "g", "namespace": "ns", "uid": "u-1", "generation": 1},
-    "spec": {"project": "p", "nodeLocation": "us-central1-c", "nodeCount": 2,
-             "topology": "2x2x2",
-             "instanceConfig": {"machineType": "tpu7x-standard-4t", "provisioningModel": "SPOT"}}})")
-                                 .as_object());
-  EXPECT_TRUE(spec.ok()) << spec.error().message;
-  return *spec;
-}
 
 ChildState Ready() { return {true, true, "Created", "created"}; }
 
@@ -42,7 +32,7 @@ NodesObservation Hosts(int n, int ready) {
 }
 
 TEST(NodeGroupReadiness, ASliceWithEveryNodeReadyIsReady) {
-  Readiness r = AssessReadiness(TwoHostSpec(), AllReady(), Hosts(2, 2), {});
+  Readiness r = AssessReadiness(TwoHostSpec("u-1"), AllReady(), Hosts(2, 2), {});
   EXPECT_TRUE(r.nodes_ready.status);
   EXPECT_EQ(r.nodes_ready.reason, "NodesReady");
   EXPECT_TRUE(r.ready.status);
@@ -56,7 +46,7 @@ TEST(NodeGroupReadiness, ASliceWithEveryNodeReadyIsReady) {
 TEST(NodeGroupReadiness, NoVmsYetPointsAtTheMig) {
   ChildrenState c = AllReady();
   c.mig = {true, false, "ZONE_RESOURCE_POOL_EXHAUSTED", "no capacity"};
-  Readiness r = AssessReadiness(TwoHostSpec(), c, NodesObservation{}, {});
+  Readiness r = AssessReadiness(TwoHostSpec("u-1"), c, NodesObservation{}, {});
   EXPECT_EQ(r.nodes_ready.reason, "WaitingForInstances");
   EXPECT_EQ(r.ready.reason, "ZONE_RESOURCE_POOL_EXHAUSTED");
   EXPECT_EQ(r.ready.message, "ManagedInstanceGroup: no capacity");
@@ -66,7 +56,7 @@ TEST(NodeGroupReadiness, APrerequisiteNamesItselfFirst) {
   ChildrenState c = AllReady();
   c.policy = {true, false, "NameConflict", "belongs to another cluster"};
   c.mig = {false, false, "WaitingForPrerequisites", "waiting"};
-  Readiness r = AssessReadiness(TwoHostSpec(), c, NodesObservation{}, {});
+  Readiness r = AssessReadiness(TwoHostSpec("u-1"), c, NodesObservation{}, {});
   EXPECT_EQ(r.ready.reason, "NameConflict");
   EXPECT_EQ(r.ready.message, "ResourcePolicy: belongs to another cluster");
 }
@@ -76,7 +66,7 @@ TEST(NodeGroupReadiness, ALostHostNamesItselfWhateverTheMigDoes) {
   c.mig = {true, false, "InstancesNotRunning", "1 of 2 instances are RUNNING"};
   NodesObservation o = Hosts(2, 1);
   o.not_ready.push_back("node g-1 Ready=False (KubeletNotReady)");
-  Readiness r = AssessReadiness(TwoHostSpec(), c, o, {});
+  Readiness r = AssessReadiness(TwoHostSpec("u-1"), c, o, {});
   EXPECT_EQ(r.nodes_ready.reason, "NodeNotReady");
   EXPECT_EQ(r.ready.reason, "NodeNotReady");
   EXPECT_THAT(r.ready.message, HasSubstr("g-1"));
@@ -85,19 +75,19 @@ TEST(NodeGroupReadiness, ALostHostNamesItselfWhateverTheMigDoes) {
 TEST(NodeGroupReadiness, MissingChipsAndUnjoinedVms) {
   NodesObservation chips = Hosts(2, 1);
   chips.chips_missing.push_back("node g-1 has 2 of 4 TPU chips allocatable");
-  EXPECT_EQ(AssessReadiness(TwoHostSpec(), AllReady(), chips, {}).ready.reason,
+  EXPECT_EQ(AssessReadiness(TwoHostSpec("u-1"), AllReady(), chips, {}).ready.reason,
             "TPUChipsUnavailable");
 
   NodesObservation unjoined = Hosts(2, 1);
   unjoined.not_joined.push_back("g-1");
-  Readiness r = AssessReadiness(TwoHostSpec(), AllReady(), unjoined, {});
+  Readiness r = AssessReadiness(TwoHostSpec("u-1"), AllReady(), unjoined, {});
   EXPECT_EQ(r.nodes_ready.reason, "NodesNotJoined");
   EXPECT_EQ(r.nodes_ready.message, "1 of 2 VMs have no Node yet: g-1");
   EXPECT_EQ(r.ready.reason, "NodesNotJoined") << "Ready repeats NodesReady when nothing else";
 }
 
 TEST(NodeGroupReadiness, ErrorsOverrideEverything) {
-  Readiness r = AssessReadiness(TwoHostSpec(), AllReady(), Hosts(2, 2),
+  Readiness r = AssessReadiness(TwoHostSpec("u-1"), AllReady(), Hosts(2, 2),
                                 {"InstanceTemplate: forbidden", "a", "b", "c"});
   EXPECT_FALSE(r.ready.status);
   EXPECT_EQ(r.ready.reason, "ApplyFailed");
