@@ -5,10 +5,13 @@
 // (child_process.h) is for a program whose output goes to a log file over restarts.
 #pragma once
 
+#include <poll.h>
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace hyperslice::testenv {
@@ -41,6 +44,21 @@ inline PipedChild SpawnPiped(std::vector<std::string> argv, bool with_stderr = f
     return {};
   }
   return {pid, fds[0]};
+}
+
+// Reads what the child writes to `fd` into *seen until *seen holds `want`, the pipe ends or
+// `timeout` passes; the caller's assertion on *seen says which.
+inline void ReadUntil(int fd, std::string* seen, std::string_view want,
+                      std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (seen->find(want) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+    if (::poll(&p, 1, 500) <= 0) continue;
+    char chunk[512];
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n <= 0) break;
+    seen->append(chunk, static_cast<size_t>(n));
+  }
 }
 
 }  // namespace hyperslice::testenv

@@ -216,16 +216,7 @@ TEST_F(DevRole, SigintWhileWaitingStopsEverything) {
   const int out = child.out;
   ASSERT_GE(dev, 0);
   std::string seen;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-  while (seen.find("Press Ctrl-C") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
-    pollfd p{.fd = out, .events = POLLIN};
-    if (::poll(&p, 1, 500) <= 0) continue;
-    char chunk[512];
-    ssize_t n = ::read(out, chunk, sizeof chunk);
-    if (n <= 0) break;
-    seen.append(chunk, static_cast<size_t>(n));
-  }
+  testenv::ReadUntil(out, &seen, "Press Ctrl-C", std::chrono::seconds(300));
   ASSERT_THAT(seen, HasSubstr("Waiting for my-tpu-node-group to become Ready"));
   EXPECT_FALSE(ProcessesMentioning(work_dir_).empty());
   ASSERT_EQ(::kill(dev, SIGINT), 0);

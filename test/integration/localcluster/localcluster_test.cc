@@ -410,16 +410,7 @@ TEST(DevRole, RunsUntilSigintThenStopsEveryProcess) {
   ASSERT_GE(dev, 0);
   // Wait for the prompt that follows readiness.
   std::string seen;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-  while (seen.find("Press Ctrl-C") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
-    pollfd p{.fd = out, .events = POLLIN};
-    if (poll(&p, 1, 500) <= 0) continue;
-    char chunk[512];
-    ssize_t n = read(out, chunk, sizeof chunk);
-    if (n <= 0) break;
-    seen.append(chunk, static_cast<size_t>(n));
-  }
+  testenv::ReadUntil(out, &seen, "Press Ctrl-C", std::chrono::seconds(300));
   ASSERT_THAT(seen, HasSubstr("Press Ctrl-C"));
   EXPECT_THAT(seen, HasSubstr("export KUBECONFIG=" + work_dir + "/admin.kubeconfig"));
   // etcd, kube-apiserver, kube-controller-manager and kube-scheduler run, each naming the work
