@@ -62,6 +62,16 @@ Status RunnersEnv::Init(const RunnersEnvOptions& options) {
   }
   HS_RETURN_IF_ERROR(InstallCrds(files, served));
   ns_ = TestNamespace();
+  // kube-controller-manager makes the namespace's default ServiceAccount a moment after the
+  // namespace; until then the apiserver refuses every pod in it (the first test's pod was, on a
+  // loaded machine).
+  const bool account = Eventually(
+      [&] {
+        auto sa = client_->Raw("GET", "/api/v1/namespaces/" + ns_ + "/serviceaccounts/default");
+        return sa.ok() && sa->status == 200;
+      },
+      std::chrono::seconds(60));
+  if (!account) return Fail("no default ServiceAccount in namespace " + ns_);
   std::string tmpl = "/tmp/hs-" + options.name + "-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) return Fail("mkdtemp " + tmpl);
   dir_ = tmpl;
