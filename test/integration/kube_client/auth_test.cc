@@ -178,7 +178,7 @@ TEST_F(AuthTest, ExpiredBootstrapTokenIsUnauthorizedAValidOneAuthenticates) {
   const auto& secrets = resources::Secrets();
   // Ids are unique per run so reruns against a kept cluster do not collide.
   std::string suffix = std::to_string(getpid() % 1000);
-  while (suffix.size() < 3) suffix = "0" + suffix;
+  if (suffix.size() < 3) suffix.insert(0, 3 - suffix.size(), '0');
   std::string expired_id = "exp" + suffix, valid_id = "val" + suffix;
   ASSERT_TRUE(
       client_->Create(secrets, "kube-system", secret(expired_id, "2001-01-01T00:00:00Z")).ok());

@@ -93,6 +93,7 @@ TEST_F(WorkQueueTest, ShutDownHandsOutQueuedItemsThenEnds) {
 
 TEST_F(WorkQueueTest, ShutDownWakesBlockedGetters) {
   std::vector<std::thread> getters;
+  getters.reserve(4);
   std::atomic<int> ended{0};
   for (int i = 0; i < 4; ++i) {
     getters.emplace_back([&] {
@@ -214,6 +215,7 @@ TEST(WorkQueue, NoItemIsProcessedByTwoWorkersAtOnce) {
   std::set<std::string> in_flight;
   std::atomic<int> violations{0}, processed{0};
   std::vector<std::thread> workers;
+  workers.reserve(8);
   for (int w = 0; w < 8; ++w) {
     workers.emplace_back([&] {
       while (auto item = q.Get()) {
@@ -232,6 +234,7 @@ TEST(WorkQueue, NoItemIsProcessedByTwoWorkersAtOnce) {
     });
   }
   std::vector<std::thread> producers;
+  producers.reserve(4);
   for (int p = 0; p < 4; ++p) {
     producers.emplace_back([&] {
       for (int i = 0; i < 2000; ++i) q.Add("key-" + std::to_string(i % kKeys));

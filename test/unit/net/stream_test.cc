@@ -26,7 +26,7 @@ class RawServer {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-    bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
     listen(listen_fd_, 4);
     socklen_t len = sizeof(addr);
     getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
