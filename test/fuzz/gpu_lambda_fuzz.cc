@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "src/gpu/providers/lambda/decode.h"
+#include "test/fuzz/gpu_fuzz_check.h"
 
 namespace {
 
@@ -23,11 +24,7 @@ namespace lc = hyperslice::gpu::providers::lambda;
 using hyperslice::gpu::ErrorKind;
 using hyperslice::gpu::KindOf;
 
-void Check(bool ok, const char* what) {
-  if (ok) return;
-  std::fprintf(stderr, "gpu_lambda fuzz: %s\n", what);
-  std::abort();
-}
+void Check(bool ok, const char* what) { hyperslice::gpu::fuzz::Check(ok, "gpu_lambda", what); }
 
 template <typename T>
 void SameOutcome(const hyperslice::Result<T>& a, const hyperslice::Result<T>& b, const char* what) {

@@ -14,16 +14,13 @@
 #include <string_view>
 
 #include "src/gpu/providers/paperspace/decode.h"
+#include "test/fuzz/gpu_fuzz_check.h"
 
 namespace {
 
 namespace ps = hyperslice::gpu::providers::paperspace;
 
-void Check(bool ok, const char* what) {
-  if (ok) return;
-  std::fprintf(stderr, "gpu_paperspace fuzz: %s\n", what);
-  std::abort();
-}
+void Check(bool ok, const char* what) { hyperslice::gpu::fuzz::Check(ok, "gpu_paperspace", what); }
 
 }  // namespace
 

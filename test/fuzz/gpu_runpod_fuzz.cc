@@ -14,17 +14,14 @@
 #include <string_view>
 
 #include "src/gpu/providers/runpod/decode.h"
+#include "test/fuzz/gpu_fuzz_check.h"
 
 namespace {
 
 namespace rp = hyperslice::gpu::providers::runpod;
 using hyperslice::gpu::ErrorKind;
 
-void Check(bool ok, const char* what) {
-  if (ok) return;
-  std::fprintf(stderr, "gpu_runpod fuzz: %s\n", what);
-  std::abort();
-}
+void Check(bool ok, const char* what) { hyperslice::gpu::fuzz::Check(ok, "gpu_runpod", what); }
 
 bool SameError(const hyperslice::Error& a, const hyperslice::Error& b) {
   return a.code == b.code && a.reason == b.reason && a.message == b.message &&
@@ -65,12 +62,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto offers2 = rp::DecodeOffers(body, "US-CA-2");
   Check(SameStatus(offers, offers2), "DecodeOffers not deterministic");
   if (offers.ok()) {
-    Check(offers->size() == offers2->size(), "DecodeOffers not deterministic");
-    for (size_t k = 0; k < offers->size(); ++k) {
-      const auto& o = (*offers)[k];
-      Check(o.id == (*offers2)[k].id && o.on_demand_price == (*offers2)[k].on_demand_price &&
-                o.spot_price == (*offers2)[k].spot_price,
-            "DecodeOffers not deterministic");
+    Check(hyperslice::gpu::fuzz::SameOffers(*offers, *offers2), "DecodeOffers not deterministic");
+    for (const auto& o : *offers) {
       Check(o.gpu_count >= 1 && o.gpu_count <= 64, "an offer with a bad GPU count");
       Check(o.boot == hyperslice::gpu::BootKind::kContainer,
             "a RunPod offer that is not a container");

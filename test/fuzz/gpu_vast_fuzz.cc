@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "src/gpu/providers/vast/decode.h"
+#include "test/fuzz/gpu_fuzz_check.h"
 
 namespace {
 
@@ -21,11 +22,7 @@ namespace vast = hyperslice::gpu::providers::vast;
 using hyperslice::gpu::ErrorKind;
 using hyperslice::gpu::KindOf;
 
-void Check(bool ok, const char* what) {
-  if (ok) return;
-  std::fprintf(stderr, "gpu_vast fuzz: %s\n", what);
-  std::abort();
-}
+void Check(bool ok, const char* what) { hyperslice::gpu::fuzz::Check(ok, "gpu_vast", what); }
 
 }  // namespace
 
@@ -36,12 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto offers2 = vast::DecodeOffers(in);
   Check(offers.ok() == offers2.ok(), "DecodeOffers not deterministic");
   if (offers.ok()) {
-    Check(offers->size() == offers2->size(), "DecodeOffers not deterministic");
-    for (size_t i = 0; i < offers->size(); ++i) {
-      const auto& o = (*offers)[i];
-      Check(o.id == (*offers2)[i].id && o.gpu_type == (*offers2)[i].gpu_type &&
-                o.on_demand_price == (*offers2)[i].on_demand_price,
-            "DecodeOffers not deterministic");
+    Check(hyperslice::gpu::fuzz::SameOffers(*offers, *offers2), "DecodeOffers not deterministic");
+    for (const auto& o : *offers) {
       Check(!o.id.empty(), "an offer without an id");
       Check(o.gpu_count >= 0 && o.vcpus >= 0 && o.gpu_memory_gib >= 0 && o.memory_gib >= 0,
             "negative offer sizes");

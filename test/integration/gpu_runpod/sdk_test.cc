@@ -6,11 +6,11 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 
 #include <gtest/gtest.h>
 
 #include "test/integration/gpu_runpod/fixture.h"
+#include "test/testenv/gpu_clients.h"
 
 namespace hyperslice::gpu::runpod_test {
 namespace {
@@ -32,15 +32,9 @@ struct Step {
 class RunPodSdk : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* dir = std::getenv("HYPERSLICE_GPU_CLIENTS");
-    if (!dir || !*dir) {
-      GTEST_SKIP() << "HYPERSLICE_GPU_CLIENTS is not set: run `bash scripts/gpu-clients.sh` and "
-                      "export its output (scripts/test.sh does) to test the runpod SDK";
-    }
-    python_ = std::string(dir) + "/runpod/bin/python";
-    if (!std::filesystem::exists(python_)) {
-      GTEST_SKIP() << python_ << " does not exist: the runpod SDK virtualenv is incomplete";
-    }
+    std::string why;
+    python_ = testenv::GpuClient("runpod/bin/python", why);  // the runpod SDK's virtualenv
+    if (python_.empty()) GTEST_SKIP() << why;
   }
 
   // Runs one step of sdk_flow.py against the simulator (stderr goes to the test log).

@@ -32,6 +32,7 @@
 #include <thread>
 
 #include "test/integration/gpu_vast/fixture.h"
+#include "test/testenv/gpu_clients.h"
 #include "test/testenv/shell.h"
 
 namespace hyperslice::gpu::vast_testing {
@@ -103,13 +104,9 @@ using CliRun = testenv::ShellRun;
 class VastCliTest : public VastSimTest {
  protected:
   void SetUp() override {
-    const char* clients = std::getenv("HYPERSLICE_GPU_CLIENTS");
-    if (!clients || !*clients) {
-      GTEST_SKIP() << "HYPERSLICE_GPU_CLIENTS is not set (scripts/test.sh sets it from "
-                      "scripts/gpu-clients.sh, which installs vastai 1.9.1)";
-    }
-    cli_ = std::string(clients) + "/vastai/bin/vastai";
-    if (!fs::exists(cli_)) GTEST_SKIP() << cli_ << " does not exist";
+    std::string why;
+    cli_ = testenv::GpuClient("vastai/bin/vastai", why);  // vastai 1.9.1
+    if (cli_.empty()) GTEST_SKIP() << why;
     VastSimTest::SetUp();
     char tmpl[] = "/tmp/hs-vastai-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);

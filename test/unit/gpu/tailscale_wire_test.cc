@@ -7,17 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include "test/unit/gpu/wire_answer.h"
+
 namespace hyperslice::gpu::internal::tailscale {
 namespace {
 
 namespace json = boost::json;
 
-net::Response Answer(int status, std::string body) {
-  net::Response r;
-  r.status = status;
-  r.body = std::move(body);
-  return r;
-}
+using wire_test::Answer;
 
 TEST(TailscaleWire, TokenRequestIsFormEncoded) {
   EXPECT_EQ(EncodeTokenRequest("kAbc123CNTRL", "tskey-client-kAbc-x+y/z=", {}),
