@@ -30,6 +30,7 @@
 #include "src/kube/yaml.h"
 #include "test/testenv/crds.h"
 #include "test/testenv/eventually.h"
+#include "test/testenv/testenv.h"
 
 namespace hyperslice::testenv {
 
@@ -65,6 +66,23 @@ inline Status PutSecret(kube::Client& client, const std::string& ns, const std::
   return OkStatus();
 }
 
+// The shared cluster as GPU provisioning tests need it: with kube-scheduler, whose
+// PodScheduled=False/Unschedulable on a pod is what starts provisioning.
+inline void ConfigureSchedulingCluster() {
+  localcluster::Options o;
+  o.scheduler = true;
+  ConfigureCluster(o);
+}
+
+// Seed 002's tgp-operator-secret in tgp-system for providers on simulators: the RunPod and Lambda
+// API keys the simulators' account answers to ("sim-key"), and `extra` entries.
+inline Status PutSimOperatorSecret(kube::Client& client,
+                                   std::map<std::string, std::string> extra = {}) {
+  extra.emplace("RUNPOD_API_KEY", "sim-key");
+  extra.emplace("LAMBDA_LABS_API_KEY", "sim-key");
+  return PutSecret(client, "tgp-system", "tgp-operator-secret", extra);
+}
+
 // What `hyperslice operator --gpu` shares between its GPU controllers (src/cmd/roles_operator.cc),
 // for tests that run them in process: one manager, offer cache, memory of unavailable offers
 // (3 min) and event recorder ("hyperslice-gpu").
@@ -95,23 +113,24 @@ struct GpuControllerKit {
     return co;
   }
   // The claim controller's shared parts (client, cache, unavailable offers, events).
-  gpu::ClaimControllerOptions ClaimOptions() const {
-    gpu::ClaimControllerOptions cl;
-    cl.client = client;
-    cl.cache = cache;
-    cl.unavailable = unavailable;
-    cl.events = events;
-    return cl;
-  }
+  gpu::ClaimControllerOptions ClaimOptions() const { return Shared<gpu::ClaimControllerOptions>(); }
   // The provisioner's, with pool statuses refreshed every second (tests read them).
   gpu::ProvisionerOptions ProvisionerOptions() const {
-    gpu::ProvisionerOptions po;
-    po.client = client;
-    po.cache = cache;
-    po.unavailable = unavailable;
-    po.events = events;
+    auto po = Shared<gpu::ProvisionerOptions>();
     po.status_interval = std::chrono::seconds(1);
     return po;
+  }
+
+ private:
+  // Options of a controller that plans launches: the four parts it shares with the others.
+  template <class Options>
+  Options Shared() const {
+    Options o;
+    o.client = client;
+    o.cache = cache;
+    o.unavailable = unavailable;
+    o.events = events;
+    return o;
   }
 };
 

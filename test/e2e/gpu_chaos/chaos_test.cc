@@ -74,11 +74,7 @@ using testenv::Str;
 
 class GpuChaos : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    localcluster::Options o;
-    o.scheduler = true;  // its PodScheduled=False/Unschedulable starts provisioning
-    testenv::ConfigureCluster(o);
-  }
+  static void SetUpTestSuite() { testenv::ConfigureSchedulingCluster(); }
 
   void SetUp() override {
     std::printf("gpu chaos seed %llu (HS_GPU_CHAOS_SEED=%llu to replay)\n",

@@ -209,11 +209,7 @@ TEST(MetricNamesIn, FindsMetricsNotFunctionsLabelsOrVariables) {
 
 class GpuCost : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    localcluster::Options o;
-    o.scheduler = true;
-    testenv::ConfigureCluster(o);
-  }
+  static void SetUpTestSuite() { testenv::ConfigureSchedulingCluster(); }
 
   void SetUp() override {
     client_ = testenv::AdminClient();

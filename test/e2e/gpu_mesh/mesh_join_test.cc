@@ -94,8 +94,6 @@ namespace market = sim::market;
 
 using testenv::Str;
 
-using testenv::ReadFile;
-
 // Every place a value may have leaked to: `where` names it in a failure.
 void ExpectAbsent(const std::string& text, const std::vector<std::string>& secrets,
                   const std::string& where) {
@@ -118,11 +116,7 @@ class GpuMesh : public ::testing::Test {
       GTEST_SKIP() << "the tailnet e2e needs the mesh: " << why;
     }
     log_ = std::make_unique<testenv::LogCapture>();
-    client_ = testenv::AdminClient();
-    ASSERT_TRUE(client_);
-    ASSERT_TRUE(testenv::WaitDefaultServiceAccount(*client_));
-    Status st = testenv::InstallTgpCrds(HS_DEPLOY_DIR);
-    ASSERT_TRUE(st.ok()) << st.error().ToString();
+    ASSERT_NO_FATAL_FAILURE(testenv::PrepareJoiningCluster(client_, HS_DEPLOY_DIR));
 
     // The mesh: headscale on the host's loopback, the machines' LAN of namespaces.
     std::string tmpl = ::testing::TempDir() + "hs-gpumesh-XXXXXX";
@@ -149,15 +143,10 @@ class GpuMesh : public ::testing::Test {
     ASSERT_TRUE(lambda.ok()) << lambda.error().ToString();
     sim_ = std::move(lambda->sim);
     fleet_ = std::move(lambda->fleet);
-    market::ServerOptions ro;
-    ro.market.listings = sim::runpod::DefaultListings();
-    auto runpod = sim::runpod::Start(ro);
+    auto runpod = testenv::StartContainerOnlyRunPod();
     ASSERT_TRUE(runpod.ok()) << runpod.error().ToString();
     runpod_ = std::move(*runpod);
-    ASSERT_TRUE(
-        testenv::PutSecret(*client_, "tgp-system", "tgp-operator-secret",
-                           {{"RUNPOD_API_KEY", "sim-key"}, {"LAMBDA_LABS_API_KEY", "sim-key"}})
-            .ok());
+    ASSERT_TRUE(testenv::PutSimOperatorSecret(*client_).ok());
     ASSERT_TRUE(testenv::PutSecret(*client_, "tgp-system", "headscale-api",
                                    {{"api-key", headscale_->api_key()}})
                     .ok());
@@ -207,12 +196,7 @@ class GpuMesh : public ::testing::Test {
 
   void TearDown() override {
     if (skipped_) return;
-    testenv::DeletePodsNow(*client_, "default");
-    Status cleaned = testenv::DeleteGpuClassAndPool(*client_, "default", "ml-workload-pool",
-                                                    "standard-gpu-class");
-    EXPECT_TRUE(cleaned.ok()) << cleaned.error().ToString();
-    if (manager_) manager_->Stop();
-    if (runner_.joinable()) runner_.join();
+    testenv::StopGpuControllers(*client_, manager_.get(), runner_);
     if (fleet_) fleet_->Stop();
     if (sim_) sim_->Stop();
     if (runpod_) runpod_->Stop();
@@ -233,26 +217,15 @@ class GpuMesh : public ::testing::Test {
     return d.ok() ? *d : std::vector<Device>{};
   }
 
-  // Seed 002's GPU pod (deploy/examples/gpu-job.yaml's template), running until deleted.
   void CreateGpuPod(const std::string& name) {
-    auto created = client_->Create(kube::resources::Pods(), "default",
-                                   testenv::SeedGpuPod(HS_DEPLOY_DIR, name));
-    ASSERT_TRUE(created.ok()) << created.error().ToString();
+    ASSERT_NO_FATAL_FAILURE(testenv::CreateSeedGpuPod(*client_, HS_DEPLOY_DIR, name));
   }
 
   // Diagnostics for a failed wait; claims' status never holds a credential (asserted below), and
   // machines' messages are gpumachine's, which never hold one either.
   std::string Diagnose() {
-    std::string out;
-    for (auto c : ListClaims()) {
-      c["metadata"].as_object().erase("managedFields");
-      out += "claim: " + bj::serialize(c["status"]) + "\n";
-    }
-    for (const auto& m : fleet_->Machines()) {
-      out += "machine " + m.instance_id + " " + market::StateName(m.state) +
-             " joined=" + std::to_string(m.joined) + " reason=" + m.reason + " " + m.message +
-             " agent=" + sim::kubelet::PhaseName(m.agent.phase) + " " + m.agent.reason + "\n";
-    }
+    std::string out = testenv::DescribeClaims(*client_, /*status_only=*/true);
+    for (const auto& m : fleet_->Machines()) out += testenv::DescribeMachine(m);
     out += testenv::DescribeEvents(*client_);
     return out;
   }
@@ -285,19 +258,15 @@ TEST_F(GpuMesh, ALambdaMachineJoinsTheHeadscaleTailnetRegistersRunsThePodThenLea
   std::vector<std::string> statuses;  // every status read, scanned at the end
 
   // What the machine was given: the bootstrap token and the tailnet key, both in its cloud-init.
-  auto inst = sim_->market().Get(instance);
-  ASSERT_TRUE(inst.has_value());
-  const auto* ud = inst->payload.if_contains("user_data");
-  ASSERT_TRUE(ud != nullptr && ud->is_string());
-  auto join = sim::gpumachine::ReadJoinScript(std::string(ud->as_string()), instance);
-  ASSERT_TRUE(join.ok()) << join.error().ToString();
-  EXPECT_EQ(join->tailnet_login_server, headscale_->url());
-  ASSERT_FALSE(join->tailnet_auth_key.empty());
-  std::vector<std::string> secrets = {join->token.substr(7), join->tailnet_auth_key};
+  sim::gpumachine::JoinConfig join;
+  ASSERT_NO_FATAL_FAILURE(testenv::ReadUserDataJoin(sim_->market(), instance, join));
+  EXPECT_EQ(join.tailnet_login_server, headscale_->url());
+  ASSERT_FALSE(join.tailnet_auth_key.empty());
+  std::vector<std::string> secrets = {join.token.substr(7), join.tailnet_auth_key};
   // headscale keys are "hskey-auth-<prefix>-<secret>": the secret part alone must not leak either.
-  if (auto dash = join->tailnet_auth_key.rfind('-');
-      dash != std::string::npos && join->tailnet_auth_key.size() - dash > 12) {
-    secrets.push_back(join->tailnet_auth_key.substr(dash + 1));
+  if (auto dash = join.tailnet_auth_key.rfind('-');
+      dash != std::string::npos && join.tailnet_auth_key.size() - dash > 12) {
+    secrets.push_back(join.tailnet_auth_key.substr(dash + 1));
   }
 
   // The machine joined with real tailscaled; the claim has its key id, tailnet IP and device id.
@@ -341,14 +310,7 @@ TEST_F(GpuMesh, ALambdaMachineJoinsTheHeadscaleTailnetRegistersRunsThePodThenLea
   auto node = client_->Get(kube::resources::Nodes(), "", node_name);
   ASSERT_TRUE(node.ok());
   EXPECT_EQ(Str(*node, "spec", "providerID"), "lambdalabs://" + instance);
-  std::string internal_ip;
-  if (const auto* addrs =
-          jsonfield::ArrayField(*jsonfield::ObjectField(*node, "status"), "addresses")) {
-    for (const auto& a : *addrs) {
-      if (jsonfield::StringField(a.as_object(), "type") == "InternalIP")
-        internal_ip = std::string(jsonfield::StringField(a.as_object(), "address"));
-    }
-  }
+  std::string internal_ip = testenv::NodeInternalIP(*node);
   EXPECT_EQ(internal_ip.rfind("127.", 0), 0u) << internal_ip;
   EXPECT_TRUE(Eventually([&] { return TokenSecrets().empty(); }, 20s));
 
@@ -363,9 +325,7 @@ TEST_F(GpuMesh, ALambdaMachineJoinsTheHeadscaleTailnetRegistersRunsThePodThenLea
   EXPECT_TRUE(Eventually([&] { return ListClaims().empty(); }, 60s)) << Diagnose();
   auto after = sim_->market().Get(instance);
   ASSERT_TRUE(after.has_value());
-  EXPECT_TRUE(after->state == market::State::kTerminated ||
-              after->state == market::State::kStopping)
-      << market::StateName(after->state);
+  EXPECT_TRUE(testenv::Returned(after->state)) << market::StateName(after->state);
   for (const Device& dv : HeadscaleNodes()) {
     EXPECT_NE(dv.id, device_id) << "the machine's headscale node outlived its claim";
   }
@@ -374,17 +334,10 @@ TEST_F(GpuMesh, ALambdaMachineJoinsTheHeadscaleTailnetRegistersRunsThePodThenLea
 
   // No bootstrap token or auth key in a log line, an Event or any status read.
   std::vector<std::string> lines = log_->Lines();
-  for (const char* msg : {"gpu tailnet key created", "mesh: machine joined the tailnet",
-                          "gpu tailnet device deleted", "gpu bootstrap token created"}) {
-    EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [&](const std::string& l) {
-      return l.find(msg) != std::string::npos;
-    })) << msg;
-  }
+  testenv::ExpectLogged(lines, {"gpu tailnet key created", "mesh: machine joined the tailnet",
+                                "gpu tailnet device deleted", "gpu bootstrap token created"});
   for (const auto& line : lines) ExpectAbsent(line, secrets, "a log line: " + line.substr(0, 80));
-  for (const char* f :
-       {"kube-apiserver.log", "kube-controller-manager.log", "kube-scheduler.log"}) {
-    ExpectAbsent(ReadFile(testenv::Cluster().work_dir() + "/" + f), secrets, f);
-  }
+  for (const auto& [f, text] : testenv::ControlPlaneLogs()) ExpectAbsent(text, secrets, f);
   auto events = client_->List(kube::resources::Events(), "");
   ASSERT_TRUE(events.ok());
   EXPECT_FALSE(events->items.empty());
@@ -397,33 +350,16 @@ TEST_F(GpuMesh, ALambdaMachineJoinsTheHeadscaleTailnetRegistersRunsThePodThenLea
 TEST_F(GpuMesh, AMachineWhoseKeyHeadscaleRefusesStaysUnjoinedAndNeverRegisters) {
   corrupt_keys_ = true;
   CreateGpuPod("trainer");
-  std::string instance;
-  ASSERT_TRUE(Eventually(
-      [&] {
-        for (const auto& c : ListClaims()) {
-          if (!Str(c, "status", "instanceID").empty()) instance = Str(c, "status", "instanceID");
-        }
-        return !instance.empty();
-      },
-      60s))
-      << Diagnose();
+  const std::string instance = testenv::WaitClaimInstance(*client_, 60s).second;
+  ASSERT_FALSE(instance.empty()) << Diagnose();
   // Real tailscaled presented the key to real headscale, which refused it: no kubelet started.
-  ASSERT_TRUE(Eventually(
-      [&] {
-        auto m = fleet_->Get(instance);
-        return m && m->reason == "TailnetJoinFailed";
-      },
-      90s))
+  ASSERT_TRUE(testenv::WaitMachineReason(*fleet_, instance, "TailnetJoinFailed", 90s))
       << Diagnose();
   EXPECT_FALSE(fleet_->Get(instance)->joined);
   EXPECT_NE(fleet_->Get(instance)->message.find("tailscale up failed"), std::string::npos)
       << fleet_->Get(instance)->message;
   EXPECT_TRUE(mesh_->Joined().empty());
-  auto nodes = client_->List(kube::resources::Nodes(), "");
-  ASSERT_TRUE(nodes.ok());
-  for (const auto& n : nodes->items) {
-    EXPECT_NE(Str(n, "spec", "providerID"), "lambdalabs://" + instance);
-  }
+  ASSERT_NO_FATAL_FAILURE(testenv::ExpectNoNodeFor(*client_, "lambdalabs://" + instance));
   for (const Device& d : HeadscaleNodes()) {
     EXPECT_EQ(d.hostname.rfind("ml-workload-pool-", 0), std::string::npos) << d.hostname;
   }
@@ -437,8 +373,7 @@ TEST_F(GpuMesh, AMachineWhoseKeyHeadscaleRefusesStaysUnjoinedAndNeverRegisters) 
   ASSERT_TRUE(Eventually(
       [&] {
         auto m = fleet_->Get(instance);
-        return m &&
-               (m->state == market::State::kStopping || m->state == market::State::kTerminated);
+        return m && testenv::Returned(m->state);
       },
       30s))
       << Diagnose();

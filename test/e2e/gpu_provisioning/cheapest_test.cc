@@ -31,6 +31,7 @@
 #include "src/kube/object_helpers.h"
 #include "src/kube/yaml.h"
 #include "test/testenv/eventually.h"
+#include "test/testenv/gpu_market.h"
 #include "test/testenv/testenv.h"
 #include "test/testenv/tgp.h"
 
@@ -68,12 +69,7 @@ Result<BootPayload> Payload(const BootContext& b) {
 
 class Cheapest : public ::testing::Test {
  protected:
-  // kube-scheduler marks the pod Unschedulable, which is what starts provisioning.
-  static void SetUpTestSuite() {
-    localcluster::Options o;
-    o.scheduler = true;
-    testenv::ConfigureCluster(o);
-  }
+  static void SetUpTestSuite() { testenv::ConfigureSchedulingCluster(); }
 
   void SetUp() override {
     client_ = testenv::AdminClient();
@@ -208,10 +204,7 @@ spec:
     if (manager_) manager_->Stop();
     if (runner_.joinable()) runner_.join();
     for (Sim& s : sims_) {
-      for (const auto& i : s.server->market().List("")) {
-        EXPECT_TRUE(i.state == market::State::kTerminated || i.state == market::State::kStopping)
-            << s.provider << " " << i.id << " left " << market::StateName(i.state);
-      }
+      testenv::ExpectAllReturned(s.server->market(), s.provider);
       s.server->Stop();
     }
   }
@@ -334,7 +327,7 @@ TEST_F(Cheapest, EachProviderInTurnHoldsTheCheapestOfferAndGetsTheLaunch) {
     // The machine at the provider is billed that price.
     for (Sim& s : sims_) {
       for (const auto& i : s.server->market().List("")) {
-        if (i.state == market::State::kTerminated || i.state == market::State::kStopping) continue;
+        if (testenv::Returned(i.state)) continue;
         EXPECT_EQ(s.provider, target) << "a machine on " << s.provider;
         EXPECT_EQ(i.price, *paid) << s.provider;
       }

@@ -39,6 +39,7 @@
 #include "src/kube/yaml.h"
 #include "src/net/http.h"
 #include "test/testenv/eventually.h"
+#include "test/testenv/gpu_market.h"
 #include "test/testenv/stand_in_node.h"
 #include "test/testenv/testenv.h"
 #include "test/testenv/tgp.h"
@@ -185,10 +186,7 @@ class GpuHarness : public ::testing::Test {
         runpod_->market().Subscribe([this](const market::Instance& i) { OnInstance(i); });
     if (run_pods_) kubelet_ = std::thread([this] { StandInKubelet(); });
 
-    ASSERT_TRUE(
-        testenv::PutSecret(*client_, "tgp-system", "tgp-operator-secret",
-                           {{"RUNPOD_API_KEY", "sim-key"}, {"LAMBDA_LABS_API_KEY", "sim-key"}})
-            .ok());
+    ASSERT_TRUE(testenv::PutSimOperatorSecret(*client_).ok());
 
     auto kit = testenv::NewGpuControllerKit(client_, &registry_);
     ASSERT_TRUE(kit.ok()) << kit.error().ToString();
@@ -249,18 +247,12 @@ class GpuHarness : public ::testing::Test {
     if (sim_) {
       sim_->market().Unsubscribe(observer_);
       // Nothing left running at the provider: every instance was returned.
-      for (const auto& i : sim_->market().List("")) {
-        EXPECT_TRUE(i.state == market::State::kTerminated || i.state == market::State::kStopping)
-            << i.id << " " << market::StateName(i.state);
-      }
+      testenv::ExpectAllReturned(sim_->market(), "lambda");
       sim_->Stop();
     }
     if (runpod_) {
       runpod_->market().Unsubscribe(runpod_observer_);
-      for (const auto& i : runpod_->market().List("")) {
-        EXPECT_TRUE(i.state == market::State::kTerminated || i.state == market::State::kStopping)
-            << i.id << " " << market::StateName(i.state);
-      }
+      testenv::ExpectAllReturned(runpod_->market(), "runpod");
       runpod_->Stop();
     }
     testenv::DeleteNodes(*client_);

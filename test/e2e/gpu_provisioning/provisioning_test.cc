@@ -16,11 +16,7 @@ constexpr char kLaunch[] = "POST /api/v1/instance-operations/launch";
 
 class GpuProvisioning : public GpuHarness {
  protected:
-  static void SetUpTestSuite() {
-    localcluster::Options o;
-    o.scheduler = true;
-    testenv::ConfigureCluster(o);
-  }
+  static void SetUpTestSuite() { testenv::ConfigureSchedulingCluster(); }
 };
 
 TEST_F(GpuProvisioning, PendingPodGetsTheCheapestFittingMachineAndIsScheduledOnIt) {
