@@ -569,15 +569,18 @@ Reply SimulatorImpl::AggregatedReply(const Ctx& c, const std::string& kind,
                                      const std::string& field,
                                      std::map<std::string, json::array> scoped) {
   json::object items;
-  for (auto& [scope, arr] : scoped) {
-    if (arr.empty()) {
+  for (auto& entry : scoped) {
+    const std::string& scope = entry.first;
+    if (entry.second.empty()) {
       items[scope] = json::object{
           {"warning",
            json::object{{"code", "NO_RESULTS_ON_PAGE"},
                         {"message", "There are no results for scope '" + scope + "' on this page."},
                         {"data", json::array{json::object{{"key", "scope"}, {"value", scope}}}}}}};
     } else {
-      items[scope] = json::object{{field, std::move(arr)}};
+      json::object listed;
+      listed[field] = std::move(entry.second);  // an initializer list would copy the array
+      items[scope] = std::move(listed);
     }
   }
   std::string id = "projects/" + c.project + "/aggregated/" + field;

@@ -235,7 +235,7 @@ void SimulatorImpl::MetadataChanged(const std::string& instance_key) {
 }
 
 void SimulatorImpl::HandleMetadata(const net::ServerRequest& req,
-                                   std::shared_ptr<net::Responder> r) {
+                                   const std::shared_ptr<net::Responder>& r) {
   std::string path = req.path;
   std::string instance_id = req.Header("x-sim-instance");  // "<project>/<zone>/<name>"
   static const std::string kSim = "/sim/instances/";

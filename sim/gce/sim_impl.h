@@ -308,7 +308,7 @@ class SimulatorImpl final : public Simulator {
   Reply DeleteOp(Ctx& c, const std::string& key);
 
   // metadata.cc
-  void HandleMetadata(const net::ServerRequest& req, std::shared_ptr<net::Responder> r);
+  void HandleMetadata(const net::ServerRequest& req, const std::shared_ptr<net::Responder>& r);
   // Renders one metadata item for an instance; nullopt when absent. Under mu_.
   std::optional<std::string> MetadataValue(const Instance& inst, const std::string& item,
                                            bool recursive, bool json_alt, std::string* type);
