@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -85,6 +86,26 @@ class Containerd {
     return RunCommand(argv).output;
   }
   std::vector<std::string> Containers() const { return Lines(Ctr({"containers", "ls", "-q"})); }
+  // containerd's whole log (trace level: a line per CRI call) as it is now.
+  std::string WholeLog() const {
+    std::ifstream in(dir_ + "/log");
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+  // How many ContainerStatus calls containerd served after the first `skip` bytes of its log: each
+  // is one look of a pod worker at a container (CriRuntime::Observe).
+  int ContainerStatusCallsAfter(size_t skip) const {
+    const std::string log = WholeLog();
+    std::istringstream in(log.substr(std::min(skip, log.size())));
+    int calls = 0;
+    for (std::string line; std::getline(in, line);) {
+      // The call's line, not its "returns status" or "failed" line.
+      if (line.find("msg=\"ContainerStatus for ") != std::string::npos &&
+          line.find("returns") == std::string::npos && line.find("failed") == std::string::npos) {
+        ++calls;
+      }
+    }
+    return calls;
+  }
   // Mount points under this containerd's folder.
   std::vector<std::string> Mounts() const {
     std::ifstream in("/proc/self/mounts");
@@ -150,8 +171,10 @@ class Containerd {
            "\"io.containerd.snapshotter.v1.zfs\", \"io.containerd.snapshotter.v1.devmapper\", "
            "\"io.containerd.snapshotter.v1.aufs\", \"io.containerd.internal.v1.opt\"]\n"
         << "[grpc]\n  address = \"" << socket() << "\"\n"
-        << "[ttrpc]\n  address = \"" << socket() << ".ttrpc\"\n"
-        << "[debug]\n  address = \"\"\n[metrics]\n  address = \"\"\n"
+        << "[ttrpc]\n  address = \"" << socket()
+        << ".ttrpc\"\n"
+        // Trace level: the CRI calls it serves are the restart test's signal.
+        << "[debug]\n  address = \"\"\n  level = \"trace\"\n[metrics]\n  address = \"\"\n"
         << "[plugins.\"io.containerd.grpc.v1.cri\"]\n"
         << "  sandbox_image = \"" << *pause << "\"\n"
         << "  disable_apparmor = true\n  stream_server_address = \"127.0.0.1\"\n"
@@ -352,8 +375,17 @@ TEST_F(CriAgentTest, ARestartedAgentFindsItsContainersAndDuplicatesNone) {
   ASSERT_TRUE(after);
   EXPECT_EQ(after->pod_ip(), before->pod_ip());
   EXPECT_EQ(after->container_statuses(0).restart_count(), 0);
-  // Give the recovered worker time to (wrongly) start anything again.
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  // The recovered worker looks at its container every step: after 40 more looks (about 2 s) it
+  // has had every chance to (wrongly) start anything again.
+  const size_t seen = containerd_->WholeLog().size();
+  constexpr int kLooks = 40;
+  int looks = 0;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       looks < kLooks && std::chrono::steady_clock::now() < until;
+       looks = containerd_->ContainerStatusCallsAfter(seen)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GE(looks, kLooks) << "the recovered worker stopped looking at its container";
   EXPECT_EQ(containerd_->Containers(), ids);
   EXPECT_EQ(Logs(*stub, "cri-keep", "main"), "once\n");
   EXPECT_EQ(ExecIn(*stub, "cri-keep", {"/hstest", "print:still-here"}).out, "still-here\n");
