@@ -18,6 +18,7 @@
 
 #include "src/base/command.h"
 #include "test/integration/runners_agent/fixture.h"
+#include "test/integration/runners_agent/own_netns_test.h"
 #include "test/testenv/child_process.h"
 #include "test/testenv/own_netns.h"
 
@@ -207,15 +208,12 @@ class Containerd {
   testenv::ChildProcess process_;
 };
 
-class CriAgentTest : public ::testing::Test {
+class CriAgentTest : public OwnNetnsTest {
  protected:
   void SetUp() override {
-    if (!testenv::OwnNetworkNamespaceError().empty()) {
-      GTEST_SKIP() << testenv::OwnNetworkNamespaceError();
-    }
+    OwnNetnsTest::SetUp();
+    if (IsSkipped()) return;
     std::string why;
-    env_ = Shared(&why);
-    if (env_ == nullptr) GTEST_SKIP() << why;
     if (std::string missing = ContainerdMissing(); !missing.empty()) GTEST_SKIP() << missing;
     containerd_ = Containerd::Shared(*env_, &why);
     ASSERT_NE(containerd_, nullptr) << why;
@@ -245,7 +243,6 @@ class CriAgentTest : public ::testing::Test {
     EXPECT_EQ(links.find("veth"), std::string::npos) << links;
   }
 
-  Env* env_ = nullptr;
   Containerd* containerd_ = nullptr;
 };
 

@@ -18,6 +18,7 @@
 #include "src/base/command.h"
 #include "src/runners/agent/podnet.h"
 #include "test/integration/runners_agent/fixture.h"
+#include "test/integration/runners_agent/own_netns_test.h"
 #include "test/testenv/own_netns.h"
 
 namespace hyperslice::runners::testing {
@@ -26,20 +27,10 @@ namespace fs = std::filesystem;
 
 constexpr char kCidr[] = "192.0.2.128/25";
 
-class PodNetworkTest : public ::testing::Test {
+class PodNetworkTest : public OwnNetnsTest {
  protected:
-  void SetUp() override {
-    if (!testenv::OwnNetworkNamespaceError().empty()) {
-      GTEST_SKIP() << testenv::OwnNetworkNamespaceError();
-    }
-    std::string why;
-    env_ = Shared(&why);
-    if (env_ == nullptr) GTEST_SKIP() << why;
-  }
   // The interfaces of this (the agent's) network namespace.
   static std::string Links() { return RunCommand({"ip", "-o", "link", "show"}).output; }
-
-  Env* env_ = nullptr;
 };
 
 TEST_F(PodNetworkTest, PodsGetAddressesReachEachOtherKeepThemOnRestartAndReleaseThemOnDelete) {
