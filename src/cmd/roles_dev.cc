@@ -24,6 +24,9 @@
 //
 // Logs of the operator and the simulators go to <work-dir>/hyperslice.log (JSON lines), so the
 // terminal shows progress only.
+//
+// This file includes sim/: the `sim` and `dev` roles of the composition root are the one place in
+// src/ that knows the simulators (docs/architecture.md, "Rules that keep this order true").
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>

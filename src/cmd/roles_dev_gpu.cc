@@ -26,6 +26,9 @@
 // tailscaled in a network namespace of its own (sim/gpumachine/mesh_machines.h); the claim
 // records its tailnet IP and the machine's headscale node is deleted when it is returned.
 // Otherwise the machines reach the apiserver over loopback and the story says why.
+//
+// This file includes sim/: the `sim` and `dev` roles of the composition root are the one place in
+// src/ that knows the simulators (docs/architecture.md, "Rules that keep this order true").
 #include <signal.h>
 
 #include <chrono>

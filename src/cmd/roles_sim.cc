@@ -1,6 +1,9 @@
 // `hyperslice sim gce`: the Compute Engine simulator (sim/gce) as a process, for tests, the local
 // demo and the real gcloud CLI. Prints its endpoints as one JSON line on stdout, then serves until
 // SIGTERM/SIGINT.
+//
+// This file includes sim/: the `sim` and `dev` roles of the composition root are the one place in
+// src/ that knows the simulators (docs/architecture.md, "Rules that keep this order true").
 #include <chrono>
 #include <cstdio>
 #include <string>

@@ -1,6 +1,9 @@
 // `hyperslice sim runpod|lambda|paperspace|vast`: the GPU marketplace simulators (sim/<name>) as
 // processes, for tests, `hyperslice dev` and the providers' own clients. Each prints
 // {"provider","api","control"} as one JSON line on stdout, then serves until SIGTERM/SIGINT.
+//
+// This file includes sim/: the `sim` and `dev` roles of the composition root are the one place in
+// src/ that knows the simulators (docs/architecture.md, "Rules that keep this order true").
 #include <cstdio>
 #include <map>
 #include <string>
