@@ -202,10 +202,7 @@ TEST_F(GpuMachineTest, BootsFromTheJoinScriptRegistersRunsAPodAndStopsWhenTermin
       },
       60s));
   ASSERT_TRUE(client_->Create(kube::resources::Pods(), "default", pod).ok());
-  EXPECT_TRUE(Eventually(
-      [&] { return PodPhase("cuda") == "Running"; },
-      30s))
-      << Diagnose(id);
+  EXPECT_TRUE(Eventually([&] { return PodPhase("cuda") == "Running"; }, 30s)) << Diagnose(id);
   kube::DeleteOptions d;
   d.grace_period_seconds = 0;
   (void)client_->Delete(kube::resources::Pods(), "default", "cuda", d);
@@ -221,10 +218,7 @@ TEST_F(GpuMachineTest, BootsFromTheJoinScriptRegistersRunsAPodAndStopsWhenTermin
       bj::array{"/bin/sleep", "1"};
   ASSERT_TRUE(client_->Create(kube::resources::Pods(), "default", job_pod).ok());
   const auto created = std::chrono::steady_clock::now();
-  ASSERT_TRUE(Eventually(
-      [&] { return PodPhase("train") == "Succeeded"; },
-      30s))
-      << Diagnose(id);
+  ASSERT_TRUE(Eventually([&] { return PodPhase("train") == "Succeeded"; }, 30s)) << Diagnose(id);
   EXPECT_GE(std::chrono::steady_clock::now() - created, 1s) << "finished before its sleep";
   auto train = client_->Get(kube::resources::Pods(), "default", "train");
   ASSERT_TRUE(train.ok());
@@ -237,9 +231,7 @@ TEST_F(GpuMachineTest, BootsFromTheJoinScriptRegistersRunsAPodAndStopsWhenTermin
   bj::object after = pod;
   after["metadata"].as_object()["name"] = "after";
   ASSERT_TRUE(client_->Create(kube::resources::Pods(), "default", after).ok());
-  EXPECT_TRUE(Eventually(
-      [&] { return PodPhase("after") == "Running"; },
-      30s))
+  EXPECT_TRUE(Eventually([&] { return PodPhase("after") == "Running"; }, 30s))
       << "the finished pod's GPUs were not freed\n"
       << Diagnose(id);
   for (const char* name : {"train", "after"})
