@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <ctime>
 
+// Written by hand: libstdc++ 12 (Debian's) has neither std::chrono::parse nor chrono formatting,
+// and Boost.DateTime's ISO parser takes no numeric offset ("+02:00").
 namespace hyperslice {
 
 std::string FormatRfc3339(std::chrono::system_clock::time_point t, int fraction_digits) {
