@@ -1091,7 +1091,7 @@ Status RegisterClaimController(kube::Manager& mgr, ClaimControllerOptions option
     if (!owners.ok()) return;
     for (const ObjectPtr& claim : *owners) c->Enqueue(Meta(*claim, "name"));
   };
-  inf.nodes->AddEventHandler(internal::OnEachObject(enqueue));
+  inf.nodes->AddEventHandler(kube::OnEachObject(enqueue));
   // A pod leaving a Node being drained moves the drain on: the claims being deleted whose Node
   // it was are woken (the others do not care about pods).
   auto nodes = inf.nodes;
@@ -1110,7 +1110,7 @@ Status RegisterClaimController(kube::Manager& mgr, ClaimControllerOptions option
     for (const ObjectPtr& claim : *owners)
       if (kube::IsDeleting(*claim)) c->Enqueue(Meta(*claim, "name"));
   };
-  inf.pods->AddEventHandler(internal::OnEachObject(by_pod));
+  inf.pods->AddEventHandler(kube::OnEachObject(by_pod));
   mgr.Add(controller);
   if (gc_interval > Clock::Duration::zero()) {
     mgr.Add(std::make_shared<GarbageCollector>(reconciler, gc_interval, clock));

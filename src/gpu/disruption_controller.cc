@@ -397,7 +397,7 @@ Status RegisterDisruptionController(kube::Manager& mgr, DisruptionControllerOpti
   auto by_node = [by_node_name](const ObjectPtr& node) {
     if (node) by_node_name(Meta(*node, "name"));
   };
-  inf.claims->AddEventHandler(internal::OnEachObject(by_claim));
+  inf.claims->AddEventHandler(kube::OnEachObject(by_claim));
   inf.pods->AddEventHandler({.on_add = by_pod,
                              .on_update =
                                  [by_pod](const ObjectPtr& old, const ObjectPtr& cur) {
@@ -405,7 +405,7 @@ Status RegisterDisruptionController(kube::Manager& mgr, DisruptionControllerOpti
                                    by_pod(cur);
                                  },
                              .on_delete = [by_pod](const ObjectPtr& last, bool) { by_pod(last); }});
-  inf.nodes->AddEventHandler(internal::OnEachObject(by_node));
+  inf.nodes->AddEventHandler(kube::OnEachObject(by_node));
   mgr.Add(controller);
   return OkStatus();
 }

@@ -158,11 +158,7 @@ void Controller::ProcessOne(const std::string& key) {
 }
 
 void Controller::Watch(SharedInformer& informer) {
-  EventHandler h;
-  h.on_add = [this](const ObjectPtr& o) { EnqueueObject(*o); };
-  h.on_update = [this](const ObjectPtr&, const ObjectPtr& cur) { EnqueueObject(*cur); };
-  h.on_delete = [this](const ObjectPtr& last, bool) { EnqueueObject(*last); };
-  informer.AddEventHandler(std::move(h));
+  informer.AddEventHandler(OnEachObject([this](const ObjectPtr& o) { EnqueueObject(*o); }));
 }
 
 void Controller::WatchOwned(SharedInformer& informer, const std::string& owner_kind) {

@@ -41,6 +41,12 @@ SharedInformer::SharedInformer(std::shared_ptr<Client> client, Resource resource
 
 SharedInformer::~SharedInformer() { Stop(); }
 
+EventHandler OnEachObject(const std::function<void(const ObjectPtr&)>& fn) {
+  return {.on_add = fn,
+          .on_update = [fn](const ObjectPtr&, const ObjectPtr& cur) { fn(cur); },
+          .on_delete = [fn](const ObjectPtr& last, bool) { fn(last); }};
+}
+
 SharedInformer::HandlerId SharedInformer::AddEventHandler(EventHandler handler) {
   auto shared = std::make_shared<EventHandler>(std::move(handler));
   std::lock_guard apply(apply_mu_);

@@ -47,6 +47,9 @@ struct EventHandler {
   std::function<void(const ObjectPtr& old, const ObjectPtr& cur)> on_update;
   std::function<void(const ObjectPtr& last, bool final_state_unknown)> on_delete;
 };
+// The handler of a watcher that only needs "this object changed": `fn` gets the added object, the
+// new one of an update and the last one of a delete.
+EventHandler OnEachObject(const std::function<void(const ObjectPtr&)>& fn);
 
 struct InformerOptions {
   std::string ns;  // "" = all namespaces

@@ -69,10 +69,7 @@ Status RegisterDevicePluginController(kube::Manager& mgr, const OperatorOptions&
   auto wake = [weak](const kube::ObjectPtr& /*group*/) {
     if (auto c = weak.lock()) c->Enqueue(kKey);
   };
-  groups->AddEventHandler(
-      {.on_add = wake,
-       .on_update = [wake](const kube::ObjectPtr&, const kube::ObjectPtr& cur) { wake(cur); },
-       .on_delete = [wake](const kube::ObjectPtr& last, bool) { wake(last); }});
+  groups->AddEventHandler(kube::OnEachObject(wake));
   mgr.Add(controller);
   return OkStatus();
 }

@@ -1,9 +1,6 @@
-// What the GPU controllers' Register* functions share: the informer-factory check and the event
-// handler that hands the object of every add, update (the new one) and delete (the last one) to
-// one function.
+// What the GPU controllers' Register* functions share: the informer-factory check. (Their event
+// handlers are kube::OnEachObject.)
 #pragma once
-
-#include <functional>
 
 #include "src/base/result.h"
 #include "src/kube/informer.h"
@@ -17,13 +14,6 @@ inline Status RequireInformers(const kube::Manager& mgr) {
     return Error::Make(Error::Code::kInvalidArgument, "the manager has no informer factory");
   }
   return OkStatus();
-}
-
-// add(obj) -> fn(obj), update(old, cur) -> fn(cur), delete(last) -> fn(last).
-inline kube::EventHandler OnEachObject(const std::function<void(const kube::ObjectPtr&)>& fn) {
-  return {.on_add = fn,
-          .on_update = [fn](const kube::ObjectPtr&, const kube::ObjectPtr& cur) { fn(cur); },
-          .on_delete = [fn](const kube::ObjectPtr& last, bool) { fn(last); }};
 }
 
 }  // namespace hyperslice::gpu::internal

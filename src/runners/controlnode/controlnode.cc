@@ -342,17 +342,11 @@ class System final : public ControlNodeSet,
     });
     runner_ctrl_->Watch(*runner_informer_);
     // A ControlNode change (selector) re-evaluates its runners.
-    cn_informer_->AddEventHandler(kube::EventHandler{
-        .on_add = [this](const kube::ObjectPtr&) { EnqueueAllRunners(); },
-        .on_update = [this](const kube::ObjectPtr&,
-                            const kube::ObjectPtr&) { EnqueueAllRunners(); },
-        .on_delete = [this](const kube::ObjectPtr&, bool) { EnqueueAllRunners(); }});
+    cn_informer_->AddEventHandler(
+        kube::OnEachObject([this](const kube::ObjectPtr&) { EnqueueAllRunners(); }));
     // A Runner change re-evaluates its control node (capacity, labels).
-    runner_informer_->AddEventHandler(kube::EventHandler{
-        .on_add = [this](const kube::ObjectPtr& r) { EnqueueControlNodeOf(*r); },
-        .on_update = [this](const kube::ObjectPtr&,
-                            const kube::ObjectPtr& r) { EnqueueControlNodeOf(*r); },
-        .on_delete = [this](const kube::ObjectPtr& r, bool) { EnqueueControlNodeOf(*r); }});
+    runner_informer_->AddEventHandler(
+        kube::OnEachObject([this](const kube::ObjectPtr& r) { EnqueueControlNodeOf(*r); }));
     kube::ControllerOptions po;
     po.name = "runners-pods";
     po.max_concurrent_reconciles = std::max(1, o_.workers);
@@ -788,11 +782,8 @@ class System final : public ControlNodeSet,
     }
     if (stale) stale->Stop();
     auto ctrl = pod_ctrl_;
-    fresh->AddEventHandler(kube::EventHandler{
-        .on_add = [ctrl](const kube::ObjectPtr& p) { ctrl->EnqueueObject(*p); },
-        .on_update = [ctrl](const kube::ObjectPtr&,
-                            const kube::ObjectPtr& p) { ctrl->EnqueueObject(*p); },
-        .on_delete = [ctrl](const kube::ObjectPtr& p, bool) { ctrl->EnqueueObject(*p); }});
+    fresh->AddEventHandler(
+        kube::OnEachObject([ctrl](const kube::ObjectPtr& p) { ctrl->EnqueueObject(*p); }));
     fresh->Start();
     log::Info("control node started", {{"control_node", spec.name}, {"node", spec.node_name}});
   }
