@@ -15,7 +15,9 @@ namespace hyperslice::runners::testing {
 class OwnNetnsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::string why = testenv::OwnNetworkNamespaceError(); !why.empty()) GTEST_SKIP() << why;
+    if (const std::string& why = testenv::OwnNetworkNamespaceError(); !why.empty()) {
+      GTEST_SKIP() << why;
+    }
     std::string why;
     env_ = Shared(&why);
     if (env_ == nullptr) GTEST_SKIP() << why;
