@@ -87,6 +87,7 @@ fi
 total_pass=0
 total_fail=0
 failed_suites=()
+failed_tests=()  # <build dir>:<ctest name>
 # run_ctest <label> <build dir> [ctest args...]: runs and adds the summary to the totals.
 run_ctest() {
   local label=$1 dir=$2
@@ -110,6 +111,10 @@ run_ctest() {
     total_fail=$((total_fail + failed))
     ((failed > 0)) && failed_suites+=("$label")
   fi
+  # ctest's closing list ("  42 - name (Failed)"): the names, for the excerpts at the end.
+  local name
+  while IFS= read -r name; do failed_tests+=("$dir:$name"); done < <(
+    sed -n '/The following tests FAILED:/,$p' "$out" | sed -nE 's/^[[:space:]]*[0-9]+ - ([^ ]+) .*/\1/p')
   rm -f "$out"
 }
 
@@ -185,8 +190,21 @@ if [[ ${HS_TEST_QUICK:-0} != 1 ]]; then
   fi
 fi
 
+# A CI log is often read from its end only: repeat the last lines each failed test printed (ctest's
+# LastTest.log keeps every test's whole output) so the cause is there, not just the count.
+if ((${#failed_tests[@]})); then
+  echo
+  echo "== the failed tests' last 40 lines (whole output above, and in <build dir>/Testing/Temporary/LastTest.log) =="
+  for t in "${failed_tests[@]:0:3}"; do
+    echo "--- ${t#*:} (${t%%:*})"
+    awk -v name="${t#*:}" '$0 ~ ("^[0-9]+/[0-9]+ Testing: " name "$") { on = 1; next }
+      on && /^<end of output>$/ { exit } on' "${t%%:*}/Testing/Temporary/LastTest.log" | tail -n 40
+  done
+fi
+
 echo
 ((${#failed_suites[@]})) && echo "failed: ${failed_suites[*]}"
+((${#failed_tests[@]})) && echo "failed tests: ${failed_tests[*]}"
 ((${#skipped_stages[@]})) && echo "skipped for the time budget: ${skipped_stages[*]}"
 echo "${total_pass} passed, ${total_fail} failed"
 ((total_fail == 0))
