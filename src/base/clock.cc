@@ -20,4 +20,15 @@ Clock& RealClock() {
   return clock;
 }
 
+WallClock::WallClock(const Clock* clock)
+    : clock_(clock == &RealClock() ? nullptr : clock),
+      wall_anchor_(std::chrono::system_clock::now()),
+      clock_anchor_(clock_ != nullptr ? clock_->Now() : Clock::TimePoint()) {}
+
+std::chrono::system_clock::time_point WallClock::Now() const {
+  if (clock_ == nullptr) return std::chrono::system_clock::now();
+  return wall_anchor_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                            clock_->Now() - clock_anchor_);
+}
+
 }  // namespace hyperslice

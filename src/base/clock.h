@@ -26,4 +26,19 @@ class Clock {
 // Process-wide real clock (std::chrono::steady_clock).
 Clock& RealClock();
 
+// Wall time as a Clock moves it, for timestamps that are written (to a status, a Secret) and read
+// back to decide (a backoff, an expiry): std::chrono::system_clock::now() on the real clock; on
+// another (a test's FakeClock) the wall time at construction plus how far that clock has moved
+// since, so a test advances both at once.
+class WallClock {
+ public:
+  explicit WallClock(const Clock* clock = nullptr);  // nullptr: RealClock()
+  std::chrono::system_clock::time_point Now() const;
+
+ private:
+  const Clock* clock_;  // nullptr when real
+  std::chrono::system_clock::time_point wall_anchor_;
+  Clock::TimePoint clock_anchor_;
+};
+
 }  // namespace hyperslice

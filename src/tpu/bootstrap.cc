@@ -171,8 +171,7 @@ Bootstrapper::Bootstrapper(std::shared_ptr<kube::Client> client,
     : client_(std::move(client)),
       compute_(std::move(compute)),
       options_(std::move(options)),
-      wall_anchor_(std::chrono::system_clock::now()),
-      clock_anchor_(options_.clock != nullptr ? options_.clock->Now() : Clock::TimePoint()) {}
+      wall_(options_.clock) {}
 
 namespace {
 
@@ -439,12 +438,7 @@ Result<BootstrapReport> Bootstrapper::Reconcile(const kube::Object& group,
   }
 
   // Wall-clock now; with a test clock, the construction time moved by as much as it advanced.
-  auto now = std::chrono::system_clock::now();
-  if (options_.clock != nullptr && options_.clock != &RealClock()) {
-    now = wall_anchor_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                             options_.clock->Now() - clock_anchor_);
-  }
-  Pass pass(*client_, *compute_, options_, now, group_ref, uid, control_plane);
+  Pass pass(*client_, *compute_, options_, wall_.Now(), group_ref, uid, control_plane);
   HS_ASSIGN_OR_RETURN(auto secrets, pass.ListSecrets());
 
   std::map<std::string, std::vector<const TokenSecret*>> by_instance;

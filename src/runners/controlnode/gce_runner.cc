@@ -131,7 +131,7 @@ GceRunnerProvisioner::GceRunnerProvisioner(GceProvisionerOptions options, Store 
     : options_(std::move(options)),
       recorder_(std::move(store), "instance",
                 {"operation", "lastError", "selfLink", "id", "status", "networkIP"},
-                options_.retry_initial, options_.retry_max) {}
+                options_.retry_initial, options_.retry_max, options_.clock) {}
 
 Result<std::optional<ProvisionOutcome>> GceRunnerProvisioner::WaitRecorded(
     const std::string& runner, json::object& instance) {

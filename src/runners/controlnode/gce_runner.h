@@ -32,6 +32,7 @@
 
 #include <boost/json/object.hpp>
 
+#include "src/base/clock.h"
 #include "src/base/result.h"
 #include "src/gce/compute.h"
 #include "src/kube/resource.h"
@@ -68,6 +69,7 @@ struct GceProvisionerOptions {
   std::chrono::milliseconds operation_wait{2000};
   std::chrono::milliseconds retry_initial{5000};  // after a failed insert; doubled per failure
   std::chrono::milliseconds retry_max{300000};
+  const Clock* clock = nullptr;  // the backoff's time; nullptr: RealClock()
 };
 
 // The instance name for a Runner: "hs-runner-<name>" with dots as dashes; a name that would pass

@@ -25,8 +25,6 @@ using jsonfield::StringValue;
 using Ms = std::chrono::milliseconds;
 using Code = Error::Code;
 
-std::string Now() { return kube::FormatMicroTime(std::chrono::system_clock::now()); }
-
 const MarketClass::Provider* FindProvider(const MarketClass& cls, std::string_view name) {
   for (const auto& p : cls.providers) {
     if (p.client && p.client->name() == name) return &p;
@@ -116,7 +114,8 @@ MarketRunnerProvisioner::MarketRunnerProvisioner(MarketProvisionerOptions option
       recorder_(std::move(store), "machine",
                 {"id", "name", "state", "launchAttempt", "lastError", "offer", "gpuType", "region",
                  "price", "spot", "provider"},
-                options_.retry_initial, options_.retry_max) {}
+                options_.retry_initial, options_.retry_max, options_.clock),
+      wall_(options_.clock) {}
 
 ProvisionOutcome MarketRunnerProvisioner::Failed(const std::string& runner, json::object& machine,
                                                  const std::string& reason,
@@ -204,7 +203,7 @@ Result<ProvisionOutcome> MarketRunnerProvisioner::Reconcile(const kube::Object& 
                              .requeue_after = Ms(200)});
       }
       auto sent = kube::ParseTime(StringField(*attempt, "sentAt"));
-      auto now = std::chrono::system_clock::now();
+      auto now = wall_.Now();
       if (sent && now < *sent + options_.ambiguous_settle) {
         return record.Finish(ProvisionOutcome{
             .reason = "MachinePending",
@@ -289,7 +288,7 @@ Result<ProvisionOutcome> MarketRunnerProvisioner::Launch(const kube::Object& run
                                           {"region", offer.region},
                                           {"price", gpu::FormatUsd(choice->price)},
                                           {"spot", choice->spot},
-                                          {"sentAt", Now()}};
+                                          {"sentAt", kube::FormatMicroTime(wall_.Now())}};
   HS_RETURN_IF_ERROR(recorder_.Record(name, machine));
 
   gpu::LaunchRequest lr;

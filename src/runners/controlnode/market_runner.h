@@ -31,6 +31,7 @@
 
 #include <boost/json/object.hpp>
 
+#include "src/base/clock.h"
 #include "src/base/result.h"
 #include "src/gpu/class_controller.h"
 #include "src/gpu/provider.h"
@@ -91,6 +92,7 @@ struct MarketProvisionerOptions {
   std::chrono::milliseconds ambiguous_settle{10000};
   std::chrono::milliseconds retry_initial{5000};  // after a failed launch; doubled per failure
   std::chrono::milliseconds retry_max{300000};
+  const Clock* clock = nullptr;  // the backoff's and the settle's time; nullptr: RealClock()
 };
 
 // The machine name for a Runner (carries the name; the uid is in a tag).
@@ -134,6 +136,7 @@ class MarketRunnerProvisioner {
 
   MarketProvisionerOptions options_;
   ProvisionRecorder recorder_;  // status.machine
+  WallClock wall_;              // launchAttempt.sentAt and its settle
 };
 
 }  // namespace hyperslice::runners::controlnode

@@ -32,12 +32,14 @@ ProvisionStore ApiProvisionStore(const std::shared_ptr<kube::Client>& client,
 }
 
 ProvisionRecorder::ProvisionRecorder(ProvisionStore store, std::string field,
-                                     std::vector<std::string> owned, Ms retry_initial, Ms retry_max)
+                                     std::vector<std::string> owned, Ms retry_initial, Ms retry_max,
+                                     const Clock* clock)
     : store_(std::move(store)),
       field_(std::move(field)),
       owned_(std::move(owned)),
       retry_initial_(retry_initial),
-      retry_max_(retry_max) {}
+      retry_max_(retry_max),
+      wall_(clock) {}
 
 ProvisionRecord ProvisionRecorder::Open(std::string runner, json::object& status) const {
   return ProvisionRecord(*this, std::move(runner), field_, status);
@@ -63,11 +65,10 @@ ProvisionOutcome ProvisionRecorder::NoteFailure(json::object& holder, const std:
   if (const json::object* last = jsonfield::ObjectField(holder, "lastError")) {
     failures = jsonfield::IntField(*last, "failures").value_or(0) + 1;
   }
-  holder["lastError"] =
-      json::object{{"reason", reason},
-                   {"message", message},
-                   {"failures", failures},
-                   {"time", kube::FormatMicroTime(std::chrono::system_clock::now())}};
+  holder["lastError"] = json::object{{"reason", reason},
+                                     {"message", message},
+                                     {"failures", failures},
+                                     {"time", kube::FormatMicroTime(wall_.Now())}};
   return ProvisionOutcome{
       .reason = reason, .message = message, .warning = true, .requeue_after = Backoff(failures)};
 }
@@ -77,7 +78,7 @@ std::optional<ProvisionOutcome> ProvisionRecorder::BackingOff(const json::object
   if (last == nullptr) return std::nullopt;
   auto when = kube::ParseTime(jsonfield::StringField(*last, "time"));
   auto wait = Backoff(jsonfield::IntField(*last, "failures").value_or(1));
-  auto now = std::chrono::system_clock::now();
+  auto now = wall_.Now();
   if (!when || now >= *when + wait) return std::nullopt;
   return ProvisionOutcome{
       .reason = jsonfield::StringValue(*last, "reason"),

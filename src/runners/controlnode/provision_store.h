@@ -18,6 +18,7 @@
 
 #include <boost/json/object.hpp>
 
+#include "src/base/clock.h"
 #include "src/base/result.h"
 #include "src/runners/controlnode/join_tokens.h"
 
@@ -55,8 +56,10 @@ class ProvisionRecord;
 class ProvisionRecorder {
  public:
   // `owned`: the fields of status.<field> a record drops when the provisioner no longer has them.
+  // `clock`: the time lastError is stamped and read with (nullptr: RealClock()).
   ProvisionRecorder(ProvisionStore store, std::string field, std::vector<std::string> owned,
-                    std::chrono::milliseconds retry_initial, std::chrono::milliseconds retry_max);
+                    std::chrono::milliseconds retry_initial, std::chrono::milliseconds retry_max,
+                    const Clock* clock = nullptr);
 
   // The Runner's status.<field> as `status` (the Runner's status being built) holds it.
   ProvisionRecord Open(std::string runner, boost::json::object& status) const;
@@ -82,6 +85,7 @@ class ProvisionRecorder {
   std::vector<std::string> owned_;
   std::chrono::milliseconds retry_initial_;
   std::chrono::milliseconds retry_max_;
+  WallClock wall_;
 };
 
 // One reconcile's copy of a Runner's status.<field>: read at Open, changed in holder(), put back

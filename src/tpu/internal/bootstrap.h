@@ -65,10 +65,9 @@ class Bootstrapper {
   std::shared_ptr<kube::Client> client_;
   std::shared_ptr<gce::Compute> compute_;
   BootstrapOptions options_;
-  // Token expirations are wall-clock times that follow options_.clock: the wall time and the
-  // clock's reading at construction, so a test clock moves expirations as it is advanced.
-  std::chrono::system_clock::time_point wall_anchor_;
-  Clock::TimePoint clock_anchor_;
+  // Token expirations are wall-clock times that follow options_.clock, so a test clock moves
+  // them as it is advanced.
+  WallClock wall_;
 };
 
 // The join values in a VM's metadata (kubeadm-join-token, kubeadm-ca-hash,

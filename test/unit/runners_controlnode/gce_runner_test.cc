@@ -8,10 +8,10 @@
 #include <optional>
 #include <regex>
 #include <string>
-#include <thread>
 
 #include <boost/json.hpp>
 
+#include "src/base/fake_clock.h"
 #include "src/base/json.h"
 #include "src/gce/compute.h"
 #include "test/testenv/fake_compute.h"
@@ -189,6 +189,7 @@ class Lifecycle : public ::testing::Test {
     options_.link_endpoint = "10.0.0.5:10251";
     options_.retry_initial = std::chrono::milliseconds(50);
     options_.retry_max = std::chrono::milliseconds(100);
+    options_.clock = &clock_;
   }
   GceRunnerProvisioner Provisioner() { return GceRunnerProvisioner(options_, store_.Make()); }
   ProvisionOutcome Reconcile(GceRunnerProvisioner& p) {
@@ -211,6 +212,7 @@ class Lifecycle : public ::testing::Test {
     compute_.Put("instances", "p", "us-central2-b", *got);
   }
 
+  FakeClock clock_;  // the backoff's time: moves only when a test advances it
   testenv::FakeCompute compute_;
   FakeStore store_;
   GceProvisionerOptions options_;
@@ -263,13 +265,19 @@ TEST_F(Lifecycle, AFailedInsertIsRecordedAndRetriedOnlyAfterItsBackoff) {
   EXPECT_EQ(jsonfield::IntField(*last, "failures"), 1);
   EXPECT_EQ(compute_.Count("instances"), 0u) << "a failed insert leaves nothing";
 
-  // Woken again at once (a status write, an agent event): no new insert, no new warning.
+  EXPECT_EQ(*o.requeue_after, std::chrono::milliseconds(50)) << "the first backoff";
+
+  // Woken again before the backoff ends (a status write, an agent event): no new insert, no new
+  // warning, a requeue for the rest of it.
+  clock_.Advance(std::chrono::milliseconds(49));
   o = Reconcile(p);
   EXPECT_EQ(o.reason, "ZONE_RESOURCE_POOL_EXHAUSTED");
   EXPECT_FALSE(o.warning);
+  ASSERT_TRUE(o.requeue_after.has_value());
+  EXPECT_LE(*o.requeue_after, std::chrono::milliseconds(2));
   EXPECT_EQ(compute_.Calls("instances.insert"), 1u);
 
-  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  clock_.Advance(std::chrono::milliseconds(1));
   EXPECT_EQ(Reconcile(p).reason, "InstanceOperationPending");
   EXPECT_EQ(compute_.Calls("instances.insert"), 2u) << "retried after the backoff";
   compute_.CompleteOperations();
