@@ -229,9 +229,7 @@ std::string RemoveFinalizerPatch(const Object& object, const std::string& finali
 }
 
 int64_t Generation(const Object& object) {
-  const auto* m = ObjectField(object, "metadata");
-  const auto* g = m ? m->if_contains("generation") : nullptr;
-  return g && g->is_int64() ? g->get_int64() : 0;
+  return jsonfield::IntField(ObjectField(object, "metadata"), "generation").value_or(0);
 }
 
 namespace {

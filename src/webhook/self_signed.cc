@@ -2,6 +2,7 @@
 // follow it on every replica (serving files, caBundles).
 #include "src/webhook/self_signed.h"
 
+#include <charconv>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -50,16 +51,11 @@ struct PkiState {
 };
 
 int64_t IntAnnotation(const kube::Object& obj, const char* key) {
-  const json::value* md = obj.if_contains("metadata");
-  if (md == nullptr || !md->is_object()) return 0;
-  const json::value* ann = md->get_object().if_contains("annotations");
-  if (ann == nullptr || !ann->is_object()) return 0;
-  std::string v = jsonfield::StringValue(ann->get_object(), key);
-  try {
-    return v.empty() ? 0 : std::stoll(v);
-  } catch (const std::exception&) {
-    return 0;
-  }
+  std::string_view v =
+      jsonfield::StringField(jsonfield::ObjectAt(obj, "metadata.annotations"), key);
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  return ec == std::errc() && end == v.data() + v.size() ? n : 0;
 }
 
 Result<PkiState> ParseSecret(const kube::Object& secret, const std::string& name) {
