@@ -778,6 +778,14 @@ class Call : public std::enable_shared_from_this<Call> {
     }
     writing_ = true;
     auto done = [self = shared_from_this()](error_code ec, size_t) {
+      // Closed while this write was in flight (the client hung up and our read saw it first, or
+      // Stop): CloseNow gave every queued window back, and nothing may start now. A linger timer
+      // started here would outlive the close, and CloseNow does not run twice to cancel it: its
+      // handler would hold this call, and so the server's io_context, past Stop.
+      if (self->closed_) {
+        self->writing_ = false;
+        return;
+      }
       Pending p = std::move(self->out_.front());
       self->out_.pop_front();
       self->window_.Release(p.window);
