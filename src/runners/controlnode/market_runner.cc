@@ -114,8 +114,7 @@ MarketRunnerProvisioner::MarketRunnerProvisioner(MarketProvisionerOptions option
       recorder_(std::move(store), "machine",
                 {"id", "name", "state", "launchAttempt", "lastError", "offer", "gpuType", "region",
                  "price", "spot", "provider"},
-                options_.retry_initial, options_.retry_max, options_.clock),
-      wall_(options_.clock) {}
+                options_.retry_initial, options_.retry_max, options_.clock) {}
 
 ProvisionOutcome MarketRunnerProvisioner::Failed(const std::string& runner, json::object& machine,
                                                  const std::string& reason,
@@ -203,7 +202,7 @@ Result<ProvisionOutcome> MarketRunnerProvisioner::Reconcile(const kube::Object& 
                              .requeue_after = Ms(200)});
       }
       auto sent = kube::ParseTime(StringField(*attempt, "sentAt"));
-      auto now = wall_.Now();
+      auto now = recorder_.Now();
       if (sent && now < *sent + options_.ambiguous_settle) {
         return record.Finish(ProvisionOutcome{
             .reason = "MachinePending",
@@ -288,7 +287,7 @@ Result<ProvisionOutcome> MarketRunnerProvisioner::Launch(const kube::Object& run
                                           {"region", offer.region},
                                           {"price", gpu::FormatUsd(choice->price)},
                                           {"spot", choice->spot},
-                                          {"sentAt", kube::FormatMicroTime(wall_.Now())}};
+                                          {"sentAt", kube::FormatMicroTime(recorder_.Now())}};
   HS_RETURN_IF_ERROR(recorder_.Record(name, machine));
 
   gpu::LaunchRequest lr;

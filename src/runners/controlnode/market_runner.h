@@ -135,8 +135,7 @@ class MarketRunnerProvisioner {
                           const std::string& reason, const std::string& message);
 
   MarketProvisionerOptions options_;
-  ProvisionRecorder recorder_;  // status.machine
-  WallClock wall_;              // launchAttempt.sentAt and its settle
+  ProvisionRecorder recorder_;  // status.machine; its clock also times launchAttempt.sentAt
 };
 
 }  // namespace hyperslice::runners::controlnode

@@ -74,6 +74,8 @@ class ProvisionRecorder {
   // While the backoff of holder.lastError lasts: the outcome that says so, whatever woke the
   // reconcile. nullopt when there is none or it is over.
   std::optional<ProvisionOutcome> BackingOff(const boost::json::object& holder) const;
+  // Wall time on the recorder's clock (what lastError.time is stamped with).
+  std::chrono::system_clock::time_point Now() const { return wall_.Now(); }
   // The Runner's unused join token, nullopt when there is none (see NoJoinToken).
   Result<std::optional<std::string>> JoinToken(const std::string& runner) const;
   // The outcome of a create that has no token to give.
